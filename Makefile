@@ -1,0 +1,51 @@
+# The two commands of the quick start are `make run` and `make test`; every target installs what it
+# needs into .venv first, and does nothing more when nothing changed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install install-dev run test lint fmt bench flower clean services
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(BIN)/broker run
+
+services:
+	@bash .ci/services
+
+lint: install-dev
+	$(BIN)/ruff check --config config/ruff.toml broker tasks tests
+	$(BIN)/ruff format --check --config config/ruff.toml broker tasks tests
+	$(BIN)/mypy --config-file setup.cfg
+
+fmt: install-dev
+	$(BIN)/ruff format --config config/ruff.toml broker tasks tests
+	$(BIN)/ruff check --fix --config config/ruff.toml broker tasks tests
+
+test: install-dev services lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install-dev
+	$(BIN)/python -m tests.perf.bench_engine
+
+flower: install
+	$(BIN)/broker flower
+
+clean:
+	rm -rf var .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+"""A durable, Celery-based request broker that runs Elsa 3 workflows."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,213 @@
+"""Every error the broker raises, as one tree.
+
+Each class has a stable ``code`` (what clients and logs match on) and, where the error reaches an
+HTTP client, the ``status`` it is answered with. Raise with context and chain the cause
+(``raise X(...) from exc``). Only ``RetryLater`` drives control flow: the task layer maps it to a
+scheduled retry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrokerError(Exception):
+    """Raised for any failure the broker anticipates; the base of the tree."""
+
+    code = "broker_error"
+    status = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body an HTTP client receives: ``{"error": message, "code": code, ...}``."""
+        return {"error": self.message, "code": self.code, **self.details}
+
+
+# Configuration and files ------------------------------------------------------------------------
+
+
+class ConfigError(BrokerError):
+    """Raised when a setting or a configuration file is invalid."""
+
+    code = "config_error"
+
+
+class ClientFileError(ConfigError):
+    """Raised when clients.json or requestTypes.json is malformed; names the file and entry."""
+
+    code = "client_file_error"
+
+
+# Workflow definitions and execution -------------------------------------------------------------
+
+
+class WorkflowDefinitionError(BrokerError):
+    """Raised when a workflow file cannot be parsed or validated; names file, JSON path, reason."""
+
+    code = "invalid_workflow"
+    status = 422
+
+    def __init__(self, reason: str, *, file: str | None = None, path: str = "$") -> None:
+        where = f"{file}: " if file else ""
+        super().__init__(f"{where}{path}: {reason}", file=file, path=path, reason=reason)
+        self.file = file
+        self.path = path
+        self.reason = reason
+
+
+class ExpressionError(BrokerError):
+    """Raised when an expression fails to evaluate; names the activity and the expression."""
+
+    code = "expression_error"
+
+    def __init__(self, message: str, *, activity_id: str | None = None,
+                 expression_type: str | None = None, expression: str | None = None) -> None:
+        where = f"activity {activity_id!r}: " if activity_id else ""
+        kind = f"{expression_type} " if expression_type else ""
+        super().__init__(f"{where}{kind}expression failed: {message}", activity_id=activity_id,
+                         expression_type=expression_type, expression=expression)
+        self.activity_id = activity_id
+        self.expression_type = expression_type
+        self.expression = expression
+
+
+class WorkflowFault(BrokerError):
+    """Raised when a workflow faults for good (Elsa.Fault, an invalid input, a failed activity)."""
+
+    code = "workflow_fault"
+
+    def __init__(self, message: str, *, fault_code: str | None = None,
+                 category: str | None = None, activity_id: str | None = None) -> None:
+        super().__init__(message, fault_code=fault_code, category=category,
+                         activity_id=activity_id)
+        self.fault_code = fault_code
+        self.category = category
+        self.activity_id = activity_id
+
+
+class RetryLater(BrokerError):  # noqa: N818 - a signal, not a failure
+    """Raised when work failed transiently and should run again after ``delay`` seconds.
+
+    The one exception that drives control flow: activities raise it for connect errors, timeouts,
+    HTTP 5xx and 429; the runtime turns it into a scheduled retry row.
+    """
+
+    code = "retry_later"
+    status = 503
+
+    def __init__(self, message: str, *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class OutboundBlocked(BrokerError):
+    """Raised when an HTTP activity targets a host outside the outbound allowlist."""
+
+    code = "outbound_blocked"
+
+
+# Runtime ------------------------------------------------------------------------------------------
+
+
+class LockNotAcquired(BrokerError):
+    """Raised when a lock could not be taken within its timeout."""
+
+    code = "lock_not_acquired"
+    status = 503
+
+
+class LockLost(BrokerError):
+    """Raised when a lock's fence shows another holder took over; the work must not commit."""
+
+    code = "lock_lost"
+    status = 503
+
+
+class RuntimePaused(BrokerError):
+    """Raised when new work arrives while an operator has paused the runtime."""
+
+    code = "runtime_paused"
+    status = 503
+
+
+class StoreUnavailable(BrokerError):
+    """Raised when the database cannot be reached; clients should try again."""
+
+    code = "store_unavailable"
+    status = 503
+
+
+# HTTP-facing --------------------------------------------------------------------------------------
+
+
+class BadRequest(BrokerError):
+    """Raised when a request is malformed: bad JSON, wrong types, unknown fields."""
+
+    code = "bad_request"
+    status = 400
+
+
+class UnknownRequestType(BadRequest):
+    """Raised when a client submits a request type it may not submit (elsa-broker's message)."""
+
+    code = "unknown_request_type"
+
+    def __init__(self, request_type: str, client_id: str) -> None:
+        super().__init__(f"Unknown request type '{request_type}' for client '{client_id}'")
+
+
+class MissingKeys(BadRequest):
+    """Raised when a submission lacks required keys."""
+
+    code = "missing_keys"
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__("Missing required keys", keys=keys)
+
+
+class UnexpectedKeys(BadRequest):
+    """Raised when a submission carries keys its request type does not allow."""
+
+    code = "unexpected_keys"
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__("Unexpected keys", keys=keys)
+
+
+class Unauthenticated(BrokerError):
+    """Raised when no valid, allowlisted client certificate or callback secret was presented."""
+
+    code = "unauthenticated"
+    status = 401
+
+
+class Forbidden(BrokerError):
+    """Raised when a client acts on another client's record or lacks an admin scope."""
+
+    code = "forbidden"
+    status = 403
+
+
+class NotFound(BrokerError):
+    """Raised when a record does not exist."""
+
+    code = "not_found"
+    status = 404
+
+
+class Conflict(BrokerError):
+    """Raised when the record's state forbids the action (terminal, replayed, key reused)."""
+
+    code = "conflict"
+    status = 409
+
+
+class PayloadTooLarge(BrokerError):
+    """Raised when a body exceeds BROKER_MAX_BODY_BYTES."""
+
+    code = "payload_too_large"
+    status = 413

@@ -1,0 +1,312 @@
+"""Configuration: the one place that reads the environment.
+
+Every key is declared once in ``KEYS`` with its default and meaning. ``Settings.from_env`` takes any
+mapping (``os.environ`` in processes, a plain dict in tests), converts each value to its type, and
+warns about ``BROKER_*`` names it does not know, which are nearly always typos. The README table and
+``config/broker.env.example`` are checked against ``KEYS`` by the test suite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import secrets
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "BROKER_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One configuration key: environment name, attribute name, default text, parser, meaning."""
+
+    env: str
+    attr: str
+    default: str
+    parse: Callable[[str], Any]
+    help: str
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _float(text: str) -> float:
+    return float(text.strip())
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    return tuple(p for p in text.split(":") if p.strip())
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _mode(text: str) -> str:
+    value = text.strip()
+    for mode in ("CounterBased", "TokenBased"):
+        if value.lower() == mode.lower():
+            return mode
+    raise ValueError("expected CounterBased or TokenBased")
+
+
+K = Key
+KEYS: tuple[Key, ...] = (
+    # Backends and files
+    K("BROKER_DATABASE_URL", "database_url", "sqlite:///var/broker.db", _str,
+      "SQLAlchemy URL of the database (`postgresql+psycopg://user@host/db` in production)"),
+    K("BROKER_QUEUE_URL", "queue_url", "filesystem://", _str,
+      "Celery broker URL; `filesystem://` keeps folders under `var/queue` (`redis://...`, `amqp://...`)"),
+    K("BROKER_LOCK_URL", "lock_url", "file://var/locks", _str,
+      "lock provider: `file://DIR`, `redis://...` or `postgresql://...` (advisory locks)"),
+    K("BROKER_WORKFLOW_PATHS", "workflow_paths", "workflows", _paths,
+      "folders scanned recursively for `*.json`, `:`-separated; later folders win on duplicates"),
+    K("BROKER_WATCH_WORKFLOWS", "watch_workflows", "true", _bool,
+      "watch the workflow folders and reload changed files without a restart"),
+    K("BROKER_CLIENTS_FILE", "clients_file", "config/clients.json", _str,
+      "mTLS client allowlist (elsa-broker's format)"),
+    K("BROKER_REQUEST_TYPES_FILE", "request_types_file", "config/requestTypes.json", _str,
+      "which client may submit which request type, and its required keys"),
+    K("BROKER_VAR_DIR", "var_dir", "var", _str,
+      "folder for the embedded database, queue, locks, certificates, mail and generated secrets"),
+    # Listeners and TLS
+    K("BROKER_PUBLIC_BIND", "public_bind", "0.0.0.0:5001", _str,  # noqa: S104 - the public API
+      "public listener (mTLS client API and admin API)"),
+    K("BROKER_INTERNAL_BIND", "internal_bind", "127.0.0.1:5080", _str,
+      "internal listener (callbacks, /healthz, /readyz, /metrics)"),
+    K("BROKER_TLS_CERT", "tls_cert", "var/certs/server.pem", _str, "server certificate (PEM)"),
+    K("BROKER_TLS_KEY", "tls_key", "var/certs/server.key", _str, "server private key (PEM)"),
+    K("BROKER_TLS_CLIENT_CA", "tls_client_ca", "var/certs/ca.pem", _str,
+      "CA that client certificates must chain to (PEM)"),
+    K("BROKER_TRUSTED_PROXIES", "trusted_proxies", "", _csv,
+      "addresses of TLS-terminating proxies allowed to pass the client certificate in a header; "
+      "empty disables the proxy mode"),
+    K("BROKER_PROXY_CERT_HEADER", "proxy_cert_header", "", _str,
+      "header carrying the URL-encoded PEM client certificate from a trusted proxy"),
+    K("BROKER_CALLBACK_SECRET", "callback_secret", "", _str,
+      "shared secret for `/internal/requests/{id}/result`; unset: generated into "
+      "`var/callback-secret` on first run; set but empty: every callback is rejected"),
+    K("BROKER_CALLBACK_BASE_URL", "callback_base_url", "http://127.0.0.1:5080", _str,
+      "base URL that a remote Elsa server calls back"),
+    K("BROKER_ELSA_DISPATCH_URL", "elsa_dispatch_url", "", _str,
+      "Elsa server endpoint for workflows with `customProperties.executor: \"elsa\"`"),
+    K("BROKER_MAX_BODY_BYTES", "max_body_bytes", "1048576", _int, "largest accepted request body"),
+    K("BROKER_MAX_JSON_DEPTH", "max_json_depth", "32", _int, "deepest accepted JSON nesting"),
+    K("BROKER_MAX_JSON_KEYS", "max_json_keys", "1000", _int,
+      "most object keys accepted in one request body"),
+    # Process model
+    K("BROKER_DISTRIBUTED", "distributed", "false", _bool,
+      "processes run on more than one host (file locks are then not enough)"),
+    K("BROKER_ALLOW_LOCAL_LOCKS", "allow_local_locks", "false", _bool,
+      "acknowledge host-local file locks when distributed (silences the startup warning)"),
+    K("BROKER_LOG_LEVEL", "log_level", "INFO", _str, "logging level"),
+    K("BROKER_LOG_FORMAT", "log_format", "json", _str, "`json` (one object per line) or `text`"),
+    K("BROKER_WORKER_CONCURRENCY", "worker_concurrency", "2", _int,
+      "worker processes started by `broker run`"),
+    # Workflow execution
+    K("BROKER_TASK_MODULES", "task_modules", "tasks", _csv,
+      "modules whose Celery tasks a RunTask activity may call, comma-separated"),
+    K("BROKER_HTTP_ALLOWLIST", "http_allowlist", "", _csv,
+      "outbound hosts for HTTP activities, `host[:port]` patterns with `*`; empty allows public "
+      "addresses only"),
+    K("BROKER_HTTP_TIMEOUT", "http_timeout", "30", _float, "seconds an outbound HTTP call may take"),
+    K("BROKER_HTTP_MAX_RESPONSE_BYTES", "http_max_response_bytes", "10485760", _int,
+      "largest outbound HTTP response read"),
+    K("BROKER_SMTP_URL", "smtp_url", "file://var/mail", _str,
+      "where SendEmail delivers: `smtp://host:port`, `file://DIR` or `console://`"),
+    K("BROKER_SMTP_FROM", "smtp_from", "broker@localhost", _str, "default sender of SendEmail"),
+    K("BROKER_FLOWCHART_MODE", "flowchart_mode", "CounterBased", _mode,
+      "default flowchart join mode (`CounterBased` or `TokenBased`)"),
+    K("BROKER_JS_TIME_LIMIT", "js_time_limit", "1.0", _float,
+      "seconds one JavaScript evaluation may run"),
+    K("BROKER_JS_MEMORY_LIMIT", "js_memory_limit", "33554432", _int,
+      "bytes one JavaScript evaluation may allocate"),
+    K("BROKER_RETRY_MAX_ATTEMPTS", "retry_max_attempts", "5", _int,
+      "default attempts of an activity that fails transiently"),
+    K("BROKER_RETRY_INITIAL_DELAY", "retry_initial_delay", "1", _float,
+      "default first retry delay, seconds (exponential backoff, full jitter)"),
+    K("BROKER_RETRY_MAX_DELAY", "retry_max_delay", "300", _float, "default largest retry delay"),
+    # Delivery and maintenance
+    K("BROKER_TASK_VISIBILITY_TIMEOUT", "task_visibility_timeout", "3600", _int,
+      "seconds before an unacknowledged Redis message is delivered again"),
+    K("BROKER_LOCK_TTL", "lock_ttl", "30", _float, "seconds a distributed lock lives unless extended"),
+    K("BROKER_OUTBOX_RELAY_INTERVAL", "outbox_relay_interval", "1", _float,
+      "seconds between outbox relay runs"),
+    K("BROKER_OUTBOX_BATCH_SIZE", "outbox_batch_size", "100", _int, "outbox rows claimed per batch"),
+    K("BROKER_OUTBOX_LEASE", "outbox_lease", "60", _float,
+      "seconds a dispatched outbox row may stay unfinished before it is published again"),
+    K("BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS", "max_outbox_delivery_attempts", "10", _int,
+      "publish attempts before an outbox row becomes a dead letter"),
+    K("BROKER_ORPHANED_OUTBOX_RETENTION", "orphaned_outbox_retention", "86400", _float,
+      "seconds before orphaned outbox rows are removed"),
+    K("BROKER_BOOKMARK_QUEUE_INTERVAL", "bookmark_queue_interval", "1", _float,
+      "seconds between bookmark-queue processing runs"),
+    K("BROKER_BOOKMARK_QUEUE_MAX_DELIVERY_ATTEMPTS", "bookmark_queue_max_delivery_attempts", "3",
+      _int, "failed processing attempts before a queue item is dead-lettered"),
+    K("BROKER_BOOKMARK_QUEUE_TTL", "bookmark_queue_ttl", "600", _float,
+      "seconds an unmatched queue item waits before it is dead-lettered as Expired"),
+    K("BROKER_DEAD_LETTER_TTL", "dead_letter_ttl", "604800", _float,
+      "seconds before dead letters are purged"),
+    K("BROKER_TIMER_INTERVAL", "timer_interval", "1", _float, "seconds between timer firing runs"),
+    K("BROKER_HEARTBEAT_INTERVAL", "heartbeat_interval", "10", _float,
+      "seconds between heartbeats of a running instance"),
+    K("BROKER_INACTIVITY_THRESHOLD", "inactivity_threshold", "300", _float,
+      "seconds without a heartbeat before a running instance is recovered"),
+    K("BROKER_RECOVERY_INTERVAL", "recovery_interval", "30", _float,
+      "seconds between stalled-instance recovery runs"),
+    K("BROKER_PURGE_INTERVAL", "purge_interval", "3600", _float,
+      "seconds between purge runs (dead letters, orphaned outbox rows, old results)"),
+    K("BROKER_RESULT_RETENTION", "result_retention", "2592000", _float,
+      "seconds a finished request's workflow state is kept (the request and its audit stay)"),
+    K("BROKER_DRAIN_TIMEOUT", "drain_timeout", "30", _float,
+      "seconds a worker stopping on SIGTERM has to checkpoint and requeue"),
+)
+del K
+
+KEY_BY_ENV = {k.env: k for k in KEYS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The process's configuration, built from a mapping of environment variables."""
+
+    database_url: str
+    queue_url: str
+    lock_url: str
+    workflow_paths: tuple[str, ...]
+    watch_workflows: bool
+    clients_file: str
+    request_types_file: str
+    var_dir: str
+    public_bind: str
+    internal_bind: str
+    tls_cert: str
+    tls_key: str
+    tls_client_ca: str
+    trusted_proxies: tuple[str, ...]
+    proxy_cert_header: str
+    callback_secret: str
+    callback_base_url: str
+    elsa_dispatch_url: str
+    max_body_bytes: int
+    max_json_depth: int
+    max_json_keys: int
+    distributed: bool
+    allow_local_locks: bool
+    log_level: str
+    log_format: str
+    worker_concurrency: int
+    task_modules: tuple[str, ...]
+    http_allowlist: tuple[str, ...]
+    http_timeout: float
+    http_max_response_bytes: int
+    smtp_url: str
+    smtp_from: str
+    flowchart_mode: str
+    js_time_limit: float
+    js_memory_limit: int
+    retry_max_attempts: int
+    retry_initial_delay: float
+    retry_max_delay: float
+    task_visibility_timeout: int
+    lock_ttl: float
+    outbox_relay_interval: float
+    outbox_batch_size: int
+    outbox_lease: float
+    max_outbox_delivery_attempts: int
+    orphaned_outbox_retention: float
+    bookmark_queue_interval: float
+    bookmark_queue_max_delivery_attempts: int
+    bookmark_queue_ttl: float
+    dead_letter_ttl: float
+    timer_interval: float
+    heartbeat_interval: float
+    inactivity_threshold: float
+    recovery_interval: float
+    purge_interval: float
+    result_retention: float
+    drain_timeout: float
+    #: whether BROKER_CALLBACK_SECRET was given at all (unset means: generate one)
+    callback_secret_set: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``environ`` (the process environment when None)."""
+        env: Mapping[str, str] = os.environ if environ is None else environ  # noqa: TID251
+        values: dict[str, Any] = {}
+        for key in KEYS:
+            raw = env.get(key.env, key.default)
+            try:
+                values[key.attr] = key.parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{key.env}={raw!r} is invalid: {exc}") from exc
+        unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in KEY_BY_ENV)
+        for name in unknown:
+            warnings.warn(f"unknown configuration key {name} is ignored", UnknownKeyWarning,
+                          stacklevel=2)
+        return cls(**values, callback_secret_set="BROKER_CALLBACK_SECRET" in env)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some attributes changed (tests and the CLI use it)."""
+        if "callback_secret" in changes:
+            changes.setdefault("callback_secret_set", True)
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def var_path(self) -> Path:
+        return Path(self.var_dir)
+
+    def resolved_callback_secret(self) -> str:
+        """The callback secret: the configured one, or one generated once into the var folder."""
+        if self.callback_secret_set:
+            return self.callback_secret
+        path = self.var_path / "callback-secret"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+
+class UnknownKeyWarning(UserWarning):
+    """Raised (as a warning) when the environment holds a ``BROKER_*`` name that is not a key."""
+
+
+_current: Settings | None = None
+
+
+def get_settings() -> Settings:
+    """The settings of this process, read from the environment once."""
+    global _current
+    if _current is None:
+        _current = Settings.from_env()
+    return _current
+
+
+def set_settings(settings: Settings | None) -> None:
+    """Install settings for this process (tests and the CLI); None re-reads the environment."""
+    global _current
+    _current = settings

@@ -1,0 +1,1 @@
+"""The Celery application: ``celery -A tasks worker|beat|flower``."""
