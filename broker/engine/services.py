@@ -1,0 +1,56 @@
+"""The doors from the pure engine to the outside world, as protocols.
+
+The engine never opens a socket or a file: activities that send HTTP requests or e-mail call
+these, and the runtime passes real implementations (``broker.outbound``, ``broker.mail``) or test
+fakes. Transient failures are raised as ``broker.errors.RetryLater``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpRequest:
+    """An outbound HTTP call; ``idempotency_key`` is sent as the ``Idempotency-Key`` header."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    body: bytes | None = None
+    idempotency_key: str | None = None
+    timeout: float | None = None  # seconds; None means the configured default
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpResponse:
+    """What came back; ``content`` is parsed JSON when the response was JSON, else text."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    body: bytes
+    content: Any = None
+
+
+class HttpClient(Protocol):
+    def send(self, request: HttpRequest) -> HttpResponse:
+        """Send the request. Raises ``OutboundBlocked`` for a host outside the allowlist and
+        ``RetryLater`` for connect errors, timeouts, 5xx and 429; other statuses are returned."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EmailMessage:
+    to: tuple[str, ...]
+    subject: str
+    body: str
+    sender: str | None = None
+    cc: tuple[str, ...] = ()
+    bcc: tuple[str, ...] = ()
+    message_id: str | None = None  # deterministic, so a retried send can be recognised
+
+
+class Mailer(Protocol):
+    def send(self, message: EmailMessage) -> None:
+        """Deliver the message; raises ``RetryLater`` when the server is unreachable."""
