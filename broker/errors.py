@@ -64,12 +64,22 @@ class ExpressionError(BrokerError):
 
     code = "expression_error"
 
-    def __init__(self, message: str, *, activity_id: str | None = None,
-                 expression_type: str | None = None, expression: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        activity_id: str | None = None,
+        expression_type: str | None = None,
+        expression: str | None = None,
+    ) -> None:
         where = f"activity {activity_id!r}: " if activity_id else ""
         kind = f"{expression_type} " if expression_type else ""
-        super().__init__(f"{where}{kind}expression failed: {message}", activity_id=activity_id,
-                         expression_type=expression_type, expression=expression)
+        super().__init__(
+            f"{where}{kind}expression failed: {message}",
+            activity_id=activity_id,
+            expression_type=expression_type,
+            expression=expression,
+        )
         self.activity_id = activity_id
         self.expression_type = expression_type
         self.expression = expression
@@ -80,16 +90,21 @@ class WorkflowFault(BrokerError):
 
     code = "workflow_fault"
 
-    def __init__(self, message: str, *, fault_code: str | None = None,
-                 category: str | None = None, activity_id: str | None = None) -> None:
-        super().__init__(message, fault_code=fault_code, category=category,
-                         activity_id=activity_id)
+    def __init__(
+        self,
+        message: str,
+        *,
+        fault_code: str | None = None,
+        category: str | None = None,
+        activity_id: str | None = None,
+    ) -> None:
+        super().__init__(message, fault_code=fault_code, category=category, activity_id=activity_id)
         self.fault_code = fault_code
         self.category = category
         self.activity_id = activity_id
 
 
-class RetryLater(BrokerError):  # noqa: N818 - a signal, not a failure
+class RetryLater(BrokerError):
     """Raised when work failed transiently and should run again after ``delay`` seconds.
 
     The one exception that drives control flow: activities raise it for connect errors, timeouts,

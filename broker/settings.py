@@ -73,6 +73,7 @@ def _mode(text: str) -> str:
 
 
 K = Key
+# fmt: off
 KEYS: tuple[Key, ...] = (
     # Backends and files
     K("BROKER_DATABASE_URL", "database_url", "sqlite:///var/broker.db", _str,
@@ -92,7 +93,7 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_VAR_DIR", "var_dir", "var", _str,
       "folder for the embedded database, queue, locks, certificates, mail and generated secrets"),
     # Listeners and TLS
-    K("BROKER_PUBLIC_BIND", "public_bind", "0.0.0.0:5001", _str,  # noqa: S104 - the public API
+    K("BROKER_PUBLIC_BIND", "public_bind", "0.0.0.0:5001", _str,
       "public listener (mTLS client API and admin API)"),
     K("BROKER_INTERNAL_BIND", "internal_bind", "127.0.0.1:5080", _str,
       "internal listener (callbacks, /healthz, /readyz, /metrics)"),
@@ -131,7 +132,8 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_HTTP_ALLOWLIST", "http_allowlist", "", _csv,
       "outbound hosts for HTTP activities, `host[:port]` patterns with `*`; empty allows public "
       "addresses only"),
-    K("BROKER_HTTP_TIMEOUT", "http_timeout", "30", _float, "seconds an outbound HTTP call may take"),
+    K("BROKER_HTTP_TIMEOUT", "http_timeout", "30", _float,
+      "seconds an outbound HTTP call may take"),
     K("BROKER_HTTP_MAX_RESPONSE_BYTES", "http_max_response_bytes", "10485760", _int,
       "largest outbound HTTP response read"),
     K("BROKER_SMTP_URL", "smtp_url", "file://var/mail", _str,
@@ -151,10 +153,12 @@ KEYS: tuple[Key, ...] = (
     # Delivery and maintenance
     K("BROKER_TASK_VISIBILITY_TIMEOUT", "task_visibility_timeout", "3600", _int,
       "seconds before an unacknowledged Redis message is delivered again"),
-    K("BROKER_LOCK_TTL", "lock_ttl", "30", _float, "seconds a distributed lock lives unless extended"),
+    K("BROKER_LOCK_TTL", "lock_ttl", "30", _float,
+      "seconds a distributed lock lives unless extended"),
     K("BROKER_OUTBOX_RELAY_INTERVAL", "outbox_relay_interval", "1", _float,
       "seconds between outbox relay runs"),
-    K("BROKER_OUTBOX_BATCH_SIZE", "outbox_batch_size", "100", _int, "outbox rows claimed per batch"),
+    K("BROKER_OUTBOX_BATCH_SIZE", "outbox_batch_size", "100", _int,
+      "outbox rows claimed per batch"),
     K("BROKER_OUTBOX_LEASE", "outbox_lease", "60", _float,
       "seconds a dispatched outbox row may stay unfinished before it is published again"),
     K("BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS", "max_outbox_delivery_attempts", "10", _int,
@@ -183,6 +187,7 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_DRAIN_TIMEOUT", "drain_timeout", "30", _float,
       "seconds a worker stopping on SIGTERM has to checkpoint and requeue"),
 )
+# fmt: on
 del K
 
 KEY_BY_ENV = {k.env: k for k in KEYS}
@@ -264,8 +269,9 @@ class Settings:
                 raise ConfigError(f"{key.env}={raw!r} is invalid: {exc}") from exc
         unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in KEY_BY_ENV)
         for name in unknown:
-            warnings.warn(f"unknown configuration key {name} is ignored", UnknownKeyWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"unknown configuration key {name} is ignored", UnknownKeyWarning, stacklevel=2
+            )
         return cls(**values, callback_secret_set="BROKER_CALLBACK_SECRET" in env)
 
     def replace(self, **changes: Any) -> Settings:

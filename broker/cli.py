@@ -1,0 +1,56 @@
+"""The ``broker`` command: the operator's door.
+
+Subcommands live next to what they operate (``broker.store.commands``, ``broker.certs``, ...) and
+are imported only when called, so ``broker --help`` stays fast. Exit codes: 0 success, 1 the
+operation failed, 2 bad usage (click's own).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from broker import __version__
+
+LAZY_COMMANDS = {
+    "db": ("broker.store.commands", "db", "Migrate and inspect the database."),
+    "certs": ("broker.certs", "certs", "Create the dev CA, server and client certificates."),
+    "workflows": ("broker.workflow_commands", "workflows", "List, validate and draw workflows."),
+    "run": ("broker.supervise", "run", "Start ingress, internal, worker and beat together."),
+    "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (click's lazy-loading recipe)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module_name, attr, _ = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{module_name}.{attr} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text from the table, so `broker --help` does not import every subcommand.
+        rows = [(name, LAZY_COMMANDS[name][2]) for name in sorted(LAZY_COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="broker")
+def main() -> None:
+    """A durable, Celery-based request broker that runs Elsa 3 workflows."""
+
+
+def run_main(argv: list[str] | None = None) -> Any:
+    return main.main(args=argv if argv is not None else sys.argv[1:], prog_name="broker")

@@ -1,0 +1,231 @@
+"""``broker run``: every role of the product in one foreground command (the embedded default).
+
+It prepares what a first run needs (database schema, development certificates, the dev client,
+the workflow registry), then starts the public ingress, the internal listener, a Celery worker and
+Celery beat as child processes. SIGINT or SIGTERM stops all of them; if one dies, the others are
+stopped too, so nothing is ever left running. Production runs each role on its own (README).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from broker.settings import Settings, get_settings
+
+logger = logging.getLogger(__name__)
+
+DEV_CLIENT = "DevClient"
+STOP_GRACE_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class Role:
+    """One child process: its name and command line."""
+
+    name: str
+    argv: tuple[str, ...]
+
+
+def _config_dir() -> Path:
+    return Path("config")
+
+
+def roles(settings: Settings) -> list[Role]:
+    """The command lines of the four roles, the same ones the README gives for production."""
+    py = sys.executable
+    config = _config_dir()
+    return [
+        Role(
+            "ingress",
+            (
+                py,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(config / "gunicorn.conf.py"),
+                "broker.ingress.wsgi:public",
+            ),
+        ),
+        Role(
+            "internal",
+            (
+                py,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(config / "gunicorn_internal.conf.py"),
+                "broker.ingress.wsgi:internal",
+            ),
+        ),
+        Role(
+            "worker",
+            (
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "tasks",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(settings.worker_concurrency),
+                "-E",
+            ),
+        ),
+        Role("beat", (py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO")),
+    ]
+
+
+def prepare(settings: Settings) -> None:
+    """Everything a first run needs; each step is idempotent and fast when already done."""
+    from broker.store import db
+
+    settings.var_path.mkdir(parents=True, exist_ok=True)
+    db.upgrade(settings.database_url)
+    settings.resolved_callback_secret()
+    _ensure_dev_certificates(settings)
+    from broker.registry import WorkflowRegistry
+
+    registry = WorkflowRegistry(
+        settings, db.make_session_factory(db.make_engine(settings.database_url))
+    )
+    registry.load()
+    for problem in registry.problems:
+        click.echo(f"workflow problem: {problem.file}: {problem.reason}", err=True)
+
+
+def _ensure_dev_certificates(settings: Settings) -> None:
+    from broker import certs
+
+    folder = Path(settings.tls_client_ca).parent
+    if not Path(settings.tls_client_ca).exists():
+        certs.init_ca(folder)
+    if not (Path(settings.tls_cert).exists() and Path(settings.tls_key).exists()):
+        certs.issue_server(folder, "localhost")
+    if not (folder / f"{DEV_CLIENT}.pem").exists():
+        certs.issue_client(folder, DEV_CLIENT)
+    certs.register_dev_client(settings, folder / f"{DEV_CLIENT}.pem", DEV_CLIENT)
+
+
+def quick_start_text(settings: Settings) -> str:
+    folder = Path(settings.tls_client_ca).parent
+    port = settings.public_bind.rsplit(":", 1)[1]
+    tls = (
+        f"--cacert {folder}/ca.pem --cert {folder}/{DEV_CLIENT}.pem --key {folder}/{DEV_CLIENT}.key"
+    )
+    body = (
+        '{"requestType": "InvoiceProcess", "keys": {"InvoiceNumber": "INV-1", '
+        '"VendorCode": "V-9"}, "payload": {"amount": 250}}'
+    )
+    return "\n".join(
+        [
+            "",
+            "Broker is starting. Try it (in another terminal):",
+            f"  curl -s {tls} -H 'Content-Type: application/json' \\",
+            f"       -d '{body}' https://localhost:{port}/requests",
+            f"  curl -s {tls} https://localhost:{port}/requests/<correlationId>",
+            f"Health: curl -s http://{settings.internal_bind}/healthz",
+            "Stop everything with Ctrl-C.",
+            "",
+        ]
+    )
+
+
+class Supervisor:
+    """Starts child processes, forwards stop signals, and stops all when one dies."""
+
+    def __init__(self, roles: Sequence[Role]) -> None:
+        self.roles = list(roles)
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stopping:
+            click.echo(f"\n{signal.Signals(signum).name}: stopping every role...", err=True)
+        self.stopping = True
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        code = 0
+        try:
+            for role in self.roles:
+                self.children[role.name] = subprocess.Popen(role.argv)
+                logger.info("started %s (pid %d)", role.name, self.children[role.name].pid)
+            while not self.stopping:
+                for name, child in self.children.items():
+                    if child.poll() is not None:
+                        click.echo(
+                            f"{name} exited with code {child.returncode}; stopping the others",
+                            err=True,
+                        )
+                        code = child.returncode or 1
+                        self.stopping = True
+                        break
+                time.sleep(0.2)
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return code
+
+    def stop(self) -> None:
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for name, child in self.children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop in time; killing pid %d", name, child.pid)
+                child.kill()
+                child.wait()
+
+
+@click.command()
+@click.option(
+    "--prepare-only",
+    is_flag=True,
+    help="Migrate, create certificates, load workflows; start nothing.",
+)
+def run(prepare_only: bool) -> None:
+    """Start ingress, internal listener, worker and beat in the foreground (Ctrl-C stops all)."""
+    from broker.logs import configure_logging
+
+    settings = get_settings()
+    configure_logging(settings)
+    prepare(settings)
+    if prepare_only:
+        return
+    click.echo(quick_start_text(settings), err=True)
+    sys.exit(Supervisor(roles(settings)).run())
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+def flower(flower_args: tuple[str, ...]) -> None:
+    """Start Flower on 127.0.0.1:5555 (extra arguments go to Flower, e.g. --basic-auth=u:p)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "flower",
+        "--address=127.0.0.1",
+        "--port=5555",
+        *flower_args,
+    ]
+    os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with Flower
