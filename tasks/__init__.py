@@ -4,9 +4,15 @@ Task bodies here are thin doors onto ``broker.runtime``: open a transaction, tak
 the runtime, map errors. ``broker`` never imports this package.
 """
 
+from broker.runtime.process import Runtime, set_runtime
+from broker.settings import get_settings
 from tasks.celery_app import create_app
 
 app = create_app()
 celery = app
+# The worker's runtime publishes through this app (its connection pool is the worker's own).
+set_runtime(Runtime(get_settings(), celery_app=app))
 
-__all__ = ["app", "celery"]
+from tasks import maintenance, workflow  # noqa: E402  (tasks register on the app above)
+
+__all__ = ["app", "celery", "maintenance", "workflow"]

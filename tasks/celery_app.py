@@ -1,71 +1,51 @@
-"""The Celery application and its reliability settings (DESIGN section 7).
+"""The Celery application of ``celery -A tasks worker|beat|flower``.
 
-Messages carry ids only and are JSON. The SQL outbox is the source of truth, so the transport may
-lose a message without losing work: acks are late, a dead pool child's task is rejected (and
-redelivered), one message is prefetched at a time, and nothing waits in the transport with a long
-countdown (timers and retries are rows in SQL).
+Its configuration lives in ``broker.runtime.celery_config`` (so the ingress can publish without
+importing this package). Here: build the app from the process's settings, import the operator's
+RunTask modules, and make every worker consume the maintenance queue and each workflow's queue.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-from celery import Celery
+from celery import Celery, shared_task
+from celery.signals import celeryd_after_setup
 
+from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE, create_celery
+from broker.runtime.process import Runtime, get_runtime
 from broker.settings import Settings, get_settings
 
-DEFAULT_QUEUE = "broker.default"
-MAINTENANCE_QUEUE = "broker.maintenance"
+logger = logging.getLogger(__name__)
 
-
-def transport_options(settings: Settings) -> dict[str, Any]:
-    """Options for the configured transport (folders for filesystem://, timeouts for Redis)."""
-    url = settings.queue_url
-    if url.startswith("filesystem://"):
-        root = settings.var_path / "queue"
-        folders = {
-            "data_folder_in": root / "messages",
-            "data_folder_out": root / "messages",
-            "control_folder": root / "control",
-            "processed_folder": root / "processed",
-        }
-        for folder in folders.values():
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        return {**{k: str(v) for k, v in folders.items()}, "store_processed": False}
-    if url.startswith(("redis://", "rediss://", "sentinel://")):
-        return {"visibility_timeout": settings.task_visibility_timeout}
-    return {}
-
-
-def configure(app: Celery, settings: Settings) -> None:
-    """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
-    app.conf.update(
-        broker_url=settings.queue_url,
-        broker_transport_options=transport_options(settings),
-        broker_connection_retry_on_startup=True,
-        task_serializer="json",
-        result_serializer="json",
-        accept_content=["json"],
-        event_serializer="json",
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        task_acks_on_failure_or_timeout=True,
-        worker_prefetch_multiplier=1,
-        task_ignore_result=True,
-        task_default_queue=DEFAULT_QUEUE,
-        task_create_missing_queues=True,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
-        worker_hijack_root_logger=False,
-        beat_schedule_filename=str(settings.var_path / "celerybeat-schedule"),
-        timezone="UTC",
-        enable_utc=True,
-    )
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    app = Celery("broker", set_as_current=True)
-    configure(app, settings)
+    app = create_celery(settings)
+    app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
     return app
+
+
+def worker_queues(runtime: Runtime) -> list[str]:
+    """The queues a worker consumes: default, maintenance and every loaded workflow's own."""
+    queues = {DEFAULT_QUEUE, MAINTENANCE_QUEUE}
+    for workflow in runtime.registry.definitions():
+        queues.add(workflow.queue)
+    return sorted(queues)
+
+
+def _consume_workflow_queues(sender: Any, instance: Any, **_: Any) -> None:
+    for queue in worker_queues(get_runtime()):
+        instance.app.amqp.queues.select_add(queue)
+
+
+celeryd_after_setup.connect(_consume_workflow_queues)
+
+
+def door(name: str, **options: Any) -> Callable[[F], F]:
+    """``shared_task`` with a type: registers a task door under ``name`` on every app."""
+    return cast(Callable[[F], F], shared_task(name=name, **options))

@@ -53,13 +53,17 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
-JsonColumn = JSON().with_variant(JSONB(), "postgresql")
+# none_as_null: a Python None is stored as SQL NULL, never as the JSON text 'null', so "IS NULL"
+# means the same whether the attribute was set to None or never set.
+JsonColumn = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 Id = String(64)
 
 
@@ -154,8 +158,9 @@ class RequestEvent(Base):
 
     __tablename__ = "request_events"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
-                                    primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     request_id: Mapped[str] = mapped_column(Id, index=True)
     timestamp: Mapped[dt.datetime] = mapped_column(default=utcnow)
     event_type: Mapped[str] = mapped_column(String(50))  # RequestSubmitted, RequestCompleted, ...
@@ -245,8 +250,9 @@ class ActivityExecution(Base):
 
     __tablename__ = "activity_executions"
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
-                                    primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     instance_id: Mapped[str] = mapped_column(Id)
     sequence: Mapped[int] = mapped_column(Integer)  # order within the instance
     activity_id: Mapped[str] = mapped_column(String(200))
@@ -332,7 +338,14 @@ class Timer(Base):
     due_at: Mapped[dt.datetime]
     fired_at: Mapped[dt.datetime | None]
 
-    __table_args__ = (Index("ix_timers_due", "due_at", postgresql_where=text("fired_at IS NULL")),)
+    __table_args__ = (
+        Index(
+            "ix_timers_due",
+            "due_at",
+            postgresql_where=text("fired_at IS NULL"),
+            sqlite_where=text("fired_at IS NULL"),
+        ),
+    )
 
 
 class DeadLetter(Base):
@@ -384,12 +397,18 @@ class OutboxRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     __table_args__ = (
-        Index("ix_outbox_pending", "available_at",
-              postgresql_where=text("state = 'pending'"),
-              sqlite_where=text("state = 'pending'")),
-        Index("ix_outbox_dispatched", "lease_expires_at",
-              postgresql_where=text("state = 'dispatched'"),
-              sqlite_where=text("state = 'dispatched'")),
+        Index(
+            "ix_outbox_pending",
+            "available_at",
+            postgresql_where=text("state = 'pending'"),
+            sqlite_where=text("state = 'pending'"),
+        ),
+        Index(
+            "ix_outbox_dispatched",
+            "lease_expires_at",
+            postgresql_where=text("state = 'dispatched'"),
+            sqlite_where=text("state = 'dispatched'"),
+        ),
         Index("ix_outbox_instance", "instance_id"),
     )
 

@@ -1,0 +1,453 @@
+"""The client allowlist and the request types each client may submit.
+
+Two files in elsa-broker's formats, so its users can bring theirs unchanged::
+
+    clients.json      {"clients": [{"clientId", "thumbprint", "fingerprintSha256"?, "description",
+                                    "scopes": [...]}]}
+    requestTypes.json {"requestTypes": [{"clientId", "requestType", "requiredKeys": [...],
+                                         "allowAdditionalKeys": bool}]}
+
+Keys are matched case-insensitively (elsa-broker reads them through .NET configuration, which does
+the same). Thumbprints are SHA-1 and fingerprints SHA-256 of the certificate, kept as upper-case
+hex without colons; lower case and colon-separated forms are accepted. Client ids and request types
+are case-insensitive. Database rows (``clients``, ``request_type_rules``) override file entries
+with the same key, and a row with ``enabled = false`` withdraws the entry.
+
+Lookups are cheap: the merged view is cached and rebuilt when a file's modification time changes,
+when the database view is older than ``db_ttl`` seconds, or on ``load()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import ClientFileError, ConfigError, StoreUnavailable
+from broker.settings import Settings
+from broker.store import models
+from broker.store.db import transaction
+
+logger = logging.getLogger(__name__)
+
+_SHA1_HEX = re.compile(r"^[0-9A-F]{40}$")
+_SHA256_HEX = re.compile(r"^[0-9A-F]{64}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiClient:
+    """A client allowed in by its certificate."""
+
+    client_id: str
+    thumbprint: str | None  # SHA-1, upper-case hex, no colons
+    fingerprint_sha256: str | None  # SHA-256, upper-case hex, no colons
+    description: str | None
+    scopes: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        return self.client_id.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestTypeRule:
+    """Which request type a client may submit, and which keys the submission must carry."""
+
+    client_id: str
+    request_type: str
+    required_keys: tuple[str, ...]
+    allow_additional_keys: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.client_id.lower(), self.request_type.lower()
+
+
+def normalize_thumbprint(text: str) -> str:
+    """A SHA-1 thumbprint as upper-case hex without colons; ``ValueError`` if it is not one."""
+    return _normalize_hex(text, _SHA1_HEX, "a SHA-1 thumbprint (40 hex digits)")
+
+
+def normalize_fingerprint(text: str) -> str:
+    """A SHA-256 fingerprint as upper-case hex without colons; ``ValueError`` if it is not one."""
+    return _normalize_hex(text, _SHA256_HEX, "a SHA-256 fingerprint (64 hex digits)")
+
+
+def _normalize_hex(text: str, pattern: re.Pattern[str], what: str) -> str:
+    value = re.sub(r"[\s:]", "", text).upper()
+    if not pattern.match(value):
+        raise ValueError(f"{text!r} is not {what}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+    clients: dict[str, ApiClient]  # by lower-cased client id
+    by_thumbprint: dict[str, ApiClient]
+    by_fingerprint: dict[str, ApiClient]
+    rules: dict[tuple[str, str], RequestTypeRule]  # by (client key, request type key)
+
+
+class ClientRegistry:
+    """The merged allowlist (files, overridden by database rows)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        session_factory: sessionmaker[Session] | None = None,
+        *,
+        db_ttl: float = 5.0,
+    ) -> None:
+        self._clients_file = Path(settings.clients_file)
+        self._rules_file = Path(settings.request_types_file)
+        self._factory = session_factory
+        self._db_ttl = db_ttl
+        self._lock = threading.Lock()
+        self._view: _View | None = None
+        self._stamp: tuple[tuple[int, int] | None, ...] = (None, None)
+        self._loaded_at = 0.0
+
+    # Loading -------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read both files and the database now. Raises ``ClientFileError`` for a bad file."""
+        with self._lock:
+            self._reload()
+
+    def _reload(self) -> None:
+        stamp = (_mtime(self._clients_file), _mtime(self._rules_file))
+        clients = read_clients_file(self._clients_file)
+        rules = read_request_types_file(self._rules_file)
+        if self._factory is not None:
+            _apply_database(self._factory, clients, rules)
+        self._view = _build_view(clients, rules)
+        self._stamp = stamp
+        self._loaded_at = time.monotonic()
+        logger.info(
+            "client registry loaded: %d client(s), %d request type rule(s)",
+            len(clients),
+            len(rules),
+        )
+
+    def _current(self) -> _View:
+        view = self._view
+        if view is not None and not self._stale():
+            return view
+        with self._lock:
+            if self._view is None or self._stale():
+                self._reload()
+            assert self._view is not None
+            return self._view
+
+    def _stale(self) -> bool:
+        if (_mtime(self._clients_file), _mtime(self._rules_file)) != self._stamp:
+            return True
+        return self._factory is not None and time.monotonic() - self._loaded_at > self._db_ttl
+
+    # Lookups -------------------------------------------------------------------------------------
+
+    def authenticate(self, *, sha1_thumbprint: str, sha256_fingerprint: str) -> ApiClient | None:
+        """The client a verified certificate belongs to, or None when it is not allowlisted.
+
+        A match by SHA-256 fingerprint wins. A match by SHA-1 thumbprint is refused when that
+        client also lists a SHA-256 fingerprint and it differs (a SHA-1 collision would not fool
+        it).
+        """
+        view = self._current()
+        sha1 = _try(normalize_thumbprint, sha1_thumbprint)
+        sha256 = _try(normalize_fingerprint, sha256_fingerprint)
+        if sha256 is not None and sha256 in view.by_fingerprint:
+            return view.by_fingerprint[sha256]
+        client = view.by_thumbprint.get(sha1) if sha1 is not None else None
+        if client is None:
+            return None
+        if client.fingerprint_sha256 is not None and client.fingerprint_sha256 != sha256:
+            logger.warning(
+                "client %s: thumbprint matches but the SHA-256 fingerprint does not",
+                client.client_id,
+            )
+            return None
+        return client
+
+    def get(self, client_id: str) -> ApiClient | None:
+        return self._current().clients.get(client_id.lower())
+
+    def clients(self) -> list[ApiClient]:
+        """Every allowlisted client, sorted by client id."""
+        view = self._current()
+        return [view.clients[key] for key in sorted(view.clients)]
+
+    def rule_for(self, client_id: str, request_type: str) -> RequestTypeRule | None:
+        return self._current().rules.get((client_id.lower(), request_type.lower()))
+
+    def rules_for(self, client_id: str) -> list[RequestTypeRule]:
+        """The request types this client may submit, sorted by request type."""
+        key = client_id.lower()
+        rules = self._current().rules
+        return sorted(
+            (r for (c, _), r in rules.items() if c == key), key=lambda r: r.request_type.lower()
+        )
+
+    # Registering (database rows) -----------------------------------------------------------------
+
+    def register_client(self, client: ApiClient) -> None:
+        """Create or update the client's database row (it overrides a file entry)."""
+        factory = self._require_factory()
+        try:
+            with transaction(factory, write=True) as session:
+                row = session.get(models.Client, client.key)
+                if row is None:
+                    row = models.Client(client_key=client.key)
+                    session.add(row)
+                row.client_id = client.client_id
+                row.thumbprint = client.thumbprint
+                row.fingerprint_sha256 = client.fingerprint_sha256
+                row.description = client.description
+                row.scopes = sorted(client.scopes)
+                row.enabled = True
+        except IntegrityError as exc:
+            raise ConfigError(
+                f"client {client.client_id!r}: another client already has this certificate"
+            ) from exc
+        except OperationalError as exc:
+            raise StoreUnavailable(f"could not register client {client.client_id!r}") from exc
+        logger.info("registered client %s (thumbprint %s)", client.client_id, client.thumbprint)
+        self._invalidate()
+
+    def register_rule(self, rule: RequestTypeRule) -> None:
+        """Create or update the rule's database row (it overrides a file entry)."""
+        factory = self._require_factory()
+        client_key, type_key = rule.key
+        try:
+            with transaction(factory, write=True) as session:
+                row = session.get(models.RequestTypeRule, (client_key, type_key))
+                if row is None:
+                    row = models.RequestTypeRule(client_key=client_key, request_type_key=type_key)
+                    session.add(row)
+                row.client_id = rule.client_id
+                row.request_type = rule.request_type
+                row.required_keys = list(rule.required_keys)
+                row.allow_additional_keys = rule.allow_additional_keys
+                row.enabled = True
+        except OperationalError as exc:
+            raise StoreUnavailable(f"could not register rule {rule.request_type!r}") from exc
+        logger.info("registered request type %s for client %s", rule.request_type, rule.client_id)
+        self._invalidate()
+
+    def _require_factory(self) -> sessionmaker[Session]:
+        if self._factory is None:
+            raise ConfigError("registering clients needs a database (no session factory given)")
+        return self._factory
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._view = None
+
+
+# Files -------------------------------------------------------------------------------------------
+
+
+def read_clients_file(path: Path) -> dict[str, ApiClient]:
+    """The clients of a clients.json file by lower-cased id; a missing file holds none."""
+    entries = _entries(path, "clients")
+    clients: dict[str, ApiClient] = {}
+    seen_certs: dict[str, str] = {}
+    for index, entry in entries:
+        where = _Where(path, index, entry.get("clientid"))
+        client = _client_from_entry(entry, where)
+        if client.key in clients:
+            raise where.error("the clientId appears twice")
+        for cert in (client.thumbprint, client.fingerprint_sha256):
+            if cert is not None and cert in seen_certs:
+                raise where.error(f"certificate {cert} is already listed for {seen_certs[cert]!r}")
+            if cert is not None:
+                seen_certs[cert] = client.client_id
+        clients[client.key] = client
+    return clients
+
+
+def read_request_types_file(path: Path) -> dict[tuple[str, str], RequestTypeRule]:
+    """The rules of a requestTypes.json file by (client key, request type key)."""
+    rules: dict[tuple[str, str], RequestTypeRule] = {}
+    for index, entry in _entries(path, "requesttypes"):
+        where = _Where(path, index, entry.get("clientid"))
+        client_id = where.text(entry, "clientId")
+        request_type = where.text(entry, "requestType")
+        required = entry.get("requiredkeys") or []
+        if not isinstance(required, list) or not all(
+            isinstance(k, str) and k.strip() for k in required
+        ):
+            raise where.error("requiredKeys must be a list of non-empty strings")
+        allow = entry.get("allowadditionalkeys", False)
+        if not isinstance(allow, bool):
+            raise where.error("allowAdditionalKeys must be true or false")
+        rule = RequestTypeRule(client_id, request_type, tuple(k.strip() for k in required), allow)
+        if rule.key in rules:
+            raise where.error(f"request type {request_type!r} appears twice for this client")
+        rules[rule.key] = rule
+    return rules
+
+
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """An entry of a file, for error messages: file, index and clientId."""
+
+    path: Path
+    index: int
+    client_id: Any
+
+    def error(self, reason: str) -> ClientFileError:
+        who = f" (clientId {self.client_id!r})" if isinstance(self.client_id, str) else ""
+        return ClientFileError(
+            f"{self.path}: entry {self.index}{who}: {reason}",
+            file=str(self.path),
+            entry=self.index,
+            reason=reason,
+        )
+
+    def text(self, entry: Mapping[str, Any], name: str, *, required: bool = True) -> str:
+        value = entry.get(name.lower())
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{name} must be a non-empty string")
+        return value.strip()
+
+
+def _client_from_entry(entry: Mapping[str, Any], where: _Where) -> ApiClient:
+    client_id = where.text(entry, "clientId")
+    thumbprint = where.text(entry, "thumbprint", required=False) or None
+    fingerprint = where.text(entry, "fingerprintSha256", required=False) or None
+    try:
+        thumbprint = normalize_thumbprint(thumbprint) if thumbprint else None
+        fingerprint = normalize_fingerprint(fingerprint) if fingerprint else None
+    except ValueError as exc:
+        raise where.error(str(exc)) from exc
+    if thumbprint is None and fingerprint is None:
+        raise where.error("a thumbprint or a fingerprintSha256 is required")
+    description = entry.get("description")
+    if description is not None and not isinstance(description, str):
+        raise where.error("description must be a string")
+    scopes = entry.get("scopes") or []
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and s.strip() for s in scopes):
+        raise where.error("scopes must be a list of non-empty strings")
+    return ApiClient(
+        client_id, thumbprint, fingerprint, description, frozenset(s.strip() for s in scopes)
+    )
+
+
+def _entries(path: Path, list_key: str) -> list[tuple[int, dict[str, Any]]]:
+    """The entries of the file's list, with keys lower-cased; [] when the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        logger.warning("%s does not exist; it contributes no entries", path)
+        return []
+    except OSError as exc:
+        raise ClientFileError(f"{path}: cannot be read: {exc}", file=str(path)) from exc
+    try:
+        document = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ClientFileError(
+            f"{path}: malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            file=str(path),
+        ) from exc
+    if not isinstance(document, dict):
+        raise ClientFileError(f"{path}: must hold a JSON object", file=str(path))
+    lowered = {str(k).lower(): v for k, v in document.items()}
+    items = lowered.get(list_key, [])
+    if not isinstance(items, list):
+        raise ClientFileError(f"{path}: {list_key} must be a list", file=str(path))
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _Where(path, index, None).error("an entry must be a JSON object")
+        entries.append((index, {str(k).lower(): v for k, v in item.items()}))
+    return entries
+
+
+# Database overrides ------------------------------------------------------------------------------
+
+
+def _apply_database(
+    factory: sessionmaker[Session],
+    clients: dict[str, ApiClient],
+    rules: dict[tuple[str, str], RequestTypeRule],
+) -> None:
+    """Let database rows replace (or, when disabled, withdraw) the file entries they name."""
+    try:
+        with factory() as session:
+            client_rows = session.scalars(select(models.Client)).all()
+            rule_rows = session.scalars(select(models.RequestTypeRule)).all()
+    except OperationalError as exc:
+        raise StoreUnavailable("could not read the client allowlist from the database") from exc
+    for row in client_rows:
+        key = row.client_key.lower()
+        if not row.enabled:
+            clients.pop(key, None)
+            continue
+        try:
+            clients[key] = ApiClient(
+                client_id=row.client_id,
+                thumbprint=normalize_thumbprint(row.thumbprint) if row.thumbprint else None,
+                fingerprint_sha256=(
+                    normalize_fingerprint(row.fingerprint_sha256)
+                    if row.fingerprint_sha256
+                    else None
+                ),
+                description=row.description,
+                scopes=frozenset(row.scopes or ()),
+            )
+        except ValueError as exc:
+            logger.error("client row %s is ignored: %s", row.client_id, exc)
+    for rule_row in rule_rows:
+        rule_key = (rule_row.client_key.lower(), rule_row.request_type_key.lower())
+        if not rule_row.enabled:
+            rules.pop(rule_key, None)
+            continue
+        rules[rule_key] = RequestTypeRule(
+            client_id=rule_row.client_id,
+            request_type=rule_row.request_type,
+            required_keys=tuple(rule_row.required_keys or ()),
+            allow_additional_keys=rule_row.allow_additional_keys,
+        )
+
+
+def _build_view(
+    clients: dict[str, ApiClient], rules: dict[tuple[str, str], RequestTypeRule]
+) -> _View:
+    by_thumbprint: dict[str, ApiClient] = {}
+    by_fingerprint: dict[str, ApiClient] = {}
+    for client in clients.values():
+        # A database row may reuse a certificate a file entry had: the row (listed later) wins.
+        if client.thumbprint:
+            by_thumbprint[client.thumbprint] = client
+        if client.fingerprint_sha256:
+            by_fingerprint[client.fingerprint_sha256] = client
+    return _View(dict(clients), by_thumbprint, by_fingerprint, dict(rules))
+
+
+def _mtime(path: Path) -> tuple[int, int] | None:
+    """What tells a changed file apart: modification time (ns) and size."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _try(normalize: Callable[[str], str], text: str) -> str | None:
+    try:
+        return normalize(text)
+    except ValueError:
+        return None

@@ -1,0 +1,1 @@
+"""Activity implementations, grouped by family; ``broker.engine.catalog`` maps type names."""

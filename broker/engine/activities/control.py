@@ -1,0 +1,195 @@
+"""Structured control flow: the workflow root, Sequence, If, Switch, loops, Fork, Break."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.engine.activities.base import DONE, Behaviour, CompletedChild
+from broker.engine.interpreter import ActivityContext, new_scope
+from broker.engine.values import as_bool, as_int, as_list, as_text
+
+
+def declare_locals(ax: ActivityContext) -> None:
+    """Containers with their own ``variables`` open a scope for their children."""
+    if ax.node.variables:
+        ax.ctx["scope"] = new_scope(ax.node.variables, kind="local")
+        for variable in ax.node.variables:
+            if variable.value is not None:
+                ax.ctx["scope"]["vars"][variable.name] = variable.value
+
+
+class WorkflowScope(Behaviour):
+    """The top of a workflow (and of a composite): runs the root, ends with its outcomes."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        ax.schedule(ax.node.ports["root"])
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        self.finish(ax, None)
+
+    def finish(self, ax: ActivityContext, outcomes: tuple[str, ...] | None) -> None:
+        scope = ax.ctx["scope"]
+        chosen = outcomes or tuple(scope.get("outcomes") or ()) or DONE
+        if scope.get("root"):
+            ax.state["output"].update(scope["outputs"])
+        ax.complete(*chosen)
+
+
+class Sequence(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        declare_locals(ax)
+        if not ax.node.activities:
+            ax.complete()
+            return
+        ax.props["index"] = 0
+        ax.schedule(ax.node.activities[0])
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        index = ax.props["index"] + 1
+        if index < len(ax.node.activities):
+            ax.props["index"] = index
+            ax.schedule(ax.node.activities[index])
+        else:
+            ax.complete()
+
+
+class If(Behaviour):
+    """Runs ``then`` or ``else``; as a flowchart node it also leaves through True/False."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        result = as_bool(ax.get("condition", False))
+        ax.props["result"] = result
+        ax.set_output("result", result)
+        branch = ax.node.ports.get("then" if result else "else")
+        if branch is None:
+            ax.complete(*self.outcomes(result))
+        else:
+            ax.schedule(branch)
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        ax.complete(*self.outcomes(ax.props["result"]))
+
+    @staticmethod
+    def outcomes(result: bool) -> tuple[str, ...]:
+        return ("True" if result else "False", "Done")
+
+
+class Switch(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        match_any = as_text(ax.get("mode", "MatchFirst")) == "MatchAny"
+        scheduled = False
+        for case in ax.node.cases:
+            if as_bool(ax.evaluate(case.condition, "Boolean")):
+                if case.activity is not None:
+                    ax.schedule(case.activity)
+                scheduled = True
+                if not match_any:
+                    break
+        default = ax.node.ports.get("default")
+        if not scheduled and default is not None:
+            ax.schedule(default)
+        if not ax.has_children():
+            ax.complete()
+
+
+class Loop(Behaviour):
+    """Loops share Break: it completes the innermost loop."""
+
+    is_loop = True
+
+
+class ForEach(Loop):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.props["items"] = as_list(ax.get("items"))
+        ax.props["index"] = -1
+        self.next(ax)
+
+    def next(self, ax: ActivityContext) -> None:
+        items: list[Any] = ax.props["items"]
+        index = ax.props["index"] + 1
+        body = ax.node.ports.get("body")
+        if index >= len(items) or body is None:
+            ax.complete()
+            return
+        ax.props["index"] = index
+        ax.set_output("currentValue", items[index])
+        ax.schedule(body, props={"currentValue": items[index], "currentIndex": index})
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        self.next(ax)
+
+
+class ParallelForEach(Loop):
+    def execute(self, ax: ActivityContext) -> None:
+        body = ax.node.ports.get("body")
+        items = as_list(ax.get("items"))
+        if body is not None:
+            for index, item in enumerate(items):
+                ax.schedule(body, props={"currentValue": item, "currentIndex": index})
+        if not ax.has_children():
+            ax.complete()
+
+
+class For(Loop):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.props["step"] = as_int(ax.get("step", 1), 1) or 1
+        ax.props["end"] = as_int(ax.get("end", 0))
+        ax.props["inclusive"] = as_bool(ax.get("outerBoundInclusive", True))
+        ax.props["current"] = as_int(ax.get("start", 0))
+        self.iterate(ax)
+
+    def iterate(self, ax: ActivityContext) -> None:
+        current, end, step = ax.props["current"], ax.props["end"], ax.props["step"]
+        inclusive = ax.props["inclusive"]
+        if step > 0:
+            more = current <= end if inclusive else current < end
+        else:
+            more = current >= end if inclusive else current > end
+        body = ax.node.ports.get("body")
+        if not more or body is None:
+            ax.complete()
+            return
+        ax.set_output("currentValue", current)
+        ax.schedule(body, props={"currentValue": current})
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        ax.props["current"] += ax.props["step"]
+        self.iterate(ax)
+
+
+class While(Loop):
+    def execute(self, ax: ActivityContext) -> None:
+        self.iterate(ax)
+
+    def iterate(self, ax: ActivityContext) -> None:
+        body = ax.node.ports.get("body")
+        if body is None or not as_bool(ax.get("condition", False)):
+            ax.complete()
+            return
+        ax.schedule(body)
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        self.iterate(ax)
+
+
+class Break(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        engine = ax.run.engine
+        loop = ax.find_ancestor(lambda node: getattr(engine.behaviour(node), "is_loop", False))
+        if loop is None:
+            ax.complete()
+            return
+        ax.run.complete(loop, DONE)
+
+
+class Fork(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.props["waitAny"] = as_text(ax.get("joinMode", "WaitAll")) == "WaitAny"
+        for branch in ax.node.branches:
+            ax.schedule(branch)
+        if not ax.has_children():
+            ax.complete()
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        if ax.props["waitAny"] or not ax.has_children():
+            ax.complete()

@@ -1,0 +1,134 @@
+"""Primitives: variables, outputs, WriteLine, naming, ending and faulting a workflow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.engine.activities.base import Behaviour
+from broker.engine.activities.control import WorkflowScope
+from broker.engine.interpreter import ActivityContext
+from broker.engine.values import as_outcomes, as_text
+from broker.errors import WorkflowFault
+
+
+class SetVariable(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        variable = ax.node.properties.get("variable")
+        if not isinstance(variable, Mapping) or not (variable.get("id") or variable.get("name")):
+            raise WorkflowFault(
+                f"SetVariable {ax.node.id!r} names no variable", activity_id=ax.node.id
+            )
+        spec = ax.node.inputs.get("value")
+        value = None
+        if spec is not None and spec.expression is not None:
+            value = ax.evaluate(spec.expression, variable.get("typeName") or spec.type_name)
+        assign_variable(ax, variable, value)
+        ax.complete()
+
+
+def assign_variable(ax: ActivityContext, variable: Mapping[str, Any], value: Any) -> None:
+    var_id, name = variable.get("id"), variable.get("name")
+    for scope in ax.run.scopes(ax.ctx):
+        if var_id in scope["ids"]:
+            scope["vars"][scope["ids"][var_id]] = value
+            return
+        if name in scope["vars"]:
+            scope["vars"][name] = value
+            return
+    ax.run.workflow_scope(ax.ctx)["vars"][name or var_id] = value
+
+
+class SetOutput(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        name = as_text(ax.get("outputName"))
+        if not name:
+            raise WorkflowFault(
+                f"SetOutput {ax.node.id!r} has no outputName", activity_id=ax.node.id
+            )
+        value = ax.get("outputValue")
+        scope = ax.run.workflow_scope(ax.ctx)
+        scope["outputs"][name] = value
+        if scope.get("root"):
+            ax.state["output"][name] = value
+        ax.complete()
+
+
+class WriteLine(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.write_line(as_text(ax.get("text")))
+        ax.complete()
+
+
+class Correlate(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        value = ax.get("correlationId")
+        ax.state["correlationId"] = as_text(value) if value is not None else None
+        ax.complete()
+
+
+class SetName(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.state["name"] = as_text(ax.get("value", ax.get("name")))
+        ax.complete()
+
+
+class Fault(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        message = as_text(ax.get("message")) or "the workflow faulted"
+        code = ax.get("code")
+        category = ax.get("category")
+        raise WorkflowFault(
+            message,
+            fault_code=as_text(code) if code is not None else None,
+            category=as_text(category) if category is not None else None,
+            activity_id=ax.node.id,
+        )
+
+
+def finish_scope(ax: ActivityContext, scope_ctx: dict[str, Any], outcomes: tuple[str, ...]) -> None:
+    """End a workflow scope (the workflow or a composite) through its own behaviour."""
+    run = ax.run
+    node = run.node(scope_ctx)
+    behaviour = run.engine.behaviour(node)
+    scope_ax = ActivityContext(run, scope_ctx, node)
+    scope_ctx["scope"]["outcomes"] = list(outcomes)
+    if isinstance(behaviour, WorkflowScope):
+        behaviour.finish(scope_ax, outcomes)
+    else:
+        scope_ax.complete(*outcomes)
+
+
+class Complete(Behaviour):
+    """Ends the innermost workflow scope (a composite, else the workflow) with outcomes."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        outcomes = as_outcomes(ax.get("outcomes")) or ("Done",)
+        finish_scope(ax, nearest_workflow_scope(ax), outcomes)
+
+
+def nearest_workflow_scope(ax: ActivityContext) -> dict[str, Any]:
+    parent = ax.ctx["parent"]
+    while parent:
+        ctx = ax.run.contexts[parent]
+        scope = ctx.get("scope")
+        if scope is not None and scope["kind"] == "workflow":
+            return ctx
+        parent = ctx["parent"]
+    raise WorkflowFault("no workflow scope above this activity", activity_id=ax.node.id)
+
+
+class Finish(Behaviour):
+    """Ends the whole workflow instance at once."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        root = ax.run.contexts[ax.state["rootContextId"]]
+        finish_scope(ax, root, ("Done",))
+
+
+class RunJavaScript(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        script = ax.get("script")
+        result = ax.evaluate({"type": "JavaScript", "value": as_text(script)}) if script else None
+        ax.set_output("result", result)
+        ax.complete()

@@ -1,0 +1,263 @@
+"""Other workflows: dispatch (through the outbox), execute in-process, composites, events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.engine.activities.base import DONE, CompletedChild
+from broker.engine.activities.control import WorkflowScope
+from broker.engine.activities.waits import Waiting
+from broker.engine.definition import Input, WorkflowDefinition, camel_case
+from broker.engine.interpreter import ActivityContext, new_scope
+from broker.engine.results import ChildInstance
+from broker.engine.results import DispatchWorkflow as DispatchCommand
+from broker.engine.results import PublishEvent as PublishCommand
+from broker.engine.state import child_instance_id
+from broker.engine.values import as_bool, as_list, as_text
+from broker.errors import WorkflowFault
+
+MAX_COMPOSITE_DEPTH = 32
+
+
+def child_input(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise WorkflowFault(f"a child workflow's input must be an object, not {type(value).__name__}")
+
+
+class DispatchWorkflow(Waiting):
+    def execute(self, ax: ActivityContext) -> None:
+        definition_id = as_text(ax.get("workflowDefinitionId"))
+        if not definition_id:
+            raise WorkflowFault(
+                f"activity {ax.node.id!r} names no workflow to dispatch", activity_id=ax.node.id
+            )
+        wait = as_bool(ax.get("waitForCompletion", False))
+        child_id = child_instance_id(ax.instance_id, ax.id)
+        correlation = ax.get("correlationId")
+        bookmark_id = None
+        if wait:
+            bookmark_id = ax.bookmark("Elsa.DispatchWorkflow", {"childInstanceId": child_id})["id"]
+        ax.emit(
+            DispatchCommand(
+                child_instance_id=child_id,
+                definition_id=definition_id,
+                input=child_input(ax.get("input")),
+                correlation_id=as_text(correlation) if correlation is not None else None,
+                wait_for_completion=wait,
+                parent_instance_id=ax.instance_id,
+                bookmark_id=bookmark_id,
+            )
+        )
+        ax.set_output("childInstanceId", child_id)
+        if not wait:
+            ax.complete()
+
+
+class BulkDispatchWorkflows(Waiting):
+    def execute(self, ax: ActivityContext) -> None:
+        definition_id = as_text(ax.get("workflowDefinitionId"))
+        wait = as_bool(ax.get("waitForCompletion", False))
+        correlation = ax.get("correlationId")
+        items = as_list(ax.get("items"))
+        ax.props["results"] = []
+        for index, item in enumerate(items):
+            child_id = child_instance_id(ax.instance_id, ax.id, index)
+            bookmark_id = None
+            if wait:
+                bookmark_id = ax.bookmark(
+                    "Elsa.BulkDispatchWorkflows", {"childInstanceId": child_id}
+                )["id"]
+            ax.emit(
+                DispatchCommand(
+                    child_instance_id=child_id,
+                    definition_id=definition_id,
+                    input=dict(item) if isinstance(item, Mapping) else {"Item": item},
+                    correlation_id=as_text(correlation) if correlation is not None else None,
+                    wait_for_completion=wait,
+                    parent_instance_id=ax.instance_id,
+                    bookmark_id=bookmark_id,
+                )
+            )
+        if not wait or not items:
+            ax.complete()
+
+    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
+        ax.props["results"].append(value)
+        if not any(b["activityInstanceId"] == ax.id for b in ax.state["bookmarks"]):
+            ax.set_output("result", ax.props["results"])
+            ax.complete()
+
+
+class ExecuteWorkflow(Waiting):
+    """Runs the child in-process now; if it suspends and the parent waits, so does the parent
+    (bookmark ``Elsa.ExecuteWorkflow`` with ``{"childInstanceId"}``, resumed with its output)."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        definition_id = as_text(ax.get("workflowDefinitionId"))
+        definition = ax.run.engine.definitions.by_definition_id(definition_id)
+        if definition is None:
+            raise WorkflowFault(
+                f"workflow definition {definition_id!r} is not loaded", activity_id=ax.node.id
+            )
+        wait = as_bool(ax.get("waitForCompletion", False))
+        correlation = ax.get("correlationId")
+        child_id = child_instance_id(ax.instance_id, ax.id)
+        result = ax.run.engine.start(
+            definition,
+            instance_id=child_id,
+            input=child_input(ax.get("input")),
+            correlation_id=as_text(correlation) if correlation is not None else None,
+            parent_id=ax.instance_id,
+            options={"flowchartMode": ax.state["flowchartMode"]},
+            write_lines=ax.run.write_lines,
+        )
+        ax.run.commands.extend(result.commands)
+        ax.run.child_instances.extend(result.child_instances)
+        ax.run.child_instances.append(
+            ChildInstance(
+                id=child_id,
+                definition_id=definition.definition_id,
+                definition_version_id=definition.id,
+                correlation_id=result.state["correlationId"],
+                parent_id=ax.instance_id,
+                status=result.status,
+                sub_status=result.sub_status,
+                properties=result.state["properties"],
+                output=result.output,
+                state=result.state,
+                bookmarks=result.bookmarks,
+            )
+        )
+        if wait and not result.finished:
+            ax.bookmark("Elsa.ExecuteWorkflow", {"childInstanceId": child_id})
+            return
+        ax.set_output(
+            "result",
+            {
+                "workflowInstanceId": child_id,
+                "status": result.status,
+                "subStatus": result.sub_status,
+                "output": result.output,
+            },
+        )
+        ax.complete()
+
+    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
+        child_id = bookmark["payload"].get("childInstanceId")
+        ax.set_output(
+            "result",
+            {
+                "workflowInstanceId": child_id,
+                "status": "Finished",
+                "subStatus": "Finished",
+                "output": value,
+            },
+        )
+        ax.complete()
+
+
+class Composite(WorkflowScope):
+    """A workflow-definition activity: the other definition runs inside this instance, its
+    declared inputs from this node's inputs, its outputs back to this node's bindings."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        definition = resolve_composite(ax)
+        depth = sum(1 for _ in composite_ancestors(ax))
+        if depth >= MAX_COMPOSITE_DEPTH:
+            raise WorkflowFault(
+                f"workflow-definition activities nest deeper than {MAX_COMPOSITE_DEPTH} (a cycle?)",
+                activity_id=ax.node.id,
+            )
+        inputs: dict[str, Any] = {}
+        for port in definition.inputs:
+            spec = ax.node.inputs.get(camel_case(port.name)) or ax.node.inputs.get(port.name)
+            if spec is not None and spec.expression is not None:
+                inputs[port.name] = ax.run.evaluate(
+                    ax.ctx, ax.node, Input(port.type_name or spec.type_name, spec.expression)
+                )
+        scope = new_scope(
+            definition.variables,
+            kind="workflow",
+            inputs=inputs,
+            outputs=[port.name for port in definition.outputs],
+        )
+        scope["definitionVersionId"] = definition.id
+        ax.ctx["scope"] = scope
+        ax.run.remember(definition)
+        for variable in definition.variables:
+            if variable.value is not None:
+                scope["vars"][variable.name] = ax.run.evaluate(
+                    ax.ctx,
+                    ax.node,
+                    Input(variable.type_name, {"type": "Literal", "value": variable.value}),
+                )
+        ax.schedule(definition.root, def_id=definition.id)
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        self.finish(ax, None)
+
+    def finish(self, ax: ActivityContext, outcomes: tuple[str, ...] | None) -> None:
+        scope = ax.ctx["scope"]
+        chosen = outcomes or tuple(scope.get("outcomes") or ()) or DONE
+        definition = ax.run.definition(scope["definitionVersionId"])
+        for port in definition.outputs:
+            if port.name not in scope["outputs"]:
+                continue
+            binding = camel_case(port.name)
+            if binding not in ax.node.outputs and port.name in ax.node.outputs:
+                binding = port.name
+            ax.set_output(binding, scope["outputs"][port.name])
+        ax.complete(*chosen)
+
+
+def composite_ancestors(ax: ActivityContext) -> list[str]:
+    found = []
+    parent = ax.ctx["parent"]
+    while parent:
+        ctx = ax.run.contexts[parent]
+        if ctx.get("scope", {}).get("kind") == "workflow" and ctx["parent"]:
+            found.append(parent)
+        parent = ctx["parent"]
+    return found
+
+
+def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
+    """By version id; else the published (else latest) version; else by activity type."""
+    lookup = ax.run.engine.definitions
+    version_id = ax.node.properties.get("workflowDefinitionVersionId")
+    definition_id = ax.node.properties.get("workflowDefinitionId")
+    found = lookup.by_version_id(version_id) if isinstance(version_id, str) else None
+    if found is None and isinstance(definition_id, str):
+        found = lookup.by_definition_id(definition_id)
+    if found is None:
+        found = lookup.by_activity_type(ax.node.type)
+    if found is None:
+        raise WorkflowFault(
+            f"no workflow definition provides activity type {ax.node.type!r}",
+            activity_id=ax.node.id,
+        )
+    return found
+
+
+class PublishEvent(Waiting):
+    blocking = False
+
+    def execute(self, ax: ActivityContext) -> None:
+        name = as_text(ax.get("eventName"))
+        if not name:
+            raise WorkflowFault(
+                f"PublishEvent {ax.node.id!r} has no eventName", activity_id=ax.node.id
+            )
+        correlation = ax.get("correlationId", ax.state.get("correlationId"))
+        ax.emit(
+            PublishCommand(
+                name=name,
+                payload=ax.get("payload"),
+                correlation_id=as_text(correlation) if correlation else None,
+            )
+        )
+        ax.complete()

@@ -1,0 +1,158 @@
+"""HTTP and e-mail: the request entry, the response, outbound requests, SendEmail.
+
+In the broker a request-type workflow is entered through its HttpEndpoint: the submission's
+``{keys, payload}`` (the workflow input) is its ``parsedContent`` and the submission's metadata its
+``headers``. Outbound calls go through ``services.http`` with an ``Idempotency-Key`` derived from
+the instance and activity instance ids, so a retried call is recognisable downstream.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from broker.engine.activities.base import Behaviour
+from broker.engine.interpreter import ActivityContext
+from broker.engine.services import EmailMessage, HttpRequest
+from broker.engine.values import as_int, as_list, as_text
+from broker.errors import WorkflowFault
+
+
+class HttpEndpoint(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        data = ax.state["input"]
+        trigger = ax.state.get("trigger") or {}
+        if "keys" in data or "payload" in data:
+            parsed: Any = {"keys": data.get("keys") or {}, "payload": data.get("payload")}
+        else:
+            parsed = trigger.get("body", data or None)
+        ax.set_output("parsedContent", parsed)
+        ax.set_output("headers", dict(trigger.get("headers") or data.get("headers") or {}))
+        ax.set_output("queryStringData", dict(trigger.get("query") or {}))
+        ax.set_output("routeData", dict(trigger.get("route") or {}))
+        ax.set_output("result", {"method": trigger.get("method"), "path": trigger.get("path")})
+        ax.complete()
+
+
+def status_code(value: Any, default: int = 200) -> int:
+    """``200``, ``"200"``, ``"OK"``, ``"NoContent"`` -> the number."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        return int(value)
+    name = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", str(value).strip()).upper()
+    try:
+        return int(http.HTTPStatus[name])
+    except KeyError as exc:
+        raise WorkflowFault(f"unknown HTTP status {value!r}") from exc
+
+
+def headers_of(value: Any) -> dict[str, str]:
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    if not isinstance(value, Mapping):
+        return {}
+    return {
+        str(k): ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in value.items()
+    }
+
+
+class WriteHttpResponse(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.state["httpResponse"] = {
+            "statusCode": status_code(ax.get("statusCode")),
+            "content": ax.get("content"),
+            "contentType": ax.get("contentType"),
+            "headers": headers_of(ax.get("responseHeaders")),
+        }
+        ax.complete()
+
+
+class SendHttpRequest(Behaviour):
+    """Sends the request; transient failures raise ``RetryLater`` (the runtime retries)."""
+
+    flow = False
+
+    def execute(self, ax: ActivityContext) -> None:
+        client = ax.run.engine.services.http
+        if client is None:
+            raise WorkflowFault("no HTTP client is configured", activity_id=ax.node.id)
+        url = as_text(ax.get("url"))
+        if not url:
+            raise WorkflowFault(f"activity {ax.node.id!r} has no url", activity_id=ax.node.id)
+        content = ax.get("content")
+        content_type = ax.get("contentType")
+        headers = headers_of(ax.get("requestHeaders"))
+        body: bytes | None = None
+        if isinstance(content, dict | list):
+            body = json.dumps(content).encode()
+            content_type = content_type or "application/json"
+        elif content is not None:
+            body = as_text(content).encode()
+        if content_type:
+            headers.setdefault("Content-Type", as_text(content_type))
+        timeout = ax.get("timeout")
+        request = HttpRequest(
+            method=as_text(ax.get("method", "GET")).upper() or "GET",
+            url=url,
+            headers=headers,
+            body=body,
+            idempotency_key=f"{ax.instance_id}:{ax.id}",
+            timeout=float(timeout) if isinstance(timeout, int | float) else None,
+        )
+        response = client.send(request)
+        ax.set_output("statusCode", response.status_code)
+        ax.set_output("parsedContent", response.content)
+        ax.set_output("responseHeaders", dict(response.headers))
+        ax.set_output(
+            "result",
+            {
+                "statusCode": response.status_code,
+                "headers": dict(response.headers),
+                "content": response.content,
+            },
+        )
+        expected = [
+            as_int(code)
+            for code in as_list(ax.get("expectedStatusCodes"))
+            if not isinstance(code, Mapping)
+        ]
+        code = str(response.status_code)
+        if not self.flow:
+            ax.complete("Done", code)
+        elif not expected or response.status_code in expected:
+            ax.complete(code, "Done")
+        else:
+            ax.complete("Unmatched status code", "Done")
+
+
+class FlowSendHttpRequest(SendHttpRequest):
+    flow = True
+
+
+class SendEmail(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        mailer = ax.run.engine.services.mailer
+        if mailer is None:
+            raise WorkflowFault("no mailer is configured", activity_id=ax.node.id)
+        to = tuple(as_text(a) for a in as_list(ax.get("to")))
+        if not to:
+            raise WorkflowFault(
+                f"SendEmail {ax.node.id!r} has no recipient", activity_id=ax.node.id
+            )
+        sender = ax.get("from")
+        mailer.send(
+            EmailMessage(
+                to=to,
+                subject=as_text(ax.get("subject")),
+                body=as_text(ax.get("body")),
+                sender=as_text(sender) if sender else None,
+                cc=tuple(as_text(a) for a in as_list(ax.get("cc"))),
+                bcc=tuple(as_text(a) for a in as_list(ax.get("bcc"))),
+                message_id=f"<{ax.instance_id}.{ax.id}@broker>",
+            )
+        )
+        ax.complete()

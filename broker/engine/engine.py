@@ -1,0 +1,244 @@
+"""The engine's front door: start, resume, retry and cancel workflow instances.
+
+Each call takes JSON state (or a definition, to start), runs the interpreter until only waits
+remain, and returns a ``RunResult``. The engine holds no per-instance memory between calls; the
+runtime persists ``RunResult.state`` and hands it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from broker.engine.activities.base import Behaviour
+from broker.engine.catalog import behaviour_for
+from broker.engine.definition import Activity, Input, Variable, WorkflowDefinition
+from broker.engine.interpreter import ActivityContext, Run, new_scope
+from broker.engine.lookup import DefinitionLookup
+from broker.engine.results import (
+    Bookmark,
+    Fault,
+    Retry,
+    RunResult,
+    WorkflowStatus,
+    WorkflowSubStatus,
+)
+from broker.engine.services import HttpClient, Mailer
+from broker.engine.state import migrate, new_state
+from broker.errors import Conflict, NotFound
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineServices:
+    """The doors to the outside: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+
+    http: HttpClient | None = None
+    mailer: Mailer | None = None
+    clock: Callable[[], dt.datetime] = _utc_now
+    write_line: Callable[[str], None] | None = None
+
+
+class Engine:
+    """Runs Elsa 3 workflows. ``definitions`` resolves children and composite activities."""
+
+    def __init__(
+        self,
+        definitions: DefinitionLookup,
+        services: EngineServices | None = None,
+        *,
+        flowchart_mode: str = "CounterBased",
+        incident_strategy: str = "fault",
+    ) -> None:
+        self.definitions = definitions
+        self.services = services or EngineServices()
+        self.flowchart_mode = flowchart_mode
+        self.incident_strategy = incident_strategy
+
+    def behaviour(self, node: Activity) -> Behaviour:
+        return behaviour_for(node, self.definitions)
+
+    def start(
+        self,
+        definition: WorkflowDefinition,
+        *,
+        instance_id: str,
+        input: Mapping[str, Any] | None = None,
+        correlation_id: str | None = None,
+        parent_id: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        write_lines: list[str] | None = None,
+    ) -> RunResult:
+        """Start a new instance. ``trigger`` names the activity that starts it
+        (``{"activityId": ..., "headers": {...}}``); ``options`` may set ``flowchartMode``,
+        ``incidentStrategy`` and instance ``properties``."""
+        options = options or {}
+        mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
+        strategy = (
+            options.get("incidentStrategy")
+            or definition.custom_properties.get("incidentStrategy")
+            or self.incident_strategy
+        )
+        properties = dict(options.get("properties") or {})
+        if parent_id:
+            properties.setdefault("ParentInstanceId", parent_id)
+        state = new_state(
+            instance_id=instance_id,
+            definition_id=definition.definition_id,
+            definition_version_id=definition.id,
+            version=definition.version,
+            name=definition.name,
+            input=input,
+            correlation_id=correlation_id,
+            parent_id=parent_id,
+            flowchart_mode=str(mode),
+            incident_strategy=str(strategy),
+            properties=properties,
+        )
+        if trigger:
+            state["trigger"] = dict(trigger)
+        run = Run(self, state, write_lines=write_lines)
+        run.remember(definition)
+        root = run.create_context(None, None, definition.id)
+        root["scope"] = new_scope(
+            definition.variables,
+            kind="workflow",
+            inputs=state["input"],
+            outputs=[o.name for o in definition.outputs],
+        )
+        root["scope"]["root"] = True
+        state["rootContextId"] = root["id"]
+        initialise_variables(run, root, definition)
+        run.drive()
+        return self._result(run)
+
+    def resume(
+        self,
+        state: Mapping[str, Any],
+        *,
+        bookmark_id: str,
+        input: Any = None,
+        write_lines: list[str] | None = None,
+    ) -> RunResult:
+        """Resume the activity waiting on ``bookmark_id`` with ``input`` (the stimulus)."""
+        current = migrate(_copy(state))
+        if current["status"] == WorkflowStatus.FINISHED:
+            raise Conflict(f"workflow instance {current['instanceId']} has finished")
+        bookmark = next((b for b in current["bookmarks"] if b["id"] == bookmark_id), None)
+        if bookmark is None:
+            raise NotFound(f"no bookmark {bookmark_id!r} in instance {current['instanceId']}")
+        run = Run(self, current, write_lines=write_lines)
+        current["bookmarks"] = [b for b in current["bookmarks"] if b["id"] != bookmark_id]
+        current["subStatus"] = WorkflowSubStatus.EXECUTING
+        ctx = run.contexts[bookmark["activityInstanceId"]]
+        node = run.node(ctx)
+        ctx["status"] = "Running"
+        run.record(ctx, node, "Resumed")
+        ax = ActivityContext(run, ctx, node)
+        run.guard(ax, lambda: self.behaviour(node).resume(ax, bookmark, input))
+        run.drive()
+        return self._result(run)
+
+    def retry(self, state: Mapping[str, Any]) -> RunResult:
+        """Run again the activity that raised ``RetryLater`` or faulted (a replay)."""
+        current = migrate(_copy(state))
+        if current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
+            raise Conflict(f"workflow instance {current['instanceId']} has nothing to retry")
+        if not current["queue"]:
+            raise Conflict(f"workflow instance {current['instanceId']} has nothing to retry")
+        current["status"] = WorkflowStatus.RUNNING
+        current["subStatus"] = WorkflowSubStatus.EXECUTING
+        current["fault"] = None
+        current["retry"] = None
+        run = Run(self, current)
+        run.drive()
+        return self._result(run)
+
+    resume_retry = retry
+
+    def cancel(self, state: Mapping[str, Any]) -> RunResult:
+        current = migrate(_copy(state))
+        run = Run(self, current)
+        if current["status"] != WorkflowStatus.FINISHED:
+            current["subStatus"] = WorkflowSubStatus.CANCELLED
+            run.finish_workflow()
+        return self._result(run)
+
+    def _result(self, run: Run) -> RunResult:
+        state = run.state
+        if state["status"] != WorkflowStatus.FINISHED and run.retry is None and not run.queue:
+            if state["bookmarks"]:
+                state["subStatus"] = WorkflowSubStatus.SUSPENDED
+            else:
+                # Nothing runs and nothing waits: the workflow has nowhere left to go.
+                run.finish_workflow()
+        bookmarks: tuple[Bookmark, ...] = ()
+        if state["subStatus"] != WorkflowSubStatus.FAULTED:
+            bookmarks = tuple(to_bookmark(b) for b in state["bookmarks"])
+        fault = Fault(**state["fault"]) if state.get("fault") else None
+        retry = Retry(**state["retry"]) if state.get("retry") else None
+        return RunResult(
+            state=state,
+            status=state["status"],
+            sub_status=state["subStatus"],
+            bookmarks=bookmarks,
+            commands=tuple(run.commands),
+            journal=tuple(run.journal),
+            output=workflow_output(state),
+            fault=fault,
+            retry=retry,
+            write_lines=tuple(run.write_lines),
+            child_instances=tuple(run.child_instances),
+            incidents=tuple(run.incidents),
+            http_response=state.get("httpResponse"),
+        )
+
+
+def initialise_variables(run: Run, ctx: dict[str, Any], definition: WorkflowDefinition) -> None:
+    """Give declared variables their initial values (Literal, converted by type)."""
+    scope = ctx["scope"]
+    node = run.node(ctx)
+    for variable in definition.variables:
+        if variable.value is not None:
+            scope["vars"][variable.name] = run.evaluate(ctx, node, _literal(variable))
+
+
+def _literal(variable: Variable) -> Input:
+    return Input(variable.type_name, {"type": "Literal", "value": variable.value})
+
+
+def workflow_output(state: Mapping[str, Any]) -> Any:
+    """Declared outputs (SetOutput), else the last WriteHttpResponse content, else None."""
+    root = state.get("output")
+    if root:
+        return root
+    response = state.get("httpResponse")
+    if response is not None:
+        return response.get("content")
+    return None
+
+
+def to_bookmark(raw: Mapping[str, Any]) -> Bookmark:
+    due = raw.get("dueAt")
+    return Bookmark(
+        id=raw["id"],
+        name=raw["name"],
+        hash=raw["hash"],
+        payload=raw["payload"],
+        activity_id=raw["activityId"],
+        activity_instance_id=raw["activityInstanceId"],
+        due_at=dt.datetime.fromisoformat(due) if due else None,
+    )
+
+
+def _copy(state: Mapping[str, Any]) -> dict[str, Any]:
+    # A deep copy through JSON: the caller's dict stays untouched and the state stays JSON.
+    copied: dict[str, Any] = json.loads(json.dumps(state))
+    return copied

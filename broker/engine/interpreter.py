@@ -1,0 +1,546 @@
+"""The interpreter loop: run everything scheduled until only waits remain.
+
+The state is one JSON document (see ``broker.engine.state``): activity execution contexts (a tree,
+keyed by deterministic activity instance ids), a FIFO queue of contexts to execute, bookmarks, and
+the variable scopes. A container schedules children and is called back when each completes;
+blocking activities leave a bookmark and the loop stops when the queue is empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from broker.engine import expressions
+from broker.engine.activities.base import DONE, CompletedChild
+from broker.engine.definition import Activity, Input, WorkflowDefinition
+from broker.engine.results import Command, Fault, Incident, JournalEntry, Retry
+from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_hash
+from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
+
+if TYPE_CHECKING:
+    from broker.engine.engine import Engine
+    from broker.engine.results import ChildInstance
+
+logger = logging.getLogger(__name__)
+
+WORKFLOW_TYPE = "Elsa.Workflow"  # the synthetic node at the top of every workflow scope
+
+
+class Run:
+    """One pass of the interpreter over a state: executes, records, stops at waits or faults."""
+
+    def __init__(
+        self, engine: Engine, state: dict[str, Any], *, write_lines: list[str] | None = None
+    ) -> None:
+        self.engine = engine
+        self.state = state
+        self.contexts: dict[str, dict[str, Any]] = state["contexts"]
+        self.queue: list[str] = state["queue"]
+        self.journal: list[JournalEntry] = []
+        self.commands: list[Command] = []
+        self.write_lines: list[str] = write_lines if write_lines is not None else []
+        self.child_instances: list[ChildInstance] = []
+        self.incidents: list[Incident] = []
+        self.retry: Retry | None = None
+        self.halted = False
+        self.clock = engine.services.clock
+        self._definitions: dict[str, WorkflowDefinition] = {}
+        self._workflow_nodes: dict[str, Activity] = {}
+
+    # Definitions and nodes ----------------------------------------------------------------------
+
+    def remember(self, definition: WorkflowDefinition) -> None:
+        self._definitions[definition.id] = definition
+
+    def definition(self, version_id: str) -> WorkflowDefinition:
+        found = self._definitions.get(version_id)
+        if found is None:
+            found = self.engine.definitions.by_version_id(version_id)
+            if found is None:
+                raise WorkflowFault(f"workflow definition version {version_id!r} is not loaded")
+            self._definitions[version_id] = found
+        return found
+
+    def node(self, ctx: Mapping[str, Any]) -> Activity:
+        definition = self.definition(ctx["def"])
+        node_id = ctx["node"]
+        if node_id is None:
+            node = self._workflow_nodes.get(definition.id)
+            if node is None:
+                node = Activity(
+                    id=definition.id,
+                    type=WORKFLOW_TYPE,
+                    name=definition.name,
+                    ports={"root": definition.root},
+                )
+                self._workflow_nodes[definition.id] = node
+            return node
+        return definition.nodes[node_id]
+
+    # Scheduling -----------------------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        counter = self.state["nextId"]
+        self.state["nextId"] = counter + 1
+        return activity_instance_id(self.state["instanceId"], counter)
+
+    def create_context(
+        self,
+        parent: dict[str, Any] | None,
+        node_id: str | None,
+        def_id: str,
+        props: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        ctx_id = self.new_id()
+        ctx: dict[str, Any] = {
+            "id": ctx_id,
+            "node": node_id,
+            "def": def_id,
+            "parent": parent["id"] if parent else None,
+            "status": "Scheduled",
+            "children": [],
+            "props": props or {},
+        }
+        self.contexts[ctx_id] = ctx
+        if parent is not None:
+            parent["children"].append(ctx_id)
+        self.queue.append(ctx_id)
+        return ctx
+
+    def drive(self) -> None:
+        queue = self.queue
+        while queue and not self.halted:
+            self.execute(queue.pop(0))
+
+    def execute(self, ctx_id: str) -> None:
+        ctx = self.contexts.get(ctx_id)
+        if ctx is None:  # cancelled while queued
+            return
+        node = self.node(ctx)
+        ctx["status"] = "Running"
+        self.record(ctx, node, "Started")
+        ax = ActivityContext(self, ctx, node)
+        self.guard(ax, lambda: self.engine.behaviour(node).execute(ax), retryable=True)
+
+    def guard(
+        self, ax: ActivityContext, action: Callable[[], None], *, retryable: bool = False
+    ) -> None:
+        """Run activity code; turn its failures into a retry, an incident or a fault."""
+        try:
+            action()
+        except RetryLater as exc:
+            if not retryable:
+                self.fail(ax, exc)
+                return
+            self.queue.insert(0, ax.ctx["id"])
+            ax.ctx["status"] = "Scheduled"
+            policy = ax.node.custom_properties.get("retry")
+            self.retry = Retry(
+                activity_id=ax.node.id,
+                activity_instance_id=ax.ctx["id"],
+                error=exc.message,
+                delay=exc.delay,
+                policy=policy if isinstance(policy, Mapping) else None,
+            )
+            self.state["retry"] = dataclasses.asdict(self.retry)
+            self.halted = True
+        except Exception as exc:
+            self.fail(ax, exc)
+
+    # Completion -----------------------------------------------------------------------------------
+
+    def complete(
+        self, ctx: dict[str, Any], outcomes: tuple[str, ...], *, faulted: bool = False
+    ) -> None:
+        ctx_id = ctx["id"]
+        if ctx_id not in self.contexts:
+            return
+        self.cancel_children(ctx)
+        self.drop_bookmarks(ctx_id)
+        del self.contexts[ctx_id]
+        node = self.node(ctx)
+        if not faulted:
+            self.record(ctx, node, "Completed", ",".join(outcomes) or None)
+        parent = self.contexts.get(ctx["parent"]) if ctx["parent"] else None
+        if parent is None:
+            if "scope" in ctx:
+                self.state["variables"] = ctx["scope"]["vars"]
+            self.finish_workflow()
+            return
+        parent["children"].remove(ctx_id)
+        child = CompletedChild(ctx_id, node, outcomes, ctx["props"], faulted)
+        parent_ax = ActivityContext(self, parent, self.node(parent))
+        self.guard(
+            parent_ax,
+            lambda: self.engine.behaviour(parent_ax.node).on_child_completed(parent_ax, child),
+        )
+
+    def cancel_children(self, ctx: dict[str, Any]) -> None:
+        for child_id in list(ctx["children"]):
+            child = self.contexts.pop(child_id, None)
+            if child is None:
+                continue
+            self.cancel_children(child)
+            self.drop_bookmarks(child_id)
+            if child_id in self.queue:
+                self.queue.remove(child_id)
+        ctx["children"].clear()
+
+    def cancel_context(self, ctx: dict[str, Any]) -> None:
+        """Remove a context and its subtree without notifying its parent."""
+        self.cancel_children(ctx)
+        self.drop_bookmarks(ctx["id"])
+        self.contexts.pop(ctx["id"], None)
+        if ctx["id"] in self.queue:
+            self.queue.remove(ctx["id"])
+        parent = self.contexts.get(ctx["parent"]) if ctx["parent"] else None
+        if parent is not None and ctx["id"] in parent["children"]:
+            parent["children"].remove(ctx["id"])
+
+    def drop_bookmarks(self, ctx_id: str) -> None:
+        bookmarks = self.state["bookmarks"]
+        if bookmarks:
+            self.state["bookmarks"] = [b for b in bookmarks if b["activityInstanceId"] != ctx_id]
+
+    def finish_workflow(self) -> None:
+        root = self.contexts.get(self.state.get("rootContextId") or "")
+        if root is not None:
+            self.state["variables"] = root["scope"]["vars"]
+        self.state["status"] = "Finished"
+        if self.state["subStatus"] not in ("Faulted", "Cancelled"):
+            self.state["subStatus"] = "Finished"
+        self.queue.clear()
+        self.contexts.clear()
+        self.state["bookmarks"] = []
+        self.halted = True
+
+    def fail(self, ax: ActivityContext, exc: BaseException) -> None:
+        node, ctx = ax.node, ax.ctx
+        if isinstance(exc, ExpressionError | WorkflowFault):
+            message = exc.message
+        else:
+            message = f"activity {node.id!r} ({node.type}) failed: {exc}"
+        code = (
+            exc.fault_code
+            if isinstance(exc, WorkflowFault)
+            else (exc.code if isinstance(exc, BrokerError) else type(exc).__name__)
+        )
+        category = exc.category if isinstance(exc, WorkflowFault) else None
+        self.record(ctx, node, "Faulted", None)
+        strategy = (
+            node.custom_properties.get("incidentStrategy")
+            or self.state.get("incidentStrategy")
+            or "fault"
+        )
+        if str(strategy).lower() == "continue":
+            logger.warning(
+                "instance %s: incident in activity %s: %s",
+                self.state["instanceId"],
+                node.id,
+                message,
+            )
+            incident = Incident(node.id, ctx["id"], message, code)
+            self.incidents.append(incident)
+            self.state.setdefault("incidents", []).append(dataclasses.asdict(incident))
+            self.complete(ctx, (), faulted=True)
+            return
+        logger.info(
+            "instance %s faulted in activity %s: %s", self.state["instanceId"], node.id, message
+        )
+        fault = Fault(message=message, code=code, category=category, activity_id=node.id)
+        self.state["fault"] = dataclasses.asdict(fault)
+        self.state["status"] = "Finished"
+        self.state["subStatus"] = "Faulted"
+        if ctx["id"] in self.contexts:
+            # Kept at the head of the queue so a replay resumes at the failed activity.
+            ctx["status"] = "Scheduled"
+            self.cancel_children(ctx)
+            if ctx["id"] not in self.queue:
+                self.queue.insert(0, ctx["id"])
+        self.halted = True
+
+    # Journal and bookmarks --------------------------------------------------------------------
+
+    def record(
+        self, ctx: Mapping[str, Any], node: Activity, event: str, outcome: str | None = None
+    ) -> None:
+        self.journal.append(
+            JournalEntry(node.id, ctx["id"], node.type, node.name, event, outcome, self.clock())
+        )
+
+    def add_bookmark(
+        self,
+        ctx: dict[str, Any],
+        node: Activity,
+        name: str,
+        payload: Mapping[str, Any],
+        due_at: dt.datetime | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        bookmark = {
+            "id": self.new_id(),
+            "name": name,
+            "payload": dict(payload),
+            "hash": bookmark_hash(name, payload, ctx["id"]),
+            "activityId": node.id,
+            "activityInstanceId": ctx["id"],
+            "stimulusHash": stimulus_hash(name, payload),
+            "dueAt": due_at.isoformat() if due_at else None,
+            **extra,
+        }
+        self.state["bookmarks"].append(bookmark)
+        ctx["status"] = "Suspended"
+        return bookmark
+
+    # Variables ------------------------------------------------------------------------------------
+
+    def scopes(self, ctx: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
+        """Scopes visible from ``ctx``, innermost first, up to and including the workflow's."""
+        current: Mapping[str, Any] | None = ctx
+        if "scope" in ctx and ctx["scope"]["kind"] == "workflow" and ctx["parent"]:
+            # A composite evaluates its own inputs in the scope it sits in.
+            current = self.contexts.get(ctx["parent"])
+        while current is not None:
+            scope = current.get("scope")
+            if scope is not None:
+                yield scope
+                if scope["kind"] == "workflow":
+                    return
+            parent = current["parent"]
+            current = self.contexts.get(parent) if parent else None
+
+    def workflow_scope(self, ctx: Mapping[str, Any]) -> dict[str, Any]:
+        for scope in self.scopes(ctx):
+            if scope["kind"] == "workflow":
+                return scope
+        raise WorkflowFault("no workflow scope in the context chain")
+
+    def assign(self, ctx: Mapping[str, Any], reference: str, value: Any) -> None:
+        """Write to a memory reference: a variable (by id or name) or a declared output."""
+        for scope in self.scopes(ctx):
+            name = scope["ids"].get(reference)
+            if name is not None or reference in scope["vars"]:
+                scope["vars"][name or reference] = value
+                return
+            if scope["kind"] == "workflow":
+                if reference in scope["declaredOutputs"]:
+                    scope["outputs"][reference] = value
+                    if scope.get("root"):
+                        self.state["output"][reference] = value
+                else:
+                    scope["vars"][reference] = value
+                return
+
+    def evaluate(self, ctx: Mapping[str, Any], node: Activity, spec: Input) -> Any:
+        if spec.expression is None:
+            return None
+        return expressions.evaluate(
+            spec.expression, ActivityScope(self, ctx, node), type_name=spec.type_name
+        )
+
+
+def new_scope(
+    variables: Iterable[Any],
+    *,
+    kind: str,
+    values: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    outputs: Iterable[str] = (),
+) -> dict[str, Any]:
+    """A JSON scope: variable values by name, ids to names, and (workflow) inputs/outputs."""
+    scope: dict[str, Any] = {"kind": kind, "vars": {}, "ids": {}}
+    for variable in variables:
+        scope["vars"][variable.name] = (values or {}).get(variable.name)
+        scope["ids"][variable.id] = variable.name
+    if kind == "workflow":
+        scope["inputs"] = dict(inputs or {})
+        scope["outputs"] = {}
+        scope["declaredOutputs"] = list(outputs)
+        scope["outcomes"] = None
+    return scope
+
+
+class ActivityContext:
+    """What an activity implementation sees: its inputs, outputs, children, bookmarks."""
+
+    __slots__ = ("ctx", "node", "run")
+
+    def __init__(self, run: Run, ctx: dict[str, Any], node: Activity) -> None:
+        self.run = run
+        self.ctx = ctx
+        self.node = node
+
+    @property
+    def id(self) -> str:
+        return str(self.ctx["id"])
+
+    @property
+    def props(self) -> dict[str, Any]:
+        props: dict[str, Any] = self.ctx["props"]
+        return props
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.run.state
+
+    @property
+    def instance_id(self) -> str:
+        return str(self.run.state["instanceId"])
+
+    def has_input(self, name: str) -> bool:
+        spec = self.node.inputs.get(name)
+        return spec is not None and spec.expression is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The evaluated input ``name`` (``default`` when unset)."""
+        spec = self.node.inputs.get(name)
+        if spec is None or spec.expression is None:
+            return default
+        value = self.run.evaluate(self.ctx, self.node, spec)
+        return default if value is None else value
+
+    def evaluate(self, expression: Mapping[str, Any] | None, type_name: str | None = None) -> Any:
+        if expression is None:
+            return None
+        return expressions.evaluate(
+            expression, ActivityScope(self.run, self.ctx, self.node), type_name=type_name
+        )
+
+    def set_output(self, name: str, value: Any) -> None:
+        outputs = self.run.state["activityOutputs"]
+        outputs.setdefault(self.node.label, {})[name] = value
+        reference = self.node.outputs.get(name)
+        if reference is not None:
+            self.run.assign(self.ctx, reference, value)
+
+    def schedule(
+        self, node: Activity, *, props: dict[str, Any] | None = None, def_id: str | None = None
+    ) -> str:
+        ctx = self.run.create_context(self.ctx, node.id, def_id or self.ctx["def"], props)
+        return str(ctx["id"])
+
+    def has_children(self) -> bool:
+        return bool(self.ctx["children"])
+
+    def children(self) -> list[dict[str, Any]]:
+        contexts = self.run.contexts
+        return [contexts[c] for c in self.ctx["children"] if c in contexts]
+
+    def complete(self, *outcomes: str) -> None:
+        self.run.complete(self.ctx, outcomes or DONE)
+
+    def bookmark(
+        self,
+        name: str,
+        payload: Mapping[str, Any],
+        *,
+        due_at: dt.datetime | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return self.run.add_bookmark(self.ctx, self.node, name, payload, due_at, **extra)
+
+    def write_line(self, text: str) -> None:
+        lines = text.split("\n")
+        for line in lines:
+            self.run.write_lines.append(line.removesuffix("\r"))
+        sink = self.run.engine.services.write_line
+        if sink is not None:
+            sink(text)
+
+    def emit(self, command: Command) -> None:
+        self.run.commands.append(command)
+
+    def now(self) -> dt.datetime:
+        return self.run.clock()
+
+    def scope(self) -> ActivityScope:
+        return ActivityScope(self.run, self.ctx, self.node)
+
+    def find_ancestor(self, predicate: Callable[[Activity], bool]) -> dict[str, Any] | None:
+        parent = self.ctx["parent"]
+        while parent:
+            ctx = self.run.contexts.get(parent)
+            if ctx is None:
+                return None
+            if predicate(self.run.node(ctx)):
+                return ctx
+            parent = ctx["parent"]
+        return None
+
+
+class ActivityScope:
+    """``broker.engine.scope.Scope`` over the context tree, for expressions."""
+
+    __slots__ = ("_ctx", "_node", "_run")
+
+    def __init__(self, run: Run, ctx: Mapping[str, Any], node: Activity) -> None:
+        self._run = run
+        self._ctx = ctx
+        self._node = node
+
+    @property
+    def activity_id(self) -> str | None:
+        return self._node.id
+
+    @property
+    def workflow_instance_id(self) -> str:
+        return str(self._run.state["instanceId"])
+
+    @property
+    def correlation_id(self) -> str | None:
+        value = self._run.state.get("correlationId")
+        return str(value) if value is not None else None
+
+    def variable_names(self) -> list[str]:
+        names: list[str] = []
+        for scope in self._run.scopes(self._ctx):
+            names.extend(name for name in scope["vars"] if name not in names)
+        return names
+
+    def get_variable(self, name: str) -> Any:
+        for scope in self._run.scopes(self._ctx):
+            if name in scope["vars"]:
+                return scope["vars"][name]
+            alias = scope["ids"].get(name)
+            if alias is not None:
+                return scope["vars"][alias]
+        raise KeyError(name)
+
+    def set_variable(self, name: str, value: Any) -> None:
+        for scope in self._run.scopes(self._ctx):
+            if name in scope["vars"] or scope["kind"] == "workflow":
+                scope["vars"][scope["ids"].get(name, name)] = value
+                return
+
+    def input_names(self) -> list[str]:
+        return list(self._run.workflow_scope(self._ctx)["inputs"])
+
+    def get_input(self, name: str) -> Any:
+        return self._run.workflow_scope(self._ctx)["inputs"][name]
+
+    def activity_names(self) -> list[str]:
+        return list(self._run.state["activityOutputs"])
+
+    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
+        outputs = self._run.state["activityOutputs"][activity_name]
+        if output_name is not None:
+            return outputs[output_name]
+        if "result" in outputs or not outputs:
+            return outputs["result"]
+        # Elsa's getOutputFrom<Name>() reads an activity's only (else first) output.
+        return next(iter(outputs.values()))
+
+    def current_value(self) -> Any:
+        current: Mapping[str, Any] | None = self._ctx
+        contexts = self._run.contexts
+        while current is not None:
+            props = current["props"]
+            if "currentValue" in props:
+                return props["currentValue"]
+            parent = current["parent"]
+            current = contexts.get(parent) if parent else None
+        return None

@@ -1,0 +1,196 @@
+"""``/admin``: dead letters, bookmark-queue dead letters, workflow instances, runtime pause.
+
+Each endpoint needs a scope from ``clients.json`` (DESIGN section 6); a client without it gets
+403 naming the scope.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, jsonify, request
+
+from broker.errors import BadRequest
+from broker.ingress import dead_letters, instances
+from broker.ingress.auth import require_scope
+from broker.ingress.context import services, transaction
+from broker.ingress.schemas import int_arg, str_arg
+from broker.runtime import requests as runtime
+from broker.runtime.requests import iso
+from broker.store.models import DeadLetterKind, RuntimeFlag
+
+logger = logging.getLogger(__name__)
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+
+BOOKMARK = (DeadLetterKind.BOOKMARK.value,)
+WORK = (DeadLetterKind.REQUEST.value, DeadLetterKind.OUTBOX.value)
+MAX_PAGE = 1_000_000
+
+
+def _page() -> tuple[int, int]:
+    return int_arg("page", 0, 0, MAX_PAGE), int_arg("pageSize", 50, 1, 500)
+
+
+def _replayed(outcome: dead_letters.Replayed) -> Response:
+    if outcome.outbox_ids:
+        try:
+            services().publisher.publish(outcome.outbox_ids)
+        except Exception:
+            logger.exception(
+                "fast-path publish of replayed %s failed; the relay will retry",
+                outcome.dead_letter_id,
+            )
+    return jsonify({"replayed": True, "queueItemId": outcome.new_id, "reason": outcome.reason})
+
+
+# Bookmark-queue dead letters ----------------------------------------------------------------------
+
+
+@bp.get("/bookmark-queue/dead-letters")
+@require_scope("read:bookmark-queue:dead-letters")
+def list_bookmark_dead_letters() -> Response:
+    page, size = _page()
+    with transaction(write=False) as session:
+        body = dead_letters.list_page(
+            session, BOOKMARK, page=page, page_size=size, instance_id=str_arg("workflowInstanceId")
+        )
+    return jsonify(body)
+
+
+@bp.get("/bookmark-queue/dead-letters/<letter_id>")
+@require_scope("read:bookmark-queue:dead-letters")
+def get_bookmark_dead_letter(letter_id: str) -> Response:
+    with transaction(write=False) as session:
+        return jsonify(dead_letters.view(dead_letters.get(session, letter_id, BOOKMARK)))
+
+
+@bp.post("/bookmark-queue/dead-letters/<letter_id>/replay")
+@require_scope("replay:bookmark-queue:dead-letters")
+def replay_bookmark_dead_letter(letter_id: str) -> Response:
+    with transaction() as session:
+        outcome = dead_letters.replay(session, letter_id, BOOKMARK)
+    return _replayed(outcome)
+
+
+@bp.delete("/bookmark-queue/dead-letters/<letter_id>")
+@require_scope("delete:bookmark-queue:dead-letters")
+def delete_bookmark_dead_letter(letter_id: str) -> tuple[str, int]:
+    with transaction() as session:
+        dead_letters.remove(session, letter_id, BOOKMARK)
+    return "", 204
+
+
+# Request and outbox dead letters ------------------------------------------------------------------
+
+
+def _kinds() -> tuple[str, ...]:
+    kind = str_arg("kind")
+    if kind is None:
+        return WORK
+    if kind.lower() not in WORK:
+        raise BadRequest("kind must be request or outbox", field="kind")
+    return (kind.lower(),)
+
+
+@bp.get("/dead-letters")
+@require_scope("read:dead-letters")
+def list_dead_letters() -> Response:
+    kinds, (page, size) = _kinds(), _page()
+    with transaction(write=False) as session:
+        return jsonify(dead_letters.list_page(session, kinds, page=page, page_size=size))
+
+
+@bp.get("/dead-letters/<letter_id>")
+@require_scope("read:dead-letters")
+def get_dead_letter(letter_id: str) -> Response:
+    with transaction(write=False) as session:
+        return jsonify(dead_letters.view(dead_letters.get(session, letter_id, WORK)))
+
+
+@bp.post("/dead-letters/<letter_id>/replay")
+@require_scope("replay:dead-letters")
+def replay_dead_letter(letter_id: str) -> Response:
+    with transaction() as session:
+        outcome = dead_letters.replay(session, letter_id, WORK)
+    return _replayed(outcome)
+
+
+# Workflow instances -------------------------------------------------------------------------------
+
+
+@bp.get("/workflow-instances")
+@require_scope("read:workflow-instances")
+def list_instances() -> Response:
+    page, size = _page()
+    with transaction(write=False) as session:
+        body = instances.list_page(
+            session,
+            status=str_arg("status"),
+            definition_id=str_arg("definitionId"),
+            page=page,
+            page_size=size,
+        )
+    return jsonify(body)
+
+
+@bp.get("/workflow-instances/<instance_id>")
+@require_scope("read:workflow-instances")
+def get_instance(instance_id: str) -> Response:
+    with transaction(write=False) as session:
+        return jsonify(instances.view(instances.get(session, instance_id)))
+
+
+@bp.get("/workflow-instances/<instance_id>/journal")
+@require_scope("read:workflow-instances")
+def get_journal(instance_id: str) -> Response:
+    with transaction(write=False) as session:
+        return jsonify({"items": instances.journal(session, instance_id)})
+
+
+@bp.post("/workflow-instances/<instance_id>/cancel")
+@require_scope("cancel:workflow-instances")
+def cancel_instance(instance_id: str) -> tuple[Response, int]:
+    with transaction() as session:
+        body = instances.view(instances.cancel(session, instance_id))
+    return jsonify(body), 202
+
+
+# Runtime ------------------------------------------------------------------------------------------
+
+
+def _runtime_view(flag: RuntimeFlag | None) -> dict[str, object]:
+    return {
+        "paused": bool(flag is not None and flag.value),
+        "updatedAt": iso(flag.updated_at) if flag is not None else None,
+    }
+
+
+@bp.get("/workflow-runtime/status")
+@require_scope("read:workflow-runtime")
+def runtime_status() -> Response:
+    with transaction(write=False) as session:
+        return jsonify(_runtime_view(session.get(RuntimeFlag, runtime.PAUSED_FLAG)))
+
+
+@bp.post("/workflow-runtime/pause")
+@require_scope("manage:workflow-runtime")
+def pause() -> Response:
+    return _set_paused(True)
+
+
+@bp.post("/workflow-runtime/resume")
+@require_scope("manage:workflow-runtime")
+def resume() -> Response:
+    return _set_paused(False)
+
+
+def _set_paused(paused: bool) -> Response:
+    with transaction() as session:
+        body = _runtime_view(runtime.set_paused(session, paused))
+    logger.warning(
+        "workflow runtime %s by %s",
+        "paused" if paused else "resumed",
+        request.environ.get("REMOTE_ADDR"),
+    )
+    return jsonify(body)

@@ -1,0 +1,194 @@
+"""The app factories: the one composition root of each listener.
+
+``create_public_app`` serves the client and admin API behind mutual TLS; ``create_internal_app``
+serves callbacks and probes on plain HTTP. Both answer JSON everywhere: every ``BrokerError`` with
+its status and ``to_dict()`` body, HTTP errors (404, 405, 413) as JSON, a lost database as 503
+with Retry-After, and anything unexpected as a 500 without details (the log has them).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, request
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.exceptions import HTTPException
+
+from broker.errors import BrokerError, PayloadTooLarge, StoreUnavailable
+from broker.ingress import metrics
+from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
+from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
+from broker.runtime.requests import NullPublisher, Publisher
+from broker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = "5"
+#: endpoints of the public listener that need no allowlisted client (the handshake still runs)
+OPEN_ENDPOINTS = frozenset({"openapi.document_view"})
+
+
+def create_public_app(
+    settings: Settings,
+    *,
+    clients: ClientDirectory | None = None,
+    registry: WorkflowDirectory | None = None,
+    session_factory: sessionmaker[Session] | None = None,
+    publisher: Publisher | None = None,
+) -> Flask:
+    """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
+    from broker.ingress import admin, events, openapi, request_types, requests
+
+    factory = session_factory or _session_factory(settings)
+    if clients is None:
+        from broker.clients import ClientRegistry
+
+        client_registry = ClientRegistry(settings, factory)
+        client_registry.load()
+        clients = client_registry
+    if registry is None:
+        from broker.registry import WorkflowRegistry
+
+        workflow_registry = WorkflowRegistry(settings, factory)
+        workflow_registry.load()
+        if settings.watch_workflows:
+            # Submissions pin the version the ingress sees, so it must see saved changes.
+            workflow_registry.watch()
+        registry = workflow_registry
+    app = _base_app(
+        "public",
+        settings,
+        Services(
+            settings=settings,
+            session_factory=factory,
+            publisher=publisher or NullPublisher(),
+            clients=clients,
+            registry=registry,
+            extra={"trust_store": TrustStore(settings.tls_client_ca)},
+        ),
+    )
+    for blueprint in (requests.bp, events.bp, request_types.bp, admin.bp, openapi.bp):
+        app.register_blueprint(blueprint)
+
+    @app.before_request
+    def _authenticate() -> None:
+        # Every path, even an unknown one, answers 401 to a stranger before 404 or 405.
+        if request.endpoint not in OPEN_ENDPOINTS:
+            authenticate()
+
+    app.wsgi_app = PeerCertificateMiddleware(app.wsgi_app, settings)  # type: ignore[method-assign]
+    return app
+
+
+def create_internal_app(
+    settings: Settings,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    publisher: Publisher | None = None,
+) -> Flask:
+    """The internal listener: ``/internal/requests/{id}/result``, probes and ``/metrics``."""
+    from broker.ingress import internal
+
+    factory = session_factory or _session_factory(settings)
+    app = _base_app(
+        "internal",
+        settings,
+        Services(
+            settings=settings,
+            session_factory=factory,
+            publisher=publisher or NullPublisher(),
+        ),
+    )
+    app.register_blueprint(internal.bp)
+    return app
+
+
+def _session_factory(settings: Settings) -> sessionmaker[Session]:
+    from broker.store import db
+
+    return db.make_session_factory(db.make_engine(settings.database_url))
+
+
+def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
+    app = Flask(f"broker.ingress.{listener}")
+    app.config.update(
+        # One byte over the limit: werkzeug stops a chunked body silently at the maximum, so
+        # reading limit + 1 bytes is how ``read_json`` tells "too large" from "exactly full".
+        MAX_CONTENT_LENGTH=settings.max_body_bytes + 1,
+        JSON_SORT_KEYS=False,
+        TRAP_HTTP_EXCEPTIONS=False,
+        PROPAGATE_EXCEPTIONS=False,
+    )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions[EXTENSION] = svc
+    app.url_map.strict_slashes = False
+    _register_error_handlers(app, settings)
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        metrics.RESPONSES.labels(listener=listener, status=f"{response.status_code // 100}xx").inc()
+        return response
+
+    return app
+
+
+def _register_error_handlers(app: Flask, settings: Settings) -> None:
+    @app.errorhandler(BrokerError)
+    def broker_error(error: BrokerError) -> Response:
+        if error.status >= 500 and error.status != 503:
+            logger.error("internal error: %s", error, exc_info=error)
+            return _json({"error": "Internal server error", "code": "internal_error"}, 500)
+        response = _json(error.to_dict(), error.status)
+        if error.status == 503:
+            response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+        _log_client_error(error.status, error.message)
+        return response
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        if status == 413:
+            limit = settings.max_body_bytes
+            return _json(
+                PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit).to_dict(), 413
+            )
+        code = (error.name or "error").lower().replace(" ", "_").replace("'", "")
+        response = _json({"error": error.description or error.name, "code": code}, status)
+        headers = dict(error.get_headers())
+        for header in ("Allow", "Retry-After"):
+            value = headers.get(header)
+            if value:
+                response.headers[header] = value
+        return response
+
+    @app.errorhandler(sa_exc.OperationalError)
+    @app.errorhandler(sa_exc.InterfaceError)
+    @app.errorhandler(sa_exc.TimeoutError)
+    def store_error(error: Exception) -> Response:
+        logger.warning("database unavailable: %s", error)
+        return broker_error(StoreUnavailable("The database is unavailable; try again later"))
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> Response:
+        logger.error("unhandled error on %s %s", request.method, request.path, exc_info=error)
+        return _json({"error": "Internal server error", "code": "internal_error"}, 500)
+
+
+def _json(body: dict[str, Any], status: int) -> Response:
+    response = jsonify(body)
+    response.status_code = status
+    return response
+
+
+def _log_client_error(status: int, message: str) -> None:
+    client = g.get("client")
+    logger.info(
+        "%s %s answered %d: %s",
+        request.method,
+        request.path,
+        status,
+        message,
+        extra={"client_id": getattr(client, "client_id", None)},
+    )

@@ -1,0 +1,99 @@
+"""What the blueprints need from the composition root, and the one transaction helper.
+
+The app factories put a ``Services`` into ``app.extensions``; views reach it with ``services()``.
+The client allowlist and the workflow registry are described by the few attributes the ingress
+reads, so tests can pass small in-memory directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from flask import current_app
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import ConfigError
+from broker.runtime.requests import Publisher
+from broker.settings import Settings
+
+EXTENSION = "broker"
+
+
+class ApiClientLike(Protocol):
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def scopes(self) -> frozenset[str]: ...
+
+
+class RuleLike(Protocol):
+    @property
+    def request_type(self) -> str: ...
+    @property
+    def required_keys(self) -> tuple[str, ...]: ...
+    @property
+    def allow_additional_keys(self) -> bool: ...
+
+
+class WorkflowLike(Protocol):
+    @property
+    def definition_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def version_id(self) -> str: ...
+    @property
+    def queue(self) -> str | None: ...
+
+
+class ClientDirectory(Protocol):
+    """What the ingress asks of ``broker.clients.ClientRegistry``."""
+
+    def authenticate(
+        self, *, sha1_thumbprint: str, sha256_fingerprint: str
+    ) -> ApiClientLike | None: ...
+    def rule_for(self, client_id: str, request_type: str) -> RuleLike | None: ...
+    def rules_for(self, client_id: str) -> Iterable[RuleLike]: ...
+
+
+class WorkflowDirectory(Protocol):
+    """What the ingress asks of ``broker.registry.WorkflowRegistry``."""
+
+    def for_request_type(self, name: str) -> WorkflowLike | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Services:
+    settings: Settings
+    session_factory: sessionmaker[Session]
+    publisher: Publisher
+    clients: ClientDirectory | None = None
+    registry: WorkflowDirectory | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def client_directory(self) -> ClientDirectory:
+        if self.clients is None:
+            raise ConfigError("this listener has no client allowlist")
+        return self.clients
+
+    def workflow_directory(self) -> WorkflowDirectory:
+        if self.registry is None:
+            raise ConfigError("this listener has no workflow registry")
+        return self.registry
+
+
+def services() -> Services:
+    found: Services = current_app.extensions[EXTENSION]
+    return found
+
+
+@contextlib.contextmanager
+def transaction(write: bool = True) -> Iterator[Session]:
+    """One transaction on the app's database: commits on success, rolls back on error."""
+    from broker.store import db
+
+    with db.transaction(services().session_factory, write=write) as session:
+        yield session

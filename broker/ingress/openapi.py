@@ -1,0 +1,602 @@
+"""The OpenAPI 3 document of the public listener, served at ``GET /openapi.json``.
+
+Written by hand next to the code it describes and checked against it by the schemathesis suite
+(``tests/e2e/test_openapi_schemathesis.py``): every path, parameter, body and response here is one
+the blueprints implement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from broker import __version__
+from broker.store.models import RequestStatus
+
+bp = Blueprint("openapi", __name__)
+
+JSON = "application/json"
+NAME_MAX = 200
+STATUSES = [s.value for s in RequestStatus]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "nullable": True}
+
+
+def _body(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}, **extra}
+
+
+ERRORS = {
+    400: "Malformed request: the body names the field",
+    401: "No valid, allowlisted client certificate",
+    403: "Another client's record, or a missing scope",
+    404: "No such record",
+    409: "The record's state forbids the action",
+    413: "The body exceeds BROKER_MAX_BODY_BYTES",
+    503: "Database unavailable or runtime paused; see Retry-After",
+}
+
+
+def _responses(ok: dict[int, dict[str, Any]], *errors: int) -> dict[str, Any]:
+    answers: dict[str, Any] = {str(code): spec for code, spec in ok.items()}
+    for code in (401, 503, *errors):
+        answers[str(code)] = {"$ref": f"#/components/responses/E{code}"}
+    return answers
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+def _path(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": NAME_MAX,
+            "pattern": "^[A-Za-z0-9_.:~-]*[A-Za-z0-9_:~-][A-Za-z0-9_.:~-]*$",
+        },
+    }
+
+
+PAGE = [
+    _query("page", {"type": "integer", "minimum": 0, "maximum": 1_000_000}, "zero-based page"),
+    _query("pageSize", {"type": "integer", "minimum": 1, "maximum": 500}, "items per page"),
+]
+NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX}
+
+
+def _scoped(
+    scope: str,
+    summary: str,
+    ok: dict[int, dict[str, Any]],
+    *errors: int,
+    parameters: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "tags": ["admin"],
+        "x-required-scope": scope,
+        "responses": _responses(ok, 403, *errors),
+    }
+    if parameters:
+        operation["parameters"] = parameters
+    return operation
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {"type": "string"},
+            "code": {"type": "string"},
+            "field": {"type": "string"},
+            "keys": {"type": "array", "items": {"type": "string"}},
+        },
+        "additionalProperties": True,
+    },
+    "Submission": {
+        "type": "object",
+        "required": ["requestType"],
+        "additionalProperties": False,
+        "properties": {
+            "requestType": {**NAME, "pattern": "\\S"},
+            "keys": {"type": "object", "additionalProperties": {"type": "string"}},
+            "payload": _nullable({"type": "object"}),
+        },
+    },
+    "Accepted": {
+        "type": "object",
+        "required": ["correlationId", "status"],
+        "properties": {
+            "correlationId": {"type": "string"},
+            "status": {"type": "string", "enum": STATUSES},
+        },
+    },
+    "Request": {
+        "type": "object",
+        "required": [
+            "correlationId",
+            "clientId",
+            "requestType",
+            "keys",
+            "status",
+            "result",
+            "errorDetail",
+            "submittedAt",
+            "updatedAt",
+            "workflow",
+        ],
+        "properties": {
+            "correlationId": {"type": "string"},
+            "clientId": {"type": "string"},
+            "requestType": {"type": "string"},
+            "keys": {"type": "object", "additionalProperties": {"type": "string"}},
+            "status": {"type": "string", "enum": STATUSES},
+            "result": {"nullable": True},
+            "errorDetail": _nullable({"type": "string"}),
+            "submittedAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+            "workflow": {
+                "type": "object",
+                "required": ["definitionId", "version", "instanceId", "subStatus"],
+                "properties": {
+                    "definitionId": _nullable({"type": "string"}),
+                    "version": _nullable({"type": "integer"}),
+                    "instanceId": _nullable({"type": "string"}),
+                    "subStatus": _nullable({"type": "string"}),
+                },
+            },
+        },
+    },
+    "RequestPage": {
+        "type": "object",
+        "required": ["items", "next"],
+        "properties": {
+            "items": {"type": "array", "items": _ref("Request")},
+            "next": _nullable({"type": "string"}),
+        },
+    },
+    "AuditEvent": {
+        "type": "object",
+        "required": ["timestamp", "eventType", "source", "message", "properties"],
+        "properties": {
+            "timestamp": {"type": "string", "format": "date-time"},
+            "eventType": {"type": "string"},
+            "source": {"type": "string"},
+            "message": _nullable({"type": "string"}),
+            "properties": {"type": "object"},
+        },
+    },
+    "Stimulus": {
+        "type": "object",
+        "required": ["correlationId"],
+        "additionalProperties": False,
+        "properties": {
+            "correlationId": {**NAME, "pattern": "\\S"},
+            "payload": _nullable({"type": "object"}),
+        },
+    },
+    "QueueItem": {
+        "type": "object",
+        "required": ["queueItemId"],
+        "properties": {"queueItemId": {"type": "string"}},
+    },
+    "RequestTypes": {
+        "type": "object",
+        "required": ["requestTypes"],
+        "properties": {
+            "requestTypes": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["requestType", "requiredKeys", "allowAdditionalKeys", "workflow"],
+                    "properties": {
+                        "requestType": {"type": "string"},
+                        "requiredKeys": {"type": "array", "items": {"type": "string"}},
+                        "allowAdditionalKeys": {"type": "boolean"},
+                        "workflow": _nullable(
+                            {
+                                "type": "object",
+                                "required": ["definitionId", "version"],
+                                "properties": {
+                                    "definitionId": {"type": "string"},
+                                    "version": {"type": "integer"},
+                                },
+                            }
+                        ),
+                    },
+                },
+            }
+        },
+    },
+    "DeadLetter": {
+        "type": "object",
+        "required": ["id", "kind", "reason", "replayable", "createdAt"],
+        "properties": {
+            "id": {"type": "string"},
+            "kind": {"type": "string", "enum": ["request", "outbox", "bookmark"]},
+            "reason": {"type": "string"},
+            "requestId": _nullable({"type": "string"}),
+            "workflowInstanceId": _nullable({"type": "string"}),
+            "activityId": _nullable({"type": "string"}),
+            "sourceId": _nullable({"type": "string"}),
+            "clientKey": _nullable({"type": "string"}),
+            "name": _nullable({"type": "string"}),
+            "error": _nullable({"type": "string"}),
+            "attempts": {"type": "integer"},
+            "replayable": {"type": "boolean"},
+            "replayedAt": _nullable({"type": "string", "format": "date-time"}),
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+        "additionalProperties": False,
+    },
+    "Replayed": {
+        "type": "object",
+        "required": ["replayed", "queueItemId", "reason"],
+        "properties": {
+            "replayed": {"type": "boolean"},
+            "queueItemId": {"type": "string"},
+            "reason": _nullable({"type": "string"}),
+        },
+    },
+    "Instance": {
+        "type": "object",
+        "required": ["id", "definitionId", "status", "subStatus"],
+        "properties": {
+            "id": {"type": "string"},
+            "definitionId": {"type": "string"},
+            "definitionVersionId": {"type": "string"},
+            "version": {"type": "integer"},
+            "requestId": _nullable({"type": "string"}),
+            "parentId": _nullable({"type": "string"}),
+            "correlationId": _nullable({"type": "string"}),
+            "name": _nullable({"type": "string"}),
+            "status": {"type": "string"},
+            "subStatus": {"type": "string"},
+            "incidentCount": {"type": "integer"},
+            "fault": _nullable({"type": "object"}),
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+            "finishedAt": _nullable({"type": "string", "format": "date-time"}),
+        },
+    },
+    "JournalEntry": {
+        "type": "object",
+        "required": ["sequence", "activityId", "eventName", "timestamp"],
+        "properties": {
+            "sequence": {"type": "integer"},
+            "activityId": {"type": "string"},
+            "activityInstanceId": _nullable({"type": "string"}),
+            "activityType": {"type": "string"},
+            "activityName": _nullable({"type": "string"}),
+            "eventName": {"type": "string"},
+            "outcome": _nullable({"type": "string"}),
+            "attempt": {"type": "integer"},
+            "timestamp": {"type": "string", "format": "date-time"},
+        },
+    },
+    "RuntimeStatus": {
+        "type": "object",
+        "required": ["paused", "updatedAt"],
+        "properties": {
+            "paused": {"type": "boolean"},
+            "updatedAt": _nullable({"type": "string", "format": "date-time"}),
+        },
+    },
+}
+
+
+def _page_of(item: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["items", "totalCount", "page", "pageSize"],
+        "properties": {
+            "items": {"type": "array", "items": _ref(item)},
+            "totalCount": {"type": "integer"},
+            "page": {"type": "integer"},
+            "pageSize": {"type": "integer"},
+        },
+    }
+
+
+REQUEST_ID = _path("id", "the request's correlation id")
+DEAD_LETTER_ID = _path("id", "the dead letter's id")
+INSTANCE_ID = _path("id", "the workflow instance's id")
+
+PATHS: dict[str, Any] = {
+    "/requests": {
+        "post": {
+            "summary": "Submit a request",
+            "tags": ["requests"],
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": "same key and body again answers the first record",
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": NAME_MAX,
+                        "pattern": "^[!-~]([ -~]*[!-~])?$",
+                    },
+                }
+            ],
+            "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Submission")}}},
+            "responses": _responses(
+                {
+                    202: _body(
+                        _ref("Accepted"),
+                        "Accepted and queued",
+                        headers={
+                            "Location": {
+                                "schema": {"type": "string"},
+                                "description": "/requests/{correlationId}",
+                            }
+                        },
+                    ),
+                    200: _body(_ref("Request"), "An idempotent retry: the first record"),
+                },
+                400,
+                409,
+                413,
+            ),
+        },
+        "get": {
+            "summary": "List this client's requests, newest first",
+            "tags": ["requests"],
+            "parameters": [
+                _query("status", {"type": "string", "enum": STATUSES}, "filter by status"),
+                _query("requestType", {"type": "string", "maxLength": NAME_MAX}, "filter by type"),
+                _query(
+                    "since",
+                    {"type": "string", "format": "date-time"},
+                    "submitted at or after (ISO 8601)",
+                ),
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "page size"),
+                _query(
+                    "cursor",
+                    {"type": "string", "maxLength": NAME_MAX},
+                    "the `next` of the previous page",
+                ),
+            ],
+            "responses": _responses({200: _body(_ref("RequestPage"), "One page")}, 400),
+        },
+    },
+    "/requests/{id}": {
+        "get": {
+            "summary": "One request",
+            "tags": ["requests"],
+            "parameters": [REQUEST_ID],
+            "responses": _responses({200: _body(_ref("Request"), "The request")}, 403, 404),
+        }
+    },
+    "/requests/{id}/events": {
+        "get": {
+            "summary": "The request's audit history",
+            "tags": ["requests"],
+            "parameters": [REQUEST_ID],
+            "responses": _responses(
+                {200: _body({"type": "array", "items": _ref("AuditEvent")}, "Oldest first")},
+                403,
+                404,
+            ),
+        }
+    },
+    "/requests/{id}/cancel": {
+        "post": {
+            "summary": "Cancel the request and its workflows",
+            "tags": ["requests"],
+            "parameters": [REQUEST_ID],
+            "responses": _responses({202: _body(_ref("Accepted"), "Cancelled")}, 403, 404, 409),
+        }
+    },
+    "/events/{name}": {
+        "post": {
+            "summary": "Resume this client's workflows waiting on an event",
+            "tags": ["events"],
+            "parameters": [_path("name", "the event name")],
+            "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
+            "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413),
+        }
+    },
+    "/request-types": {
+        "get": {
+            "summary": "The request types this client may submit",
+            "tags": ["requests"],
+            "responses": _responses({200: _body(_ref("RequestTypes"), "Rules and workflows")}),
+        }
+    },
+    "/admin/bookmark-queue/dead-letters": {
+        "get": _scoped(
+            "read:bookmark-queue:dead-letters",
+            "Bookmark-queue dead letters",
+            {200: _body(_page_of("DeadLetter"), "One page")},
+            400,
+            parameters=[
+                *PAGE,
+                _query("workflowInstanceId", {"type": "string", "maxLength": NAME_MAX}, "filter"),
+            ],
+        )
+    },
+    "/admin/bookmark-queue/dead-letters/{id}": {
+        "parameters": [DEAD_LETTER_ID],
+        "get": _scoped(
+            "read:bookmark-queue:dead-letters",
+            "One bookmark-queue dead letter",
+            {200: _body(_ref("DeadLetter"), "The dead letter")},
+            404,
+        ),
+        "delete": _scoped(
+            "delete:bookmark-queue:dead-letters",
+            "Delete a dead letter",
+            {204: {"description": "Deleted"}},
+            404,
+        ),
+    },
+    "/admin/bookmark-queue/dead-letters/{id}/replay": {
+        "parameters": [DEAD_LETTER_ID],
+        "post": _scoped(
+            "replay:bookmark-queue:dead-letters",
+            "Replay as a new queue item",
+            {200: _body(_ref("Replayed"), "Replayed")},
+            404,
+            409,
+        ),
+    },
+    "/admin/dead-letters": {
+        "get": _scoped(
+            "read:dead-letters",
+            "Request and outbox dead letters",
+            {200: _body(_page_of("DeadLetter"), "One page")},
+            400,
+            parameters=[
+                *PAGE,
+                _query(
+                    "kind",
+                    {"type": "string", "enum": ["request", "outbox"]},
+                    "request or outbox; both when absent",
+                ),
+            ],
+        )
+    },
+    "/admin/dead-letters/{id}": {
+        "parameters": [DEAD_LETTER_ID],
+        "get": _scoped(
+            "read:dead-letters",
+            "One dead letter",
+            {200: _body(_ref("DeadLetter"), "The dead letter")},
+            404,
+        ),
+    },
+    "/admin/dead-letters/{id}/replay": {
+        "parameters": [DEAD_LETTER_ID],
+        "post": _scoped(
+            "replay:dead-letters",
+            "Replay: the request resumes, the task is re-sent",
+            {200: _body(_ref("Replayed"), "Replayed")},
+            404,
+            409,
+        ),
+    },
+    "/admin/workflow-instances": {
+        "get": _scoped(
+            "read:workflow-instances",
+            "Workflow instances",
+            {200: _body(_page_of("Instance"), "One page")},
+            400,
+            parameters=[
+                *PAGE,
+                _query("status", {"type": "string", "maxLength": NAME_MAX}, "status or sub-status"),
+                _query("definitionId", {"type": "string", "maxLength": NAME_MAX}, "filter"),
+            ],
+        )
+    },
+    "/admin/workflow-instances/{id}": {
+        "parameters": [INSTANCE_ID],
+        "get": _scoped(
+            "read:workflow-instances",
+            "One instance",
+            {200: _body(_ref("Instance"), "The instance")},
+            404,
+        ),
+    },
+    "/admin/workflow-instances/{id}/journal": {
+        "parameters": [INSTANCE_ID],
+        "get": _scoped(
+            "read:workflow-instances",
+            "The execution journal",
+            {
+                200: _body(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {"items": {"type": "array", "items": _ref("JournalEntry")}},
+                    },
+                    "In order",
+                )
+            },
+            404,
+        ),
+    },
+    "/admin/workflow-instances/{id}/cancel": {
+        "parameters": [INSTANCE_ID],
+        "post": _scoped(
+            "cancel:workflow-instances",
+            "Cancel the instance and its children",
+            {202: _body(_ref("Instance"), "Cancelled")},
+            404,
+            409,
+        ),
+    },
+    "/admin/workflow-runtime/status": {
+        "get": _scoped(
+            "read:workflow-runtime",
+            "Whether new work is paused",
+            {200: _body(_ref("RuntimeStatus"), "Status")},
+        )
+    },
+    "/admin/workflow-runtime/pause": {
+        "post": _scoped(
+            "manage:workflow-runtime",
+            "Pause new submissions (POST /requests answers 503)",
+            {200: _body(_ref("RuntimeStatus"), "Paused")},
+        )
+    },
+    "/admin/workflow-runtime/resume": {
+        "post": _scoped(
+            "manage:workflow-runtime",
+            "Resume new submissions",
+            {200: _body(_ref("RuntimeStatus"), "Resumed")},
+        )
+    },
+    "/openapi.json": {
+        "get": {
+            "summary": "This document",
+            "tags": ["meta"],
+            "responses": {"200": _body({"type": "object"}, "OpenAPI 3 document")},
+        }
+    },
+}
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document (a fresh dict; callers may change it)."""
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Elsa Celery broker",
+            "version": __version__,
+            "description": "Mutual TLS: the client is the verified client certificate. Admin "
+            "operations name their scope in `x-required-scope`.",
+        },
+        "paths": PATHS,
+        "components": {
+            "schemas": SCHEMAS,
+            "responses": {f"E{code}": _body(_ref("Error"), text) for code, text in ERRORS.items()},
+        },
+    }
+
+
+@bp.get("/openapi.json")
+def document_view() -> Response:
+    return jsonify(document())

@@ -1,0 +1,214 @@
+"""Reading and validating request bodies and query strings.
+
+Bodies are read against ``BROKER_MAX_BODY_BYTES`` (from Content-Length up front, and again while
+reading, for chunked bodies), parsed as strict JSON (no NaN, no Infinity), and checked for nesting
+depth and key count before anything looks at their content. Every rejection is a ``BadRequest``
+(or ``PayloadTooLarge``) naming the offending field, raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from flask import request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from broker.errors import BadRequest, PayloadTooLarge
+from broker.runtime.requests import ListQuery, Submission
+from broker.settings import Settings
+from broker.store.models import RequestStatus
+
+MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)
+
+SUBMISSION_FIELDS = frozenset({"requestType", "keys", "payload"})
+EVENT_FIELDS = frozenset({"correlationId", "payload"})
+CALLBACK_FIELDS = frozenset({"status", "result", "error"})
+
+
+def read_json(settings: Settings) -> Any:
+    """The request body as JSON, within the size, depth and key-count limits."""
+    limit = settings.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
+    try:
+        raw = request.get_data(cache=True)
+    except RequestEntityTooLarge as exc:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit) from exc
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
+    if not raw.strip():
+        raise BadRequest("Request body must be a JSON object", field="body")
+    try:
+        document = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise BadRequest("JSON nesting is too deep", field="body") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadRequest(f"Malformed JSON: {exc}", field="body") from exc
+    check_shape(document, max_depth=settings.max_json_depth, max_keys=settings.max_json_keys)
+    return document
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def check_shape(document: Any, *, max_depth: int, max_keys: int) -> None:
+    """Raise ``BadRequest`` when ``document`` nests deeper or holds more keys than allowed."""
+    keys = 0
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+            keys += len(value)
+            if keys > max_keys:
+                raise BadRequest(
+                    f"JSON body has more than {max_keys} keys", field="body", limit=max_keys
+                )
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > max_depth:
+            raise BadRequest(
+                f"JSON nesting exceeds {max_depth} levels", field="body", limit=max_depth
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _object(document: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise BadRequest("Request body must be a JSON object", field="body")
+    unknown = sorted(set(document) - allowed)
+    if unknown:
+        raise BadRequest("Unknown fields", field="body", fields=unknown)
+    return document
+
+
+def _name(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"{field} must be a non-empty string", field=field)
+    if len(value) > MAX_NAME:
+        raise BadRequest(f"{field} is longer than {MAX_NAME} characters", field=field)
+    return value
+
+
+def _payload(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest("payload must be a JSON object", field="payload")
+    return value
+
+
+def parse_submission(document: Any, idempotency_key: str | None) -> Submission:
+    """A ``POST /requests`` body: requestType, keys (strings only) and an optional payload."""
+    body = _object(document, SUBMISSION_FIELDS)
+    request_type = _name(body.get("requestType"), "requestType")
+    keys = body.get("keys", {})
+    if keys is None:
+        keys = {}
+    if not isinstance(keys, dict):
+        raise BadRequest("keys must be a JSON object of string values", field="keys")
+    not_strings = sorted(k for k, v in keys.items() if not isinstance(v, str))
+    if not_strings:
+        raise BadRequest("Key values must be strings", field="keys", keys=not_strings)
+    if idempotency_key is not None:
+        idempotency_key = _name(idempotency_key, "Idempotency-Key")
+        if not idempotency_key.isprintable():
+            raise BadRequest("Idempotency-Key must be printable", field="Idempotency-Key")
+    return Submission(
+        request_type=request_type,
+        keys=keys,
+        payload=_payload(body.get("payload")),
+        idempotency_key=idempotency_key,
+    )
+
+
+def check_keys(
+    keys: Mapping[str, str], required: tuple[str, ...] | list[str], allow_additional: bool
+) -> tuple[list[str], list[str]]:
+    """(missing, unexpected) key names for a request type's rule; blank values count missing."""
+    missing = [k for k in required if not keys.get(k, "").strip()]
+    unexpected = [] if allow_additional else sorted(set(keys) - set(required))
+    return missing, unexpected
+
+
+def parse_event(document: Any) -> tuple[str, dict[str, Any] | None]:
+    """A ``POST /events/{name}`` body: (correlationId, payload)."""
+    body = _object(document, EVENT_FIELDS)
+    return _name(body.get("correlationId"), "correlationId"), _payload(body.get("payload"))
+
+
+def parse_callback(document: Any) -> tuple[RequestStatus, Any, str | None]:
+    """An internal ``.../result`` body: (status, result, error)."""
+    body = _object(document, CALLBACK_FIELDS)
+    status = body.get("status")
+    if status not in (RequestStatus.COMPLETED.value, RequestStatus.FAULTED.value):
+        raise BadRequest("status must be Completed or Faulted", field="status")
+    error = body.get("error")
+    if error is not None and not isinstance(error, str):
+        raise BadRequest("error must be a string", field="error")
+    return RequestStatus(status), body.get("result"), error
+
+
+# Query strings ------------------------------------------------------------------------------------
+
+
+def int_arg(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise BadRequest(f"{name} must be an integer", field=name) from exc
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}", field=name)
+    return value
+
+
+def str_arg(name: str) -> str | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) > MAX_NAME:
+        raise BadRequest(f"{name} is longer than {MAX_NAME} characters", field=name)
+    return raw
+
+
+def time_arg(name: str) -> dt.datetime | None:
+    raw = str_arg(name)
+    if raw is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise BadRequest(f"{name} must be an ISO 8601 timestamp", field=name) from exc
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
+
+
+def status_arg(name: str = "status") -> str | None:
+    raw = str_arg(name)
+    if raw is None:
+        return None
+    for status in RequestStatus:
+        if raw.lower() == status.value.lower():
+            return status.value
+    raise BadRequest(
+        f"{name} must be one of {', '.join(s.value for s in RequestStatus)}", field=name
+    )
+
+
+def list_query() -> ListQuery:
+    """The filters of ``GET /requests``."""
+    return ListQuery(
+        status=status_arg(),
+        request_type=str_arg("requestType"),
+        since=time_arg("since"),
+        limit=int_arg("limit", 50, 1, 500),
+        cursor=str_arg("cursor"),
+    )

@@ -1,0 +1,196 @@
+"""Workflow files: finding them in the folders, reading them, and checking them.
+
+A workflow file is an Elsa 3 definition as Elsa Studio exports it. Reading one yields a
+``WorkflowFile``: the document, its content hash (the identity of a version), the fields the broker
+routes on (``customProperties.requestType``, ``queue``, ``executor``) and its indexed triggers.
+Validation is the registry's structural checks plus the engine's parser
+(``broker.engine.definition.parse_workflow``), which knows every activity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.engine.definition import parse_workflow
+from broker.errors import WorkflowDefinitionError
+from broker.registry.triggers import PLACEHOLDER_REASON, TriggerSpec, canonical_json, index_triggers
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_QUEUE = "broker.default"
+EXECUTORS = ("local", "elsa")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+_BOM = "\ufeff"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """A workflow file (or folder) that could not be loaded, and why."""
+
+    file: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowFile:
+    """One valid workflow file as read from disk."""
+
+    source_path: str
+    document: dict[str, Any] = dataclasses.field(hash=False)
+    content_hash: str
+    definition_id: str
+    file_version_id: str | None  # the file's own ``id``
+    file_version: int | None  # the file's own ``version``
+    name: str | None
+    request_type: str | None  # as spelled in the file
+    queue: str
+    executor: str  # "local" or "elsa"
+    published: bool
+    triggers: tuple[TriggerSpec, ...]
+
+
+def content_hash(document: Mapping[str, Any]) -> str:
+    """SHA-256 hex of the canonical JSON of a document: the identity of a version."""
+    return hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+
+
+def default_queue(request_type: str | None) -> str:
+    """``broker.<request type lower-cased>``, or ``broker.default`` without a request type."""
+    return f"broker.{request_type.lower()}" if request_type else DEFAULT_QUEUE
+
+
+def scan_folder(folder: Path) -> Iterator[Path]:
+    """Every ``*.json`` file under ``folder``, recursively, in sorted order.
+
+    Hidden files and folders (editor swap files, ``.git``) are skipped.
+    """
+    found = [
+        path
+        for path in folder.rglob("*")
+        if path.suffix.lower() == ".json"
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        and path.is_file()
+    ]
+    yield from sorted(found)
+
+
+def read_workflow_file(path: Path) -> WorkflowFile:
+    """Read and validate one workflow file.
+
+    Raises ``FileNotFoundError`` when it vanished meanwhile and ``WorkflowDefinitionError`` (naming
+    the file, the JSON path and the reason) when it is malformed or invalid.
+    """
+    file = str(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkflowDefinitionError(f"not UTF-8 text: {exc}", file=file) from exc
+    text = text.removeprefix(_BOM)
+    if not text.strip():
+        raise WorkflowDefinitionError("the file is empty", file=file)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkflowDefinitionError(
+            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file=file
+        ) from exc
+    return parse_workflow_document(document, file=file)
+
+
+def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
+    """Validate a loaded document and extract what the registry needs."""
+    if not isinstance(document, dict):
+        raise WorkflowDefinitionError("a workflow file must hold a JSON object", file=file)
+    definition_id = _text(document, "definitionId", file, required=True)
+    assert definition_id is not None
+    version_id = _text(document, "id", file)
+    name = _text(document, "name", file)
+    version = document.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise WorkflowDefinitionError("must be an integer", file=file, path="$.version")
+    if isinstance(version, int) and version < 1:
+        raise WorkflowDefinitionError("must be 1 or more", file=file, path="$.version")
+    published = document.get("isPublished", True)
+    if not isinstance(published, bool):
+        raise WorkflowDefinitionError("must be true or false", file=file, path="$.isPublished")
+    props = document.get("customProperties") or {}
+    if not isinstance(props, dict):
+        raise WorkflowDefinitionError("must be an object", file=file, path="$.customProperties")
+    request_type = _text(props, "requestType", file, prefix="$.customProperties")
+    queue = _text(props, "queue", file, prefix="$.customProperties") or default_queue(request_type)
+    if not _QUEUE_NAME.match(queue):
+        raise WorkflowDefinitionError(
+            f"queue name {queue!r} may only hold letters, digits and . _ : -",
+            file=file,
+            path="$.customProperties.queue",
+        )
+    executor = (_text(props, "executor", file, prefix="$.customProperties") or "local").lower()
+    if executor not in EXECUTORS:
+        raise WorkflowDefinitionError(
+            f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}",
+            file=file,
+            path="$.customProperties.executor",
+        )
+    root = document.get("root")
+    if not isinstance(root, dict) or not isinstance(root.get("type"), str):
+        raise WorkflowDefinitionError(
+            "must be an activity object with a type", file=file, path="$.root"
+        )
+    triggers = tuple(index_triggers(document))
+    for trigger in triggers:
+        if trigger.is_placeholder:
+            raise WorkflowDefinitionError(
+                f"{PLACEHOLDER_REASON} (activity {trigger.activity_id!r}, {trigger.activity_type})",
+                file=file,
+                path=trigger.path,
+            )
+    _engine_validate(document, file)
+    return WorkflowFile(
+        source_path=file,
+        document=document,
+        content_hash=content_hash(document),
+        definition_id=definition_id,
+        file_version_id=version_id,
+        file_version=version,
+        name=name,
+        request_type=request_type,
+        queue=queue,
+        executor=executor,
+        published=published,
+        triggers=triggers,
+    )
+
+
+def _text(
+    mapping: Mapping[str, Any], key: str, file: str, *, required: bool = False, prefix: str = "$"
+) -> str | None:
+    value = mapping.get(key)
+    if value is None:
+        if required:
+            raise WorkflowDefinitionError("is required", file=file, path=f"{prefix}.{key}")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise WorkflowDefinitionError(
+            "must be a non-empty string", file=file, path=f"{prefix}.{key}"
+        )
+    return value.strip()
+
+
+def _engine_validate(document: dict[str, Any], file: str) -> None:
+    """Run the engine's parser, which checks activities, connections and expressions."""
+    try:
+        parse_workflow(document, file=file)
+    except WorkflowDefinitionError:
+        raise
+    except Exception as exc:
+        # A parser bug must not take the whole registry down; the file is refused and reported.
+        logger.exception("workflow parser failed on %s", file)
+        raise WorkflowDefinitionError(f"the workflow parser failed: {exc!r}", file=file) from exc

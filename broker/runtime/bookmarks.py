@@ -1,0 +1,273 @@
+"""The bookmark queue and timers (DESIGN section 8): stimuli matched to waiting bookmarks.
+
+A stimulus (``POST /events/{name}``, a child's completion, a RunTask result, a workflow's
+PublishEvent) is a BookmarkQueueItem. The queue job matches each due item to bookmarks and writes
+one ``resume_instance`` outbox row per match, in one transaction; an item that matches nothing
+stays queued (a resume that races the suspension is not lost) until ``bookmark_queue_ttl``, then it
+becomes a dead letter (``Expired``). An item whose processing keeps failing is dead-lettered as
+``Failed`` after ``bookmark_queue_max_delivery_attempts``. Due timers become resume rows the same
+way. Each job runs under its lock and derives its row ids from the item, so running it twice
+writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from broker.runtime import deadletters, ids, outbox
+from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
+from broker.runtime.process import Runtime
+from broker.settings import Settings
+from broker.store.db import transaction
+from broker.store.models import (
+    Bookmark,
+    BookmarkQueueItem,
+    Timer,
+    WorkflowDefinition,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+QUEUE_LOCK = "bookmark-queue"
+TIMER_LOCK = "timers"
+EVENT_BOOKMARK = "Elsa.Event"
+BATCH = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueReport:
+    matched: int = 0
+    waiting: int = 0
+    expired: int = 0
+    failed: int = 0
+    skipped: bool = False
+
+
+def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookmark]:
+    """The bookmarks a stimulus resumes: the one it names, or the event bookmarks waiting for its
+    name (same correlation id and owning client when the item carries them)."""
+    if item.bookmark_id is not None:
+        bookmark = session.get(Bookmark, item.bookmark_id)
+        return [bookmark] if bookmark is not None else []
+    stmt = select(Bookmark).where(Bookmark.name == EVENT_BOOKMARK)
+    if item.correlation_id is not None:
+        stmt = stmt.where(Bookmark.correlation_id == item.correlation_id)
+    if item.client_key is not None:
+        stmt = stmt.where(Bookmark.client_key == item.client_key)
+    wanted = item.name.lower()
+    return [
+        b
+        for b in session.scalars(stmt.order_by(Bookmark.created_at, Bookmark.id))
+        if str((b.payload or {}).get("eventName", "")).lower() == wanted
+    ]
+
+
+def process_queue(rt: Runtime) -> QueueReport:
+    """One run of the bookmark-queue job (beat)."""
+    settings = rt.settings
+    lock = rt.locks.acquire(QUEUE_LOCK, ttl=settings.lock_ttl, timeout=0)
+    if lock is None:
+        return QueueReport(skipped=True)
+    try:
+        with transaction(rt.factory) as session:
+            report, written = process_due_items(session, settings)
+    finally:
+        lock.release()
+    if written:
+        rt.publisher.publish(written)
+    return report
+
+
+def process_due_items(session: Session, settings: Settings) -> tuple[QueueReport, list[str]]:
+    now = utcnow()
+    items = session.scalars(
+        select(BookmarkQueueItem)
+        .where(BookmarkQueueItem.next_attempt_at <= now)
+        .order_by(BookmarkQueueItem.created_at, BookmarkQueueItem.id)
+        .limit(BATCH)
+    ).all()
+    matched = waiting = expired = failed = 0
+    written: list[str] = []
+    for item in items:
+        try:
+            with session.begin_nested():
+                rows = _dispatch(session, item, now)
+        except Exception as exc:
+            logger.warning(
+                "bookmark-queue item %s failed: %s", item.id, exc, extra={"queue_item_id": item.id}
+            )
+            failed += 1
+            _failed(session, settings, item, str(exc), now)
+            continue
+        if rows:
+            matched += 1
+            written += rows
+            item.delivery_attempts += 1
+            item.options = {**(item.options or {}), "dispatched": rows}
+            # Kept (not deleted) while its resumes run: they read the stimulus from it. The
+            # purge job removes it later.
+            item.next_attempt_at = now + dt.timedelta(seconds=settings.dead_letter_ttl)
+        elif item.created_at <= now - dt.timedelta(seconds=settings.bookmark_queue_ttl):
+            expired += 1
+            _bury(session, item, reason="Expired", error="no bookmark matched before the TTL")
+        else:
+            waiting += 1
+            item.next_attempt_at = now + dt.timedelta(seconds=settings.bookmark_queue_interval)
+    session.flush()
+    if matched or expired or failed:
+        logger.info(
+            "bookmark queue: %d matched, %d waiting, %d expired, %d failed",
+            matched,
+            waiting,
+            expired,
+            failed,
+        )
+    return QueueReport(matched=matched, waiting=waiting, expired=expired, failed=failed), written
+
+
+def _dispatch(session: Session, item: BookmarkQueueItem, now: dt.datetime) -> list[str]:
+    written = []
+    for bookmark in matching_bookmarks(session, item):
+        instance = session.get(WorkflowInstance, bookmark.instance_id)
+        queue = DEFAULT_QUEUE
+        if instance is not None:
+            definition = session.get(WorkflowDefinition, instance.definition_version_id)
+            queue = (definition.queue if definition is not None else None) or DEFAULT_QUEUE
+        row = outbox.enqueue(
+            session,
+            outbox_id=ids.outbox_id_for("resume", item.id, bookmark.id),
+            task_name=RESUME_INSTANCE,
+            queue=queue,
+            args={
+                "instance_id": bookmark.instance_id,
+                "bookmark_id": bookmark.id,
+                "queue_item_id": item.id,
+            },
+            instance_id=bookmark.instance_id,
+            request_id=instance.request_id if instance is not None else None,
+            available_at=now,
+        )
+        written.append(row.id)
+    return written
+
+
+def _failed(
+    session: Session, settings: Settings, item: BookmarkQueueItem, error: str, now: dt.datetime
+) -> None:
+    item.delivery_attempts += 1
+    item.last_error = error
+    if item.delivery_attempts >= settings.bookmark_queue_max_delivery_attempts:
+        _bury(session, item, reason="Failed", error=error)
+    else:
+        item.next_attempt_at = now + dt.timedelta(
+            seconds=settings.bookmark_queue_interval * 2**item.delivery_attempts
+        )
+
+
+def _bury(session: Session, item: BookmarkQueueItem, *, reason: str, error: str) -> None:
+    deadletters.record(
+        session,
+        dead_letter_id=ids.dead_letter_id_for("bookmark", item.id),
+        kind="bookmark",
+        reason=reason,
+        source_id=item.id,
+        instance_id=item.instance_id,
+        client_key=item.client_key,
+        name=item.name,
+        error=error,
+        attempts=item.delivery_attempts,
+        data={
+            "name": item.name,
+            "hash": item.hash,
+            "correlationId": item.correlation_id,
+            "bookmarkId": item.bookmark_id,
+            "instanceId": item.instance_id,
+            "payload": item.payload,
+        },
+    )
+    session.delete(item)
+
+
+def enqueue_stimulus(
+    session: Session,
+    *,
+    item_id: str,
+    name: str,
+    payload: Any,
+    instance_id: str | None = None,
+    bookmark_id: str | None = None,
+    correlation_id: str | None = None,
+    client_key: str | None = None,
+) -> BookmarkQueueItem:
+    """Queue a stimulus (idempotent by ``item_id``)."""
+    existing = session.get(BookmarkQueueItem, item_id)
+    if existing is not None:
+        return existing
+    now = utcnow()
+    item = BookmarkQueueItem(
+        id=item_id,
+        name=name,
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+        correlation_id=correlation_id,
+        client_key=client_key,
+        payload=payload,
+        created_at=now,
+        next_attempt_at=now,
+    )
+    session.add(item)
+    session.flush()
+    return item
+
+
+# Timers -------------------------------------------------------------------------------------------
+
+
+def fire_timers(rt: Runtime) -> int:
+    """One run of the timer job (beat): due timers become resume rows."""
+    lock = rt.locks.acquire(TIMER_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
+    if lock is None:
+        return 0
+    try:
+        with transaction(rt.factory) as session:
+            written = fire_due_timers(session)
+    finally:
+        lock.release()
+    if written:
+        rt.publisher.publish(written)
+    return len(written)
+
+
+def fire_due_timers(session: Session, *, now: dt.datetime | None = None) -> list[str]:
+    now = now or utcnow()
+    timers = session.scalars(
+        select(Timer)
+        .where(Timer.fired_at.is_(None), Timer.due_at <= now)
+        .order_by(Timer.due_at)
+        .limit(BATCH)
+    ).all()
+    written = []
+    for timer in timers:
+        timer.fired_at = now
+        instance = session.get(WorkflowInstance, timer.instance_id)
+        row = outbox.enqueue(
+            session,
+            outbox_id=ids.outbox_id_for("timer", timer.id),
+            task_name=RESUME_INSTANCE,
+            queue=DEFAULT_QUEUE,
+            args={"instance_id": timer.instance_id, "bookmark_id": timer.bookmark_id},
+            instance_id=timer.instance_id,
+            request_id=instance.request_id if instance is not None else None,
+            available_at=now,
+        )
+        written.append(row.id)
+    session.flush()
+    return written

@@ -1,0 +1,112 @@
+"""The Celery application's configuration, shared by workers, beat and publishers.
+
+``tasks`` builds its app from here, and the ingress's fast-path publisher builds one too, so
+``broker`` can send tasks by name without importing ``tasks`` (the dependency rule). Messages carry
+ids only and are JSON. The SQL outbox is the source of truth, so the transport may lose a message
+without losing work: acks are late, a dead pool child's task is rejected (and redelivered), one
+message is prefetched at a time, and nothing waits in the transport with a long countdown (timers
+and retries are rows in SQL).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from broker.settings import Settings
+
+DEFAULT_QUEUE = "broker.default"
+MAINTENANCE_QUEUE = "broker.maintenance"
+
+# Task names (the contract between the outbox rows and the task doors in ``tasks``).
+RUN_REQUEST = "broker.run_request"
+RESUME_INSTANCE = "broker.resume_instance"
+RUN_CHILD = "broker.run_child"
+RUN_TASK = "broker.run_task"
+RELAY_OUTBOX = "broker.relay_outbox"
+PROCESS_BOOKMARK_QUEUE = "broker.process_bookmark_queue"
+FIRE_TIMERS = "broker.fire_timers"
+RECOVER_STALLED = "broker.recover_stalled"
+PURGE = "broker.purge"
+
+MAINTENANCE_TASKS = (RELAY_OUTBOX, PROCESS_BOOKMARK_QUEUE, FIRE_TIMERS, RECOVER_STALLED, PURGE)
+
+
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """Options for the configured transport (folders for filesystem://, timeouts for Redis)."""
+    url = settings.queue_url
+    if url.startswith("filesystem://"):
+        root = settings.var_path / "queue"
+        folders = {
+            "data_folder_in": root / "messages",
+            "data_folder_out": root / "messages",
+            "control_folder": root / "control",
+            "processed_folder": root / "processed",
+        }
+        for folder in folders.values():
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        return {**{k: str(v) for k, v in folders.items()}, "store_processed": False}
+    if url.startswith(("redis://", "rediss://", "sentinel://")):
+        return {"visibility_timeout": settings.task_visibility_timeout}
+    return {}
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """One beat entry per maintenance job, from the settings' intervals.
+
+    Each tick expires after a few intervals: when no worker consumes for a while, stale ticks are
+    dropped instead of piling up (every job catches up on its own next run).
+    """
+
+    def entry(task: str, seconds: float) -> dict[str, Any]:
+        return {
+            "task": task,
+            "schedule": dt.timedelta(seconds=seconds),
+            "options": {"queue": MAINTENANCE_QUEUE, "expires": max(5.0, seconds * 3)},
+        }
+
+    return {
+        "relay-outbox": entry(RELAY_OUTBOX, settings.outbox_relay_interval),
+        "process-bookmark-queue": entry(PROCESS_BOOKMARK_QUEUE, settings.bookmark_queue_interval),
+        "fire-timers": entry(FIRE_TIMERS, settings.timer_interval),
+        "recover-stalled": entry(RECOVER_STALLED, settings.recovery_interval),
+        "purge": entry(PURGE, settings.purge_interval),
+    }
+
+
+def configure(app: Celery, settings: Settings) -> None:
+    """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
+    app.conf.update(
+        broker_url=settings.queue_url,
+        broker_transport_options=transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_default_queue=DEFAULT_QUEUE,
+        task_create_missing_queues=True,
+        task_routes={name: {"queue": MAINTENANCE_QUEUE} for name in MAINTENANCE_TASKS},
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        beat_schedule=beat_schedule(settings),
+        beat_schedule_filename=str(settings.var_path / "celerybeat-schedule"),
+        timezone="UTC",
+        enable_utc=True,
+    )
+
+
+def create_celery(settings: Settings, *, set_as_current: bool = True) -> Celery:
+    """A configured Celery app; ``tasks`` registers its task doors on the one it builds."""
+    app = Celery("broker", set_as_current=set_as_current)
+    configure(app, settings)
+    return app

@@ -1,0 +1,196 @@
+"""Dead letters of the runtime: requests out of retries and outbox rows that could not be
+delivered, and their replay by an operator.
+
+A dead letter keeps what replay needs in ``data`` (never shown in views). Replay is atomic: it
+marks the letter replayed (no longer replayable) and writes the new work (an outbox row) in the
+caller's transaction. Replaying a request's letter is the one way out of ``Faulted``: the same
+record goes back to ``Processing`` (audit event ``RequestReplayed``) and the instance resumes at
+the failed activity. Functions here take a session and never commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from broker.errors import Conflict, NotFound
+from broker.runtime import ids
+from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_REQUEST
+from broker.store.models import (
+    DeadLetter,
+    DeadLetterKind,
+    InstanceStatus,
+    InstanceSubStatus,
+    OutboxRow,
+    OutboxState,
+    Request,
+    RequestEvent,
+    RequestStatus,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def record(
+    session: Session,
+    *,
+    dead_letter_id: str,
+    kind: str,
+    reason: str,
+    source_id: str | None = None,
+    request_id: str | None = None,
+    instance_id: str | None = None,
+    activity_id: str | None = None,
+    client_key: str | None = None,
+    name: str | None = None,
+    error: str | None = None,
+    attempts: int = 0,
+    data: dict[str, Any] | None = None,
+) -> DeadLetter:
+    """Write a dead letter (or answer the one already written under the same id)."""
+    existing = session.get(DeadLetter, dead_letter_id)
+    if existing is not None:
+        return existing
+    letter = DeadLetter(
+        id=dead_letter_id,
+        kind=kind,
+        reason=reason,
+        source_id=source_id,
+        request_id=request_id,
+        instance_id=instance_id,
+        activity_id=activity_id,
+        client_key=client_key,
+        name=name,
+        error=error,
+        attempts=attempts,
+        data=data,
+        replayable=True,
+        created_at=utcnow(),
+    )
+    session.add(letter)
+    session.flush()
+    return letter
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """The outcome of a replay: the dead letter and the outbox row that carries the new work."""
+
+    dead_letter_id: str
+    outbox_id: str
+    reason: str
+
+
+def replay(session: Session, dead_letter_id: str, *, source: str = "admin") -> Replayed:
+    """Replay a request or outbox dead letter; ``NotFound``, or ``Conflict`` when not replayable.
+
+    The guard is in the UPDATE (``replayable = true``), so two operators replaying at once
+    create the new work once.
+    """
+    letter = session.get(DeadLetter, dead_letter_id)
+    if letter is None or letter.kind == DeadLetterKind.BOOKMARK.value:
+        raise NotFound(f"Dead letter '{dead_letter_id}' not found")
+    now = utcnow()
+    claimed = session.execute(
+        update(DeadLetter)
+        .where(DeadLetter.id == dead_letter_id, DeadLetter.replayable.is_(True))
+        .values(replayable=False, replayed_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not claimed:
+        raise Conflict(f"Dead letter '{dead_letter_id}' was already replayed")
+    data = letter.data or {}
+    outbox_id = ids.derive("replay", dead_letter_id)
+    if letter.kind == DeadLetterKind.REQUEST.value:
+        _reopen_request(session, letter, outbox_id, source=source)
+        reason = "request reopened and resumed at the failed activity"
+    else:
+        session.add(
+            OutboxRow(
+                id=outbox_id,
+                task_name=str(data.get("taskName") or letter.name),
+                queue=str(data.get("queue") or DEFAULT_QUEUE),
+                args=dict(data.get("args") or {}),
+                state=OutboxState.PENDING.value,
+                request_id=letter.request_id,
+                instance_id=letter.instance_id,
+                available_at=now,
+                created_at=now,
+            )
+        )
+        reason = "outbox row published again"
+    session.flush()
+    logger.info(
+        "replayed dead letter %s (%s)",
+        dead_letter_id,
+        letter.kind,
+        extra={"request_id": letter.request_id, "instance_id": letter.instance_id},
+    )
+    return Replayed(dead_letter_id=dead_letter_id, outbox_id=outbox_id, reason=reason)
+
+
+def _reopen_request(session: Session, letter: DeadLetter, outbox_id: str, *, source: str) -> None:
+    data = letter.data or {}
+    now = utcnow()
+    if letter.request_id is not None:
+        reopened = session.execute(
+            update(Request)
+            .where(Request.id == letter.request_id, Request.status == RequestStatus.FAULTED.value)
+            .values(
+                status=RequestStatus.PROCESSING.value,
+                error_detail=None,
+                completed_at=None,
+                updated_at=now,
+            )
+            .execution_options(synchronize_session=False)
+        ).rowcount  # type: ignore[attr-defined]
+        if not reopened:
+            raise Conflict(f"Request '{letter.request_id}' is no longer Faulted")
+        session.add(
+            RequestEvent(
+                request_id=letter.request_id,
+                timestamp=now,
+                event_type="RequestReplayed",
+                source=source,
+                message="Dead letter replayed; resuming at the failed activity",
+                properties={"deadLetterId": letter.id, "activityId": letter.activity_id},
+            )
+        )
+    if letter.instance_id is not None:
+        session.execute(
+            update(WorkflowInstance)
+            .where(WorkflowInstance.id == letter.instance_id)
+            .values(
+                status=InstanceStatus.RUNNING.value,
+                sub_status=InstanceSubStatus.EXECUTING.value,
+                fault=None,
+                finished_at=None,
+                updated_at=now,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    if letter.instance_id is None:  # never started (a remote dispatch): start it again
+        task = RUN_REQUEST
+        args: dict[str, Any] = {"request_id": letter.request_id}
+    else:
+        task = RESUME_INSTANCE
+        args = {"instance_id": letter.instance_id, "retry": 1}
+    session.add(
+        OutboxRow(
+            id=outbox_id,
+            task_name=task,
+            queue=str(data.get("queue") or DEFAULT_QUEUE),
+            args=args,
+            state=OutboxState.PENDING.value,
+            request_id=letter.request_id,
+            instance_id=letter.instance_id,
+            available_at=now,
+            created_at=now,
+        )
+    )

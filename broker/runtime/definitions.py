@@ -1,0 +1,58 @@
+"""The engine's view of the workflow registry: parsed definitions by version, id or type name.
+
+The registry stores documents; the engine wants parsed, immutable definitions whose ``id`` is the
+version id the registry assigned (a later version of a file keeps the file's ``id`` in its JSON but
+is stored under a derived one). Parsed versions are cached: a version never changes once stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from broker.engine.definition import WorkflowDefinition, parse_workflow
+
+
+class RegistryLookup:
+    """Implements the engine's ``DefinitionLookup`` over a ``WorkflowRegistry``."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+        self._parsed: dict[str, WorkflowDefinition] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, published: Any) -> WorkflowDefinition:
+        """The parsed definition of a ``PublishedWorkflow`` (cached by version id)."""
+        with self._lock:
+            found = self._parsed.get(published.version_id)
+        if found is not None:
+            return found
+        document = {
+            **published.document,
+            "id": published.version_id,
+            "definitionId": published.definition_id,
+            "version": published.version,
+        }
+        definition = parse_workflow(document, file=published.source_path)
+        with self._lock:
+            self._parsed[published.version_id] = definition
+        return definition
+
+    def by_version_id(self, version_id: str) -> WorkflowDefinition | None:
+        published = self.registry.get_version(version_id)
+        return self.parse(published) if published is not None else None
+
+    def by_definition_id(self, definition_id: str) -> WorkflowDefinition | None:
+        published = self.registry.get_definition(definition_id)
+        return self.parse(published) if published is not None else None
+
+    def by_activity_type(self, type_name: str) -> WorkflowDefinition | None:
+        for published in self.registry.definitions():
+            definition = self.parse(published)
+            if definition.usable_as_activity and definition.activity_type_name == type_name:
+                return definition
+        return None
+
+    def queue_of(self, definition_id: str) -> str | None:
+        published = self.registry.get_definition(definition_id)
+        return str(published.queue) if published is not None else None

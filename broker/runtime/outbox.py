@@ -1,0 +1,374 @@
+"""The transactional outbox (DESIGN section 7): rows written with the state change that asked for
+them, published after commit, and relayed until the consumer records its result.
+
+A row moves ``pending -> dispatched -> done``; a dispatched row whose lease ran out (its message was
+lost, its worker died) is published again; a row that was published ``max_outbox_delivery_attempts``
+times without finishing becomes a dead letter (``dead``). Functions taking a session never commit.
+
+The relay runs under the outbox lock (the lock provider) *and* a SQL lease with a fencing epoch. The
+lock keeps relays from working in parallel; the epoch makes a paused former holder harmless: every
+batch starts with a fence UPDATE on the lease row inside the transaction that claims, publishes and
+marks rows, so a holder whose lease was taken over cannot commit, and on PostgreSQL the row lock
+makes a takeover wait until a batch that passed the fence has committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import LockLost
+from broker.runtime import deadletters, ids
+from broker.settings import Settings
+from broker.store.db import acquire_lease, release_lease, transaction
+from broker.store.models import Lease, OutboxRow, OutboxState, utcnow
+
+logger = logging.getLogger(__name__)
+
+RELAY_LEASE = "outbox-relay"
+RELAY_LOCK = "outbox-relay"
+#: batches one relay run may publish before it yields to the next beat tick
+MAX_BATCHES_PER_RUN = 20
+
+
+class Sender(Protocol):
+    """Puts one outbox row's task on the transport (``celery_app.send_task`` in production)."""
+
+    def send(self, row: OutboxRow) -> None: ...
+
+
+class LockProvider(Protocol):
+    def acquire(self, name: str, *, ttl: float, timeout: float) -> Any: ...
+
+
+# Writing and finishing rows -----------------------------------------------------------------------
+
+
+def enqueue(
+    session: Session,
+    *,
+    outbox_id: str,
+    task_name: str,
+    queue: str,
+    args: dict[str, Any],
+    request_id: str | None = None,
+    instance_id: str | None = None,
+    available_at: dt.datetime | None = None,
+) -> OutboxRow:
+    """Add a pending row (or answer the existing one: ids are deterministic, so a retried step
+    that enqueues the same work finds its earlier row instead of adding a second)."""
+    existing = session.get(OutboxRow, outbox_id)
+    if existing is not None:
+        return existing
+    now = utcnow()
+    row = OutboxRow(
+        id=outbox_id,
+        task_name=task_name,
+        queue=queue,
+        args=args,
+        state=OutboxState.PENDING.value,
+        attempts=0,
+        request_id=request_id,
+        instance_id=instance_id,
+        available_at=available_at or now,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def mark_done(session: Session, outbox_id: str | None) -> bool:
+    """Record that the consumer finished the row; False when it was already finished."""
+    if outbox_id is None:
+        return False
+    result = session.execute(
+        update(OutboxRow)
+        .where(
+            OutboxRow.id == outbox_id,
+            OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]),
+        )
+        .values(state=OutboxState.DONE.value, finished_at=utcnow(), lease_expires_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def is_finished(session: Session, outbox_id: str | None) -> bool:
+    """Whether the row was already done or dead (a redelivered message: skip it)."""
+    if outbox_id is None:
+        return False
+    state = session.scalar(select(OutboxRow.state).where(OutboxRow.id == outbox_id))
+    return state in (OutboxState.DONE.value, OutboxState.DEAD.value)
+
+
+def postpone(session: Session, outbox_id: str, *, delay: float, error: str | None = None) -> None:
+    """Put an unfinished row back to pending, due after ``delay`` seconds (e.g. the instance was
+    locked by another worker); the relay publishes it then."""
+    session.execute(
+        update(OutboxRow)
+        .where(
+            OutboxRow.id == outbox_id,
+            OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]),
+        )
+        .values(
+            state=OutboxState.PENDING.value,
+            available_at=utcnow() + dt.timedelta(seconds=delay),
+            lease_expires_at=None,
+            last_error=error,
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def extend_lease(session: Session, outbox_id: str, lease: float) -> None:
+    """Keep a row that is being worked on from being republished (the worker's heartbeat)."""
+    session.execute(
+        update(OutboxRow)
+        .where(OutboxRow.id == outbox_id, OutboxRow.state == OutboxState.DISPATCHED.value)
+        .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
+        .execution_options(synchronize_session=False)
+    )
+
+
+def mark_dispatched(session: Session, outbox_id: str, *, lease: float, only_pending: bool) -> bool:
+    """Record a publish: attempts + 1 and a fresh lease. The fast path passes ``only_pending`` so
+    a row the consumer already finished (or the relay already republished) is left alone."""
+    states = [OutboxState.PENDING.value]
+    if not only_pending:
+        states.append(OutboxState.DISPATCHED.value)
+    now = utcnow()
+    result = session.execute(
+        update(OutboxRow)
+        .where(OutboxRow.id == outbox_id, OutboxRow.state.in_(states))
+        .values(
+            state=OutboxState.DISPATCHED.value,
+            attempts=OutboxRow.attempts + 1,
+            dispatched_at=now,
+            lease_expires_at=now + dt.timedelta(seconds=lease),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+# The relay ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RelayReport:
+    """What one relay run did (``skipped``: another relay holds the lock or the lease)."""
+
+    published: int = 0
+    dead: int = 0
+    failed: int = 0
+    skipped: bool = False
+    epoch: int | None = None
+
+
+def relay_owner() -> str:
+    """A name unique to this relay run (host, process, random), stored on the lease row."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def fence(session: Session, name: str, owner: str, epoch: int, ttl: float) -> bool:
+    """The fence UPDATE: renew the lease only if ``owner`` still holds it at ``epoch``.
+
+    Run it first in the transaction whose commit must be fenced: on PostgreSQL the updated row
+    stays locked until that commit, so a takeover (which updates the same row) waits for it.
+    """
+    result = session.execute(
+        update(Lease)
+        .where(Lease.name == name, Lease.owner == owner, Lease.epoch == epoch)
+        .values(expires_at=utcnow() + dt.timedelta(seconds=ttl))
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def claim_due(session: Session, *, limit: int, now: dt.datetime | None = None) -> list[OutboxRow]:
+    """Rows due for publishing: pending and available, or dispatched with an expired lease.
+
+    PostgreSQL skips rows another transaction holds; SQLite ignores FOR UPDATE, and the caller's
+    ``BEGIN IMMEDIATE`` transaction serializes claims instead.
+    """
+    now = now or utcnow()
+    stmt = (
+        select(OutboxRow)
+        .where(
+            or_(
+                and_(
+                    OutboxRow.state == OutboxState.PENDING.value,
+                    OutboxRow.available_at <= now,
+                ),
+                and_(
+                    OutboxRow.state == OutboxState.DISPATCHED.value,
+                    OutboxRow.lease_expires_at <= now,
+                ),
+            )
+        )
+        .order_by(OutboxRow.available_at, OutboxRow.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list(session.scalars(stmt))
+
+
+def relay_batch(
+    session: Session,
+    settings: Settings,
+    sender: Sender,
+    *,
+    owner: str,
+    epoch: int,
+    on_claimed: Any = None,
+) -> RelayReport:
+    """One fenced batch, in the caller's transaction: fence, claim, publish, mark.
+
+    Raises ``LockLost`` (before publishing anything) when the lease was taken over.
+    """
+    if not fence(session, RELAY_LEASE, owner, epoch, settings.lock_ttl):
+        raise LockLost("the outbox relay lease was taken over", owner=owner, epoch=epoch)
+    rows = claim_due(session, limit=settings.outbox_batch_size)
+    if on_claimed is not None:
+        on_claimed(rows)  # a test hook: lets chaos tests pause a holder mid-batch
+    published = dead = failed = 0
+    for row in rows:
+        if row.attempts >= settings.max_outbox_delivery_attempts:
+            bury(session, row)
+            dead += 1
+            continue
+        try:
+            sender.send(row)
+        except Exception as exc:  # the transport is down: keep the rest for the next run
+            logger.warning(
+                "publishing outbox row %s failed: %s",
+                row.id,
+                exc,
+                extra={"outbox_id": row.id, "request_id": row.request_id},
+            )
+            row.last_error = f"publish failed: {exc}"
+            failed += 1
+            break
+        mark_dispatched(session, row.id, lease=settings.outbox_lease, only_pending=False)
+        published += 1
+    return RelayReport(published=published, dead=dead, failed=failed, epoch=epoch)
+
+
+def relay(
+    settings: Settings,
+    factory: sessionmaker[Session],
+    sender: Sender,
+    locks: LockProvider,
+    *,
+    max_batches: int = MAX_BATCHES_PER_RUN,
+) -> RelayReport:
+    """One relay run (the beat job): take the lock and the lease, publish due rows in batches."""
+    lock = locks.acquire(RELAY_LOCK, ttl=settings.lock_ttl, timeout=0)
+    if lock is None:
+        return RelayReport(skipped=True)
+    owner = relay_owner()
+    total = RelayReport()
+    try:
+        with transaction(factory) as session:
+            epoch = acquire_lease(session, RELAY_LEASE, owner, settings.lock_ttl)
+        if epoch is None:
+            return RelayReport(skipped=True)
+        for _ in range(max_batches):
+            with transaction(factory) as session:
+                report = relay_batch(session, settings, sender, owner=owner, epoch=epoch)
+            total = RelayReport(
+                published=total.published + report.published,
+                dead=total.dead + report.dead,
+                failed=total.failed + report.failed,
+                epoch=epoch,
+            )
+            if report.failed or report.published + report.dead < settings.outbox_batch_size:
+                break
+            _extend(lock, settings.lock_ttl)
+        with transaction(factory) as session:
+            release_lease(session, RELAY_LEASE, owner)
+    except LockLost:
+        logger.warning("outbox relay %s lost its lease; stopped without publishing", owner)
+        return dataclasses.replace(total, skipped=True)
+    finally:
+        _release(lock)
+    if total.published or total.dead:
+        logger.info("outbox relay published %d rows, dead-lettered %d", total.published, total.dead)
+    return total
+
+
+def bury(session: Session, row: OutboxRow) -> None:
+    """Give up on a row that was published too often without finishing: a dead letter."""
+    row.state = OutboxState.DEAD.value
+    row.finished_at = utcnow()
+    row.lease_expires_at = None
+    deadletters.record(
+        session,
+        dead_letter_id=ids.dead_letter_id_for("outbox", row.id),
+        kind="outbox",
+        reason="Undeliverable",
+        source_id=row.id,
+        request_id=row.request_id,
+        instance_id=row.instance_id,
+        name=row.task_name,
+        error=row.last_error or f"not finished after {row.attempts} deliveries",
+        attempts=row.attempts,
+        data={"taskName": row.task_name, "queue": row.queue, "args": row.args},
+    )
+    logger.error(
+        "outbox row %s (%s) dead-lettered after %d deliveries",
+        row.id,
+        row.task_name,
+        row.attempts,
+        extra={"outbox_id": row.id, "request_id": row.request_id},
+    )
+
+
+def purge_orphans(session: Session, *, retention: float, now: dt.datetime | None = None) -> int:
+    """Delete finished rows (done or dead) older than ``retention`` seconds."""
+    cutoff = (now or utcnow()) - dt.timedelta(seconds=retention)
+    result = session.execute(
+        delete(OutboxRow)
+        .where(
+            OutboxRow.state.in_([OutboxState.DONE.value, OutboxState.DEAD.value]),
+            OutboxRow.finished_at < cutoff,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def pending_ids(session: Session, outbox_ids: Sequence[str]) -> list[OutboxRow]:
+    """The rows among ``outbox_ids`` still waiting for their first publish and already due."""
+    if not outbox_ids:
+        return []
+    stmt = select(OutboxRow).where(
+        OutboxRow.id.in_(list(outbox_ids)),
+        OutboxRow.state == OutboxState.PENDING.value,
+        OutboxRow.available_at <= utcnow(),
+    )
+    return list(session.scalars(stmt))
+
+
+def _extend(lock: Any, ttl: float) -> None:
+    try:
+        lock.extend(ttl)
+    except Exception:  # a lock that cannot be extended is still fenced by the SQL lease
+        logger.debug("could not extend the outbox relay lock", exc_info=True)
+
+
+def _release(lock: Any) -> None:
+    try:
+        lock.release()
+    except Exception:  # expired and taken over: the new holder's lock is not ours to remove
+        logger.debug("outbox relay lock was already gone at release", exc_info=True)

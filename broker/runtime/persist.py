@@ -1,0 +1,529 @@
+"""Saving one engine step: everything a RunResult implies, in the caller's transaction.
+
+Instance state and checkpoint, journal rows, bookmarks and timers, outbox rows for the engine's
+commands (children, events, tasks), a retry or a request dead letter, the request's status and
+audit event: all commit together or not at all, so a redelivered task finds either the step done or
+nothing of it. The instance row is the fence: it is inserted (a duplicate start hits the primary
+key) or updated only ``WHERE checkpoint = <the one this step started from> AND status = Running``,
+so a stale or cancelled run cannot overwrite newer state. Terminal requests never change: every
+status UPDATE carries ``status NOT IN (terminal)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from broker.errors import Conflict
+from broker.runtime import deadletters, ids, journal, outbox
+from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_TASK
+from broker.runtime.retry import policy_for
+from broker.settings import Settings
+from broker.store.models import (
+    Bookmark,
+    BookmarkQueueItem,
+    InstanceStatus,
+    InstanceSubStatus,
+    Request,
+    RequestEvent,
+    RequestStatus,
+    StepResult,
+    Timer,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
+#: StepResult keys the runtime keeps beside the engine's state
+PARENT_LINK = "parent-link"
+PENDING_START = "pending-start"
+
+
+class StaleStep(Conflict):
+    """Raised when the instance moved on (another run saved first, or it was cancelled)."""
+
+    code = "stale_step"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The instance a step ran on, and what the runtime knows about it besides the engine."""
+
+    instance_id: str
+    definition_id: str
+    version_id: str
+    version: int
+    queue: str
+    workflow_properties: dict[str, Any]
+    is_new: bool
+    expected_checkpoint: int
+    attempt: int = 1
+    request_id: str | None = None
+    client_key: str | None = None
+    parent_id: str | None = None
+    correlation_id: str | None = None
+    name: str | None = None
+
+
+@dataclasses.dataclass
+class Saved:
+    """What the save produced: new outbox rows to publish after commit, and the new checkpoint."""
+
+    outbox_ids: list[str] = dataclasses.field(default_factory=list)
+    checkpoint: int = 0
+    request_status: str | None = None
+
+
+def save_step(session: Session, settings: Settings, target: Target, result: Any) -> Saved:
+    """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``."""
+    now = utcnow()
+    saved = Saved(checkpoint=target.expected_checkpoint + 1)
+    status, sub_status = str(result.status), str(result.sub_status)
+    fault = _fault_dict(result.fault)
+    exhausted = None
+    if result.retry is not None:
+        policy = policy_for(
+            settings,
+            activity_policy=result.retry.policy,
+            workflow_properties=target.workflow_properties,
+        )
+        if policy.exhausted(target.attempt):
+            exhausted = policy
+            status, sub_status = InstanceStatus.FINISHED.value, InstanceSubStatus.FAULTED.value
+            fault = {
+                "message": f"{result.retry.error} (gave up after {target.attempt} attempts)",
+                "code": "RetriesExhausted",
+                "category": "Retry",
+                "activityId": result.retry.activity_id,
+            }
+        else:
+            delay = policy.delay(target.attempt + 1, hint=result.retry.delay)
+            saved.outbox_ids.append(
+                outbox.enqueue(
+                    session,
+                    outbox_id=ids.outbox_id_for("retry", target.instance_id, str(saved.checkpoint)),
+                    task_name=RESUME_INSTANCE,
+                    queue=target.queue,
+                    args={"instance_id": target.instance_id, "retry": target.attempt + 1},
+                    request_id=target.request_id,
+                    instance_id=target.instance_id,
+                    available_at=now + dt.timedelta(seconds=delay),
+                ).id
+            )
+            logger.info(
+                "activity %s of instance %s failed transiently (attempt %d); retry in %.1fs",
+                result.retry.activity_id,
+                target.instance_id,
+                target.attempt,
+                delay,
+                extra={"instance_id": target.instance_id, "request_id": target.request_id},
+            )
+    finished = status == InstanceStatus.FINISHED.value
+    _save_instance(session, target, result, status, sub_status, fault, now, finished)
+    journal.append(session, target.instance_id, result.journal, attempt=target.attempt)
+    if result.retry is not None:
+        journal.record(
+            session,
+            target.instance_id,
+            activity_id=result.retry.activity_id,
+            activity_instance_id=result.retry.activity_instance_id,
+            activity_type="Runtime",
+            event_name="RetriesExhausted" if exhausted else "RetryScheduled",
+            attempt=target.attempt,
+            payload={"error": result.retry.error},
+        )
+    _save_bookmarks(session, target, result.bookmarks, now)
+    saved.outbox_ids += _save_commands(session, target, result.commands, now)
+    _save_children(session, target, result.child_instances, now)
+    if exhausted is not None:
+        deadletters.record(
+            session,
+            dead_letter_id=ids.dead_letter_id_for(
+                "request", f"{target.instance_id}:{saved.checkpoint}"
+            ),
+            kind="request",
+            reason="Exhausted",
+            request_id=target.request_id,
+            instance_id=target.instance_id,
+            activity_id=result.retry.activity_id,
+            client_key=target.client_key,
+            name=target.definition_id,
+            error=result.retry.error,
+            attempts=target.attempt,
+            data={"queue": target.queue},
+        )
+    if finished:
+        _notify_parent(session, target, result, sub_status, now)
+        if target.request_id is not None:
+            saved.request_status = finish_request(
+                session,
+                target.request_id,
+                sub_status=sub_status,
+                output=result.output,
+                error=(fault or {}).get("message"),
+                now=now,
+            )
+    return saved
+
+
+def _fault_dict(fault: Any) -> dict[str, Any] | None:
+    if fault is None:
+        return None
+    return {
+        "message": fault.message,
+        "code": fault.code,
+        "category": fault.category,
+        "activityId": fault.activity_id,
+    }
+
+
+def _save_instance(
+    session: Session,
+    target: Target,
+    result: Any,
+    status: str,
+    sub_status: str,
+    fault: dict[str, Any] | None,
+    now: dt.datetime,
+    finished: bool,
+) -> None:
+    values: dict[str, Any] = {
+        "status": status,
+        "sub_status": sub_status,
+        "state": result.state,
+        "output": result.output,
+        "fault": fault,
+        "checkpoint": target.expected_checkpoint + 1,
+        "heartbeat_at": now,
+        "updated_at": now,
+        "finished_at": now if finished else None,
+    }
+    if target.is_new:
+        session.add(
+            WorkflowInstance(
+                id=target.instance_id,
+                definition_id=target.definition_id,
+                definition_version_id=target.version_id,
+                version=target.version,
+                request_id=target.request_id,
+                parent_id=target.parent_id,
+                correlation_id=target.correlation_id,
+                name=target.name,
+                incident_count=len(result.incidents),
+                created_at=now,
+                **values,
+            )
+        )
+        session.flush()  # a duplicate start fails here, on the primary key
+        return
+    changed = session.execute(
+        update(WorkflowInstance)
+        .where(
+            WorkflowInstance.id == target.instance_id,
+            WorkflowInstance.checkpoint == target.expected_checkpoint,
+            WorkflowInstance.status == InstanceStatus.RUNNING.value,
+        )
+        .values(
+            **values,
+            incident_count=WorkflowInstance.incident_count + len(result.incidents),
+            definition_version_id=target.version_id,
+            version=target.version,
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        raise StaleStep(
+            f"instance {target.instance_id} moved past checkpoint {target.expected_checkpoint}",
+            instance_id=target.instance_id,
+        )
+
+
+def _save_bookmarks(session: Session, target: Target, bookmarks: Any, now: dt.datetime) -> None:
+    """Replace the instance's bookmarks with the open ones, and its unfired timers to match."""
+    session.execute(delete(Bookmark).where(Bookmark.instance_id == target.instance_id))
+    wanted_timers: dict[str, dt.datetime] = {}
+    for bookmark in bookmarks:
+        session.add(
+            Bookmark(
+                id=bookmark.id,
+                instance_id=target.instance_id,
+                activity_id=bookmark.activity_id,
+                activity_instance_id=bookmark.activity_instance_id,
+                name=bookmark.name,
+                hash=bookmark.hash,
+                payload=dict(bookmark.payload) if bookmark.payload is not None else None,
+                correlation_id=target.correlation_id,
+                client_key=target.client_key,
+                created_at=now,
+            )
+        )
+        if bookmark.due_at is not None:
+            wanted_timers[bookmark.id] = _aware(bookmark.due_at)
+    existing = {
+        t.bookmark_id: t
+        for t in session.scalars(select(Timer).where(Timer.instance_id == target.instance_id))
+    }
+    for bookmark_id, timer in existing.items():
+        if bookmark_id not in wanted_timers and timer.fired_at is None:
+            session.delete(timer)
+    for bookmark_id, due_at in wanted_timers.items():
+        if bookmark_id not in existing:
+            session.add(
+                Timer(
+                    id=ids.timer_id_for(bookmark_id),
+                    instance_id=target.instance_id,
+                    bookmark_id=bookmark_id,
+                    due_at=due_at,
+                )
+            )
+    session.flush()
+
+
+def _aware(value: Any) -> dt.datetime:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value  # type: ignore[no-any-return]
+
+
+def _save_commands(session: Session, target: Target, commands: Any, now: dt.datetime) -> list[str]:
+    """Outbox rows (and child rows) for the engine's side-effect commands; committed with the
+    step, so only committed dispatches are ever delivered."""
+    written: list[str] = []
+    for index, command in enumerate(commands):
+        kind = type(command).__name__
+        if kind == "DispatchWorkflow":
+            written.append(_dispatch_child(session, target, command, now))
+        elif kind == "PublishEvent":
+            item_id = ids.queue_item_id_for(
+                "event", target.instance_id, str(target.expected_checkpoint), str(index)
+            )
+            if session.get(BookmarkQueueItem, item_id) is None:
+                session.add(
+                    BookmarkQueueItem(
+                        id=item_id,
+                        name=command.name,
+                        correlation_id=command.correlation_id,
+                        client_key=target.client_key,
+                        payload=command.payload,
+                        created_at=now,
+                        next_attempt_at=now,
+                    )
+                )
+        elif kind == "RunTask":
+            row = outbox.enqueue(
+                session,
+                outbox_id=ids.outbox_id_for("task", target.instance_id, command.bookmark_id),
+                task_name=RUN_TASK,
+                queue=target.queue,
+                # The task's payload travels in the row: a RunTask call is defined by it.
+                args={
+                    "task_name": command.task_name,
+                    "payload": command.payload,
+                    "instance_id": target.instance_id,
+                    "bookmark_id": command.bookmark_id,
+                },
+                request_id=target.request_id,
+                instance_id=target.instance_id,
+            )
+            written.append(row.id)
+        else:
+            logger.error("unknown engine command %s ignored", kind)
+    session.flush()
+    return written
+
+
+def _dispatch_child(session: Session, target: Target, command: Any, now: dt.datetime) -> str:
+    child_id = command.child_instance_id
+    if session.get(WorkflowInstance, child_id) is None:
+        session.add(
+            WorkflowInstance(
+                id=child_id,
+                definition_id=command.definition_id,
+                definition_version_id="",  # pinned when the child starts
+                version=0,
+                request_id=None,
+                parent_id=target.instance_id,
+                correlation_id=command.correlation_id,
+                status=InstanceStatus.RUNNING.value,
+                sub_status=InstanceSubStatus.PENDING.value,
+                checkpoint=0,
+                created_at=now,
+                updated_at=now,
+                heartbeat_at=now,
+            )
+        )
+        session.add(
+            StepResult(
+                instance_id=child_id,
+                step_key=PENDING_START,
+                output={
+                    "input": dict(command.input or {}),
+                    "correlationId": command.correlation_id,
+                    "parentId": target.instance_id,
+                    "clientKey": target.client_key,
+                },
+                created_at=now,
+            )
+        )
+        if command.wait_for_completion and command.bookmark_id:
+            session.add(
+                StepResult(
+                    instance_id=child_id,
+                    step_key=PARENT_LINK,
+                    output={"parentId": target.instance_id, "bookmarkId": command.bookmark_id},
+                    created_at=now,
+                )
+            )
+    row = outbox.enqueue(
+        session,
+        outbox_id=ids.outbox_id_for("dispatch", child_id),
+        task_name=RUN_CHILD,
+        queue=target.queue or DEFAULT_QUEUE,
+        args={"instance_id": child_id},
+        request_id=target.request_id,
+        instance_id=child_id,
+    )
+    return row.id
+
+
+def _save_children(session: Session, target: Target, children: Any, now: dt.datetime) -> None:
+    """Rows for children the engine ran in-process (ExecuteWorkflow), for the admin views."""
+    for child in children:
+        row = session.get(WorkflowInstance, child.id)
+        finished = child.status == InstanceStatus.FINISHED.value
+        if row is None:
+            session.add(
+                WorkflowInstance(
+                    id=child.id,
+                    definition_id=child.definition_id,
+                    definition_version_id=child.definition_version_id,
+                    version=0,
+                    parent_id=child.parent_id,
+                    correlation_id=child.correlation_id,
+                    status=child.status,
+                    sub_status=child.sub_status,
+                    state=dict(child.state) if child.state else None,
+                    output=child.output,
+                    checkpoint=1,
+                    created_at=now,
+                    updated_at=now,
+                    finished_at=now if finished else None,
+                )
+            )
+        else:
+            row.status = child.status
+            row.sub_status = child.sub_status
+            row.state = dict(child.state) if child.state else None
+            row.output = child.output
+            row.updated_at = now
+            row.finished_at = now if finished else None
+
+
+def _notify_parent(
+    session: Session, target: Target, result: Any, sub_status: str, now: dt.datetime
+) -> None:
+    """A finished child that its parent waits for: a bookmark-queue item naming the parent's
+    bookmark, processed like any other stimulus."""
+    link = session.get(StepResult, (target.instance_id, PARENT_LINK))
+    if link is None or not isinstance(link.output, dict):
+        return
+    item_id = ids.queue_item_id_for("child-completed", target.instance_id)
+    if session.get(BookmarkQueueItem, item_id) is not None:
+        return
+    session.add(
+        BookmarkQueueItem(
+            id=item_id,
+            name="ChildCompleted",
+            instance_id=link.output["parentId"],
+            bookmark_id=link.output["bookmarkId"],
+            client_key=target.client_key,
+            payload={
+                "workflowInstanceId": target.instance_id,
+                "status": sub_status,
+                "output": result.output,
+            },
+            created_at=now,
+            next_attempt_at=now,
+        )
+    )
+
+
+def finish_request(
+    session: Session,
+    request_id: str,
+    *,
+    sub_status: str,
+    output: Any,
+    error: str | None,
+    now: dt.datetime | None = None,
+    source: str = "worker",
+) -> str | None:
+    """Move a request to its terminal status (guarded); answers the status set, or None when the
+    request was already terminal (the change is then ignored and logged)."""
+    now = now or utcnow()
+    if sub_status == InstanceSubStatus.FINISHED.value:
+        status, event, values = RequestStatus.COMPLETED, "RequestCompleted", {"result": output}
+    elif sub_status == InstanceSubStatus.CANCELLED.value:
+        status, event, values = RequestStatus.CANCELLED, "RequestCancelled", {}
+    else:
+        status, event = RequestStatus.FAULTED, "RequestFaulted"
+        values = {"error_detail": error or "Faulted"}
+    changed = session.execute(
+        update(Request)
+        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
+        .values(status=status.value, updated_at=now, completed_at=now, **values)
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        logger.warning(
+            "request %s is already terminal; %s ignored",
+            request_id,
+            event,
+            extra={"request_id": request_id},
+        )
+        return None
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now,
+            event_type=event,
+            source=source,
+            message=error if status is RequestStatus.FAULTED else None,
+            properties={"status": status.value},
+        )
+    )
+    return status.value
+
+
+def start_processing(
+    session: Session, request_id: str, instance_id: str | None, *, message: str | None = None
+) -> bool:
+    """Queued -> Processing with a RequestProcessing event; False when it was not Queued."""
+    now = utcnow()
+    changed = session.execute(
+        update(Request)
+        .where(Request.id == request_id, Request.status == RequestStatus.QUEUED.value)
+        .values(status=RequestStatus.PROCESSING.value, instance_id=instance_id, updated_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if changed:
+        session.add(
+            RequestEvent(
+                request_id=request_id,
+                timestamp=now,
+                event_type="RequestProcessing",
+                source="worker",
+                message=message,
+                properties={"instanceId": instance_id} if instance_id else None,
+            )
+        )
+    return bool(changed)

@@ -1,0 +1,157 @@
+"""The runtime's objects for one process, built once and shared by every task it runs.
+
+Workers, beat jobs and the ingress's fast-path publisher need the same few things: settings, a
+session factory, the workflow registry, the lock provider, a publisher and an engine with its
+services. ``Runtime`` wires them from settings (tests pass their own parts); ``get_runtime`` keeps
+one per process and builds a fresh one in a forked child (Celery's prefork pool), because sockets
+and threads do not survive a fork.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.runtime.celery_config import create_celery
+from broker.runtime.outbox import Sender
+from broker.runtime.publisher import CelerySender, Publisher
+from broker.settings import Settings, get_settings
+from broker.store.db import make_engine, make_session_factory
+
+logger = logging.getLogger(__name__)
+
+
+class Runtime:
+    """Settings plus the shared parts built from them, each created on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        factory: sessionmaker[Session] | None = None,
+        registry: Any = None,
+        locks: Any = None,
+        sender: Sender | None = None,
+        celery_app: Any = None,
+        http: Any = None,
+        mailer: Any = None,
+    ) -> None:
+        self.settings = settings
+        self._factory = factory
+        self._registry = registry
+        self._locks = locks
+        self._sender = sender
+        self._celery_app = celery_app
+        self._http = http
+        self._mailer = mailer
+        self._lock = threading.RLock()
+
+    @property
+    def factory(self) -> sessionmaker[Session]:
+        with self._lock:
+            if self._factory is None:
+                self._factory = make_session_factory(make_engine(self.settings.database_url))
+            return self._factory
+
+    @property
+    def registry(self) -> Any:
+        with self._lock:
+            if self._registry is None:
+                from broker.registry import WorkflowRegistry
+
+                registry = WorkflowRegistry(self.settings, self.factory)
+                registry.load()
+                for problem in registry.problems:
+                    logger.warning("workflow problem: %s: %s", problem.file, problem.reason)
+                if self.settings.watch_workflows:
+                    registry.watch()
+                self._registry = registry
+            return self._registry
+
+    @property
+    def locks(self) -> Any:
+        with self._lock:
+            if self._locks is None:
+                from broker.runtime.locks import make_lock_provider
+
+                self._locks = make_lock_provider(self.settings)
+            return self._locks
+
+    @property
+    def celery_app(self) -> Any:
+        with self._lock:
+            if self._celery_app is None:
+                self._celery_app = create_celery(self.settings, set_as_current=False)
+            return self._celery_app
+
+    @property
+    def sender(self) -> Sender:
+        with self._lock:
+            if self._sender is None:
+                self._sender = CelerySender(self.celery_app)
+            return self._sender
+
+    @property
+    def publisher(self) -> Publisher:
+        return Publisher(self.settings, self.factory, self.sender)
+
+    @property
+    def http(self) -> Any:
+        with self._lock:
+            if self._http is None:
+                from broker.outbound import OutboundHttp
+
+                self._http = OutboundHttp(self.settings)
+            return self._http
+
+    @property
+    def mailer(self) -> Any:
+        with self._lock:
+            if self._mailer is None:
+                from broker.mail import make_mailer
+
+                self._mailer = make_mailer(self.settings)
+            return self._mailer
+
+    @functools.cached_property
+    def definitions(self) -> Any:
+        from broker.runtime.definitions import RegistryLookup
+
+        return RegistryLookup(self.registry)
+
+
+_current: Runtime | None = None
+_current_pid: int | None = None
+_current_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """This process's runtime, built from ``get_settings()`` on first use (again after a fork)."""
+    global _current, _current_pid
+    with _current_lock:
+        if _current is None:
+            _current = Runtime(get_settings())
+        elif _current_pid != os.getpid():
+            # Forked: keep the settings and the Celery app (Celery resets its own pools in a
+            # child), rebuild everything holding sockets, threads or watchers.
+            _current = Runtime(_current.settings, celery_app=_current._celery_app)
+        _current_pid = os.getpid()
+        return _current
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    """Install a runtime for this process (worker start-up with its Celery app, tests)."""
+    global _current, _current_pid
+    with _current_lock:
+        _current = runtime
+        _current_pid = os.getpid() if runtime is not None else None
+
+
+def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> Publisher:
+    """The fast-path publisher for the ingress: its own Celery app, configured like the workers'."""
+    return Publisher(settings, factory, CelerySender(create_celery(settings, set_as_current=False)))

@@ -1,0 +1,87 @@
+"""The fast path: publish committed outbox rows at once, after the transaction that wrote them.
+
+A publish that fails (the transport is down, the process dies) costs latency only: the row stays
+pending and the relay publishes it. The task id is the outbox id, so a duplicate publish is a
+duplicate delivery of the same work, which the task door recognises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.runtime import outbox
+from broker.settings import Settings
+from broker.store.db import transaction
+from broker.store.models import OutboxRow
+
+logger = logging.getLogger(__name__)
+
+#: fail fast when the transport is down: the relay retries later, a caller must not hang
+PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+
+
+class CelerySender:
+    """Sends an outbox row as a Celery task by name (``broker`` never imports ``tasks``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def send(self, row: OutboxRow) -> None:
+        self.app.send_task(
+            row.task_name,
+            kwargs={**row.args, "outbox_id": row.id},
+            task_id=row.id,
+            queue=row.queue,
+            retry=True,
+            retry_policy=PUBLISH_RETRY_POLICY,
+        )
+
+
+class Publisher:
+    """``publish(outbox_ids)`` after commit: send each due pending row, then mark it dispatched
+    (only if it is still pending: the consumer may already have finished it)."""
+
+    def __init__(
+        self, settings: Settings, factory: sessionmaker[Session], sender: outbox.Sender
+    ) -> None:
+        self.settings = settings
+        self.factory = factory
+        self.sender = sender
+
+    def publish(self, outbox_ids: Sequence[str]) -> None:
+        try:
+            with transaction(self.factory, write=False) as session:
+                rows = outbox.pending_ids(session, outbox_ids)
+                session.expunge_all()
+        except Exception:
+            logger.warning("fast-path publish skipped; the relay will publish", exc_info=True)
+            return
+        for row in rows:
+            try:
+                self.sender.send(row)
+            except Exception as exc:
+                logger.warning(
+                    "fast-path publish of outbox row %s failed (%s); the relay will retry",
+                    row.id,
+                    exc,
+                    extra={"outbox_id": row.id, "request_id": row.request_id},
+                )
+                continue
+            try:
+                with transaction(self.factory) as session:
+                    outbox.mark_dispatched(
+                        session, row.id, lease=self.settings.outbox_lease, only_pending=True
+                    )
+            except Exception:
+                # Published but not marked: the relay publishes it once more; the task door
+                # recognises the duplicate by its outbox id.
+                logger.warning("could not mark outbox row %s dispatched", row.id, exc_info=True)

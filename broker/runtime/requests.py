@@ -1,0 +1,454 @@
+"""Requests over the store: submit, look up, list, cancel, and record a remote result.
+
+Every function here takes the caller's session and never commits: the ingress (or a worker) opens
+one transaction per HTTP call or task, so a submission's request row, its audit event and its
+outbox row land together or not at all. Status changes are guarded in the UPDATE statement itself
+(``WHERE status NOT IN terminal``), so a late callback, a duplicate or a cancel racing a worker can
+never move a terminal request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.orm import Session
+
+from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
+from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
+from broker.store.models import (
+    Bookmark,
+    InstanceStatus,
+    InstanceSubStatus,
+    OutboxRow,
+    OutboxState,
+    Request,
+    RequestEvent,
+    RequestStatus,
+    RuntimeFlag,
+    Timer,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+#: the RuntimeFlag row that pauses new submissions
+PAUSED_FLAG = "paused"
+
+TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
+
+
+class PinnedWorkflow(Protocol):
+    """The workflow version a request is pinned to (the registry's PublishedWorkflow)."""
+
+    @property
+    def definition_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def version_id(self) -> str: ...
+    @property
+    def queue(self) -> str | None: ...
+
+
+class Publisher(Protocol):
+    """Publishes committed outbox rows at once (the fast path; the relay covers failures)."""
+
+    def publish(self, outbox_ids: Sequence[str]) -> None: ...
+
+
+class NullPublisher:
+    """Publishes nothing: rows stay pending until the outbox relay claims them."""
+
+    def publish(self, outbox_ids: Sequence[str]) -> None:
+        logger.debug("no publisher; %d outbox rows left to the relay", len(outbox_ids))
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A validated ``POST /requests`` body and its idempotency key."""
+
+    request_type: str
+    keys: Mapping[str, str]
+    payload: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+
+    def body_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the body (what an idempotent retry must repeat)."""
+        canonical = json.dumps(
+            {"requestType": self.request_type, "keys": dict(self.keys), "payload": self.payload},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    """The outcome of a submission: a new record, or the earlier one an idempotency key names."""
+
+    request_id: str
+    created: bool
+    view: dict[str, Any]
+    outbox_ids: tuple[str, ...] = ()
+
+
+# Submission ---------------------------------------------------------------------------------------
+
+
+def submit(
+    session: Session, *, client_id: str, submission: Submission, workflow: PinnedWorkflow
+) -> Submitted:
+    """Record a new request (Queued), its RequestSubmitted event and its outbox row.
+
+    With an idempotency key already used by this client, answers the earlier record when the body
+    is the same and raises ``Conflict`` when it differs. Raises ``RuntimePaused`` while paused.
+    """
+    client_key = client_id.lower()
+    body_hash = submission.body_hash()
+    if submission.idempotency_key is not None:
+        earlier = find_by_idempotency_key(session, client_id, submission.idempotency_key)
+        if earlier is not None:
+            if earlier.body_hash != body_hash:
+                raise Conflict(
+                    "Idempotency-Key was already used with a different body",
+                    idempotencyKey=submission.idempotency_key,
+                    correlationId=earlier.id,
+                )
+            logger.info(
+                "idempotent replay of request %s",
+                earlier.id,
+                extra={"request_id": earlier.id, "client_id": client_id},
+            )
+            return Submitted(earlier.id, created=False, view=request_view(session, earlier))
+    if is_paused(session):
+        raise RuntimePaused("The workflow runtime is paused; try again later")
+    now = utcnow()
+    request_id = str(uuid.uuid4())
+    outbox_id = str(uuid.uuid4())
+    record = Request(
+        id=request_id,
+        client_id=client_id,
+        client_key=client_key,
+        request_type=submission.request_type,
+        request_type_key=submission.request_type.lower(),
+        keys=dict(submission.keys),
+        payload=submission.payload,
+        status=RequestStatus.QUEUED.value,
+        idempotency_key=submission.idempotency_key,
+        body_hash=body_hash,
+        definition_id=workflow.definition_id,
+        definition_version=workflow.version,
+        definition_version_id=workflow.version_id,
+        submitted_at=now,
+        updated_at=now,
+    )
+    session.add(record)
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now,
+            event_type="RequestSubmitted",
+            source="ingress",
+            message=f"Submitted by {client_id}",
+            properties={
+                "requestType": submission.request_type,
+                "definitionId": workflow.definition_id,
+                "version": workflow.version,
+                "idempotencyKey": submission.idempotency_key,
+            },
+        )
+    )
+    session.add(
+        OutboxRow(
+            id=outbox_id,
+            task_name=RUN_REQUEST,
+            queue=workflow.queue or DEFAULT_QUEUE,
+            args={"request_id": request_id},
+            state=OutboxState.PENDING.value,
+            request_id=request_id,
+            available_at=now,
+            created_at=now,
+        )
+    )
+    session.flush()
+    logger.info(
+        "accepted request %s of type %s",
+        request_id,
+        submission.request_type,
+        extra={
+            "request_id": request_id,
+            "client_id": client_id,
+            "request_type": submission.request_type,
+        },
+    )
+    return Submitted(
+        request_id, created=True, view=request_view(session, record), outbox_ids=(outbox_id,)
+    )
+
+
+# Queries ------------------------------------------------------------------------------------------
+
+
+def find_by_idempotency_key(session: Session, client_id: str, key: str) -> Request | None:
+    return session.scalars(
+        select(Request).where(Request.client_key == client_id.lower(),
+                              Request.idempotency_key == key)
+    ).one_or_none()
+
+
+def get_owned(session: Session, request_id: str, client_id: str | None) -> Request:
+    """The request, checked to belong to ``client_id`` (None: any owner, for operators)."""
+    record = session.get(Request, request_id)
+    if record is None:
+        raise NotFound(f"Request '{request_id}' not found")
+    if client_id is not None and record.client_key != client_id.lower():
+        raise Forbidden(f"Request '{request_id}' belongs to another client")
+    return record
+
+
+def request_view(session: Session, record: Request) -> dict[str, Any]:
+    """The JSON a client sees for one request (``GET /requests/{id}``)."""
+    instance = None
+    if record.instance_id:
+        instance = session.get(WorkflowInstance, record.instance_id)
+    return {
+        "correlationId": record.id,
+        "clientId": record.client_id,
+        "requestType": record.request_type,
+        "keys": record.keys,
+        "status": record.status,
+        "result": record.result,
+        "errorDetail": record.error_detail,
+        "submittedAt": iso(record.submitted_at),
+        "updatedAt": iso(record.updated_at),
+        "workflow": {
+            "definitionId": record.definition_id,
+            "version": record.definition_version,
+            "instanceId": record.instance_id,
+            "subStatus": instance.sub_status if instance is not None else None,
+        },
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class ListQuery:
+    """Filters of ``GET /requests``; ``cursor`` is the opaque value of an earlier ``next``."""
+
+    status: str | None = None
+    request_type: str | None = None
+    since: dt.datetime | None = None
+    limit: int = 50
+    cursor: str | None = None
+
+
+def list_requests(
+    session: Session, client_id: str, query: ListQuery
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the client's requests, newest first, and the cursor of the next page."""
+    stmt = select(Request).where(Request.client_key == client_id.lower())
+    if query.status is not None:
+        stmt = stmt.where(Request.status == query.status)
+    if query.request_type is not None:
+        stmt = stmt.where(Request.request_type_key == query.request_type.lower())
+    if query.since is not None:
+        stmt = stmt.where(Request.submitted_at >= query.since)
+    if query.cursor is not None:
+        at, last_id = decode_cursor(query.cursor)
+        stmt = stmt.where(
+            or_(Request.submitted_at < at, and_(Request.submitted_at == at, Request.id < last_id))
+        )
+    stmt = stmt.order_by(Request.submitted_at.desc(), Request.id.desc()).limit(query.limit + 1)
+    rows = list(session.scalars(stmt))
+    page, more = rows[: query.limit], len(rows) > query.limit
+    cursor = encode_cursor(page[-1].submitted_at, page[-1].id) if more and page else None
+    return [request_view(session, r) for r in page], cursor
+
+
+def list_events(session: Session, request_id: str, client_id: str | None) -> list[dict[str, Any]]:
+    """The audit history of one request, oldest first."""
+    get_owned(session, request_id, client_id)
+    events = session.scalars(
+        select(RequestEvent).where(RequestEvent.request_id == request_id).order_by(RequestEvent.id)
+    )
+    return [
+        {
+            "timestamp": iso(e.timestamp),
+            "eventType": e.event_type,
+            "source": e.source,
+            "message": e.message,
+            "properties": e.properties or {},
+        }
+        for e in events
+    ]
+
+
+def encode_cursor(at: dt.datetime, request_id: str) -> str:
+    raw = json.dumps([at.isoformat(), request_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    """The (submitted_at, id) position a cursor names; ``BadRequest`` when it is not ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at_text, request_id = json.loads(raw)
+        at = dt.datetime.fromisoformat(at_text)
+        if at.tzinfo is None or not isinstance(request_id, str):
+            raise ValueError("not a cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise BadRequest("Invalid cursor", field="cursor") from exc
+    return at, request_id
+
+
+# Status changes -----------------------------------------------------------------------------------
+
+
+def cancel(session: Session, request_id: str, *, client_id: str | None, source: str) -> Request:
+    """Mark a request Cancelled with its workflow instances; ``Conflict`` when already terminal."""
+    record = get_owned(session, request_id, client_id)
+    now = utcnow()
+    changed = session.execute(
+        update(Request)
+        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
+        .values(status=RequestStatus.CANCELLED.value, updated_at=now, completed_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        session.refresh(record)
+        raise Conflict(f"Request '{request_id}' is already {record.status}", status=record.status)
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now,
+            event_type="RequestCancelled",
+            source=source,
+            message=f"Cancelled through the {source}",
+        )
+    )
+    roots = session.scalars(
+        select(WorkflowInstance.id).where(WorkflowInstance.request_id == request_id)
+    ).all()
+    cancel_instances(session, roots)
+    session.refresh(record)
+    logger.info("cancelled request %s", request_id, extra={"request_id": request_id})
+    return record
+
+
+def cancel_instances(session: Session, instance_ids: Iterable[str]) -> list[str]:
+    """Mark running instances and all their descendants Cancelled; answers the ids changed.
+
+    Their bookmarks and unfired timers go too, so no stimulus can resume a cancelled instance.
+    """
+    now = utcnow()
+    seen: set[str] = set()
+    frontier = [i for i in instance_ids if i]
+    while frontier:
+        seen.update(frontier)
+        children = session.scalars(
+            select(WorkflowInstance.id).where(WorkflowInstance.parent_id.in_(frontier))
+        ).all()
+        frontier = [c for c in children if c not in seen]
+    if not seen:
+        return []
+    ids = sorted(seen)
+    changed = session.scalars(
+        update(WorkflowInstance)
+        .where(
+            WorkflowInstance.id.in_(ids), WorkflowInstance.status != InstanceStatus.FINISHED.value
+        )
+        .values(
+            status=InstanceStatus.FINISHED.value,
+            sub_status=InstanceSubStatus.CANCELLED.value,
+            updated_at=now,
+            finished_at=now,
+        )
+        .returning(WorkflowInstance.id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    if changed:
+        session.execute(
+            delete(Timer).where(Timer.instance_id.in_(changed), Timer.fired_at.is_(None))
+        )
+        session.execute(delete(Bookmark).where(Bookmark.instance_id.in_(changed)))
+    return list(changed)
+
+
+def record_result(
+    session: Session, request_id: str, *, status: RequestStatus, result: Any, error: str | None
+) -> Request:
+    """Finish a request from a remote executor's callback; ``Conflict`` when already terminal."""
+    if not status.terminal or status is RequestStatus.CANCELLED:
+        raise BadRequest("status must be Completed or Faulted", field="status")
+    record = session.get(Request, request_id)
+    if record is None:
+        raise NotFound(f"Request '{request_id}' not found")
+    now = utcnow()
+    values: dict[str, Any] = {"status": status.value, "updated_at": now, "completed_at": now}
+    if status is RequestStatus.COMPLETED:
+        values["result"] = result
+    else:
+        values["error_detail"] = error or "Faulted"
+    changed = session.execute(
+        update(Request)
+        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        session.refresh(record)
+        logger.warning(
+            "late callback for request %s ignored: already %s",
+            request_id,
+            record.status,
+            extra={"request_id": request_id},
+        )
+        raise Conflict(f"Request '{request_id}' is already {record.status}", status=record.status)
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now,
+            event_type="CallbackReceived",
+            source="callback",
+            message=f"Remote executor reported {status}",
+            properties={"status": status.value},
+        )
+    )
+    session.refresh(record)
+    return record
+
+
+# Runtime pause ------------------------------------------------------------------------------------
+
+
+def is_paused(session: Session) -> bool:
+    flag = session.get(RuntimeFlag, PAUSED_FLAG)
+    return bool(flag is not None and flag.value)
+
+
+def set_paused(session: Session, paused: bool) -> RuntimeFlag:
+    """Pause or resume new work (a RuntimeFlag row every process reads)."""
+    flag = session.get(RuntimeFlag, PAUSED_FLAG)
+    if flag is None:
+        flag = RuntimeFlag(name=PAUSED_FLAG, value=paused)
+        session.add(flag)
+    else:
+        flag.value = paused
+        flag.updated_at = utcnow()
+    session.flush()
+    return flag
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,0 +1,369 @@
+"""Running workflow instances: start, resume, retry; one engine step per task, saved atomically.
+
+Every entry point is safe to run twice (DESIGN section 7): the consumed outbox row tells whether
+the work was already done, the instance lock keeps two workers off one instance, and the save is
+fenced on the instance's checkpoint, so a redelivered or duplicated task either finds its work
+done or redoes exactly the step that was not saved. While the engine runs, a heartbeat thread keeps
+the instance's ``heartbeat_at``, the outbox row's lease and the lock fresh; when the worker dies the
+lease runs out and the relay publishes the row again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sqlalchemy import exc, update
+from sqlalchemy.orm import Session
+
+from broker.engine.engine import Engine, EngineServices
+from broker.errors import BadRequest, Conflict, NotFound
+from broker.runtime import ids, outbox
+from broker.runtime.outcome import Outcome
+from broker.runtime.persist import (
+    PENDING_START,
+    StaleStep,
+    Target,
+    finish_request,
+    save_step,
+    start_processing,
+)
+from broker.runtime.process import Runtime
+from broker.runtime.remote import dispatch_remote
+from broker.store.db import transaction
+from broker.store.models import (
+    Bookmark,
+    BookmarkQueueItem,
+    InstanceStatus,
+    Request,
+    RequestEvent,
+    RequestStatus,
+    StepResult,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+#: how long a task waits for an instance another worker holds, before postponing its row
+LOCK_WAIT_SECONDS = 5.0
+#: when postponed, the row is published again after this many seconds
+BUSY_DELAY_SECONDS = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One engine call and the target it saves to."""
+
+    target: Target
+    run: Callable[[Engine], Any]
+
+
+def build_engine(rt: Runtime) -> Engine:
+    services = EngineServices(http=rt.http, mailer=rt.mailer, write_line=_write_line)
+    return Engine(rt.definitions, services, flowchart_mode=rt.settings.flowchart_mode)
+
+
+def _write_line(text: str) -> None:
+    logger.info("WriteLine: %s", text)
+
+
+# Entry points (one per task) ----------------------------------------------------------------------
+
+
+def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
+    """Start the workflow of a request (``broker.run_request``)."""
+    instance_id = ids.instance_id_for_request(request_id)
+    with transaction(rt.factory) as session:
+        if outbox.is_finished(session, outbox_id):
+            return Outcome.SKIPPED
+        request = session.get(Request, request_id)
+        if request is None or RequestStatus(request.status).terminal:
+            outbox.mark_done(session, outbox_id)
+            return Outcome.SKIPPED
+        version_id = request.definition_version_id
+    published = rt.registry.get_version(version_id) if version_id else None
+    if published is None:
+        _fault_request(rt, request_id, outbox_id, f"workflow version {version_id!r} is unknown")
+        return Outcome.DONE
+    if published.executor == "elsa":
+        return dispatch_remote(rt, request_id, outbox_id, published)
+
+    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+        if instance is not None:
+            return None  # the first step was saved by an earlier delivery
+        request = session.get(Request, request_id)
+        if request is None or RequestStatus(request.status).terminal:
+            return None
+        start_processing(session, request_id, instance_id)
+        definition = rt.definitions.parse(published)
+        target = Target(
+            instance_id=instance_id,
+            definition_id=published.definition_id,
+            version_id=published.version_id,
+            version=published.version,
+            queue=published.queue,
+            workflow_properties=dict(published.document.get("customProperties") or {}),
+            is_new=True,
+            expected_checkpoint=0,
+            request_id=request_id,
+            client_key=request.client_key,
+            correlation_id=request_id,
+            name=published.name,
+        )
+        workflow_input = {"keys": dict(request.keys or {}), "payload": request.payload or {}}
+        return Step(
+            target,
+            lambda engine: engine.start(
+                definition,
+                instance_id=instance_id,
+                input=workflow_input,
+                correlation_id=request_id,
+            ),
+        )
+
+    return advance(rt, instance_id, outbox_id, plan)
+
+
+def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
+    """Start a child dispatched by DispatchWorkflow (``broker.run_child``)."""
+
+    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+        if instance is None or instance.checkpoint != 0:
+            return None
+        pending = session.get(StepResult, (instance_id, PENDING_START))
+        start = dict(pending.output or {}) if pending is not None else {}
+        published = rt.registry.get_definition(instance.definition_id)
+        if published is None:
+            raise NotFound(f"child workflow definition {instance.definition_id!r} is not loaded")
+        definition = rt.definitions.parse(published)
+        target = _target_for(instance, published, client_key=start.get("clientKey"))
+        return Step(
+            dataclasses.replace(target, expected_checkpoint=0),
+            lambda engine: engine.start(
+                definition,
+                instance_id=instance_id,
+                input=start.get("input") or {},
+                correlation_id=start.get("correlationId"),
+                parent_id=start.get("parentId"),
+            ),
+        )
+
+    return advance(rt, instance_id, outbox_id, plan)
+
+
+def resume_instance(
+    rt: Runtime,
+    instance_id: str,
+    outbox_id: str | None,
+    *,
+    bookmark_id: str | None = None,
+    queue_item_id: str | None = None,
+    retry: int | None = None,
+) -> Outcome:
+    """Resume a bookmark with a queued stimulus, or run a failed activity again
+    (``broker.resume_instance``)."""
+
+    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+        if instance is None or instance.status != InstanceStatus.RUNNING.value:
+            return None
+        if instance.state is None:
+            return None
+        published = rt.registry.get_version(instance.definition_version_id)
+        if published is None:
+            raise NotFound(f"workflow version {instance.definition_version_id!r} is not loaded")
+        request = session.get(Request, instance.request_id) if instance.request_id else None
+        if request is not None and RequestStatus(request.status).terminal:
+            return None
+        target = _target_for(
+            instance, published, client_key=request.client_key if request else None
+        )
+        state = dict(instance.state)
+        if retry is not None:
+            return Step(dataclasses.replace(target, attempt=retry), lambda e: e.retry(state))
+        if bookmark_id is None or session.get(Bookmark, bookmark_id) is None:
+            return None  # resumed already (a duplicate stimulus), or never suspended there
+        item = session.get(BookmarkQueueItem, queue_item_id) if queue_item_id else None
+        stimulus = item.payload if item is not None else None
+        return Step(target, lambda e: e.resume(state, bookmark_id=bookmark_id, input=stimulus))
+
+    return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)
+
+
+def _target_for(instance: WorkflowInstance, published: Any, *, client_key: str | None) -> Target:
+    return Target(
+        instance_id=instance.id,
+        definition_id=published.definition_id,
+        version_id=published.version_id,
+        version=published.version,
+        queue=published.queue,
+        workflow_properties=dict(published.document.get("customProperties") or {}),
+        is_new=False,
+        expected_checkpoint=instance.checkpoint,
+        request_id=instance.request_id,
+        client_key=client_key,
+        parent_id=instance.parent_id,
+        correlation_id=instance.correlation_id,
+        name=instance.name,
+    )
+
+
+# The common path ----------------------------------------------------------------------------------
+
+
+def advance(
+    rt: Runtime,
+    instance_id: str,
+    outbox_id: str | None,
+    plan: Callable[[Session, WorkflowInstance | None], Step | None],
+    *,
+    consumed_item: str | None = None,
+) -> Outcome:
+    """Lock the instance, plan the step from what is saved, run it, save it with the outbox row
+    marked done, then publish the rows the step wrote."""
+    log = {"instance_id": instance_id, "outbox_id": outbox_id}
+    lock = rt.locks.acquire(
+        f"instance:{instance_id}", ttl=rt.settings.lock_ttl, timeout=LOCK_WAIT_SECONDS
+    )
+    if lock is None:
+        if outbox_id is not None:
+            with transaction(rt.factory) as session:
+                outbox.postpone(session, outbox_id, delay=BUSY_DELAY_SECONDS, error="instance busy")
+        logger.info("instance %s is busy; postponed %s", instance_id, outbox_id, extra=log)
+        return Outcome.BUSY
+    try:
+        with transaction(rt.factory) as session:
+            if outbox.is_finished(session, outbox_id):
+                return Outcome.SKIPPED
+            instance = session.get(WorkflowInstance, instance_id)
+            step = plan(session, instance)
+            if step is None:
+                outbox.mark_done(session, outbox_id)
+                _consume_item(session, consumed_item)
+                logger.info("nothing to do for instance %s", instance_id, extra=log)
+                return Outcome.SKIPPED
+        with _heartbeat(rt, instance_id, outbox_id, lock, exists=not step.target.is_new):
+            result = step.run(build_engine(rt))
+        try:
+            with transaction(rt.factory) as session:
+                saved = save_step(session, rt.settings, step.target, result)
+                outbox.mark_done(session, outbox_id)
+                _consume_item(session, consumed_item)
+        except (StaleStep, exc.IntegrityError):
+            logger.warning(
+                "instance %s moved on; this step's result is dropped", instance_id, extra=log
+            )
+            with transaction(rt.factory) as session:
+                outbox.mark_done(session, outbox_id)
+            return Outcome.STALE
+        logger.info(
+            "instance %s step %d saved: %s/%s",
+            instance_id,
+            saved.checkpoint,
+            result.status,
+            result.sub_status,
+            extra={**log, "request_id": step.target.request_id},
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            lock.release()
+    if saved.outbox_ids:
+        rt.publisher.publish(saved.outbox_ids)
+    return Outcome.DONE
+
+
+def _consume_item(session: Session, item_id: str | None) -> None:
+    """Delete a stimulus addressed to one bookmark once it resumed it; an event that may have
+    resumed several instances stays for the purge job (the other resumes still read it)."""
+    if item_id is not None:
+        item = session.get(BookmarkQueueItem, item_id)
+        if item is not None and item.bookmark_id is not None:
+            session.delete(item)
+
+
+@contextlib.contextmanager
+def _heartbeat(
+    rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any, *, exists: bool
+) -> Iterator[None]:
+    """Beat while the engine runs: instance heartbeat, outbox lease and lock TTL."""
+    stop = threading.Event()
+    interval = max(0.5, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            try:
+                with transaction(rt.factory) as session:
+                    if exists:
+                        session.execute(
+                            update(WorkflowInstance)
+                            .where(WorkflowInstance.id == instance_id)
+                            .values(heartbeat_at=utcnow())
+                            .execution_options(synchronize_session=False)
+                        )
+                    if outbox_id is not None:
+                        outbox.extend_lease(session, outbox_id, rt.settings.outbox_lease)
+                lock.extend(rt.settings.lock_ttl)
+            except Exception:
+                logger.warning("heartbeat of instance %s failed", instance_id, exc_info=True)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{instance_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: str) -> None:
+    with transaction(rt.factory) as session:
+        finish_request(session, request_id, sub_status="Faulted", output=None, error=error)
+        outbox.mark_done(session, outbox_id)
+    logger.error("request %s faulted: %s", request_id, error, extra={"request_id": request_id})
+
+
+# Remote results -----------------------------------------------------------------------------------
+
+
+def complete_from_callback(
+    session: Session, request_id: str, status: str, result: Any, error: str | None
+) -> Request:
+    """Finish a remotely executed request from the executor's callback, in the caller's
+    transaction. ``NotFound`` for an unknown request, ``Conflict`` (409) when it is already
+    terminal (a late or duplicate callback changes nothing), ``BadRequest`` for a bad status."""
+    if status not in (RequestStatus.COMPLETED.value, RequestStatus.FAULTED.value):
+        raise BadRequest("status must be Completed or Faulted", field="status")
+    request = session.get(Request, request_id)
+    if request is None:
+        raise NotFound(f"Request '{request_id}' not found")
+    now = utcnow()
+    sub_status = "Finished" if status == RequestStatus.COMPLETED.value else "Faulted"
+    set_to = finish_request(
+        session,
+        request_id,
+        sub_status=sub_status,
+        output=result,
+        error=error,
+        now=now,
+        source="callback",
+    )
+    if set_to is None:
+        session.refresh(request)
+        raise Conflict(f"Request '{request_id}' is already {request.status}", status=request.status)
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now,
+            event_type="CallbackReceived",
+            source="callback",
+            message=f"Remote executor reported {status}",
+            properties={"status": status},
+        )
+    )
+    session.flush()
+    session.refresh(request)
+    return request

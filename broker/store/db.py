@@ -1,0 +1,297 @@
+"""Engines, sessions, transactions, migrations and the SQL lease fence.
+
+One engine per database URL per process, tuned per backend: SQLite gets WAL, a busy timeout,
+foreign keys and ``BEGIN IMMEDIATE`` for write transactions (it ignores ``FOR UPDATE``, so writers
+must take the database write lock up front instead of failing to upgrade a read lock later);
+PostgreSQL goes through psycopg 3 with pre-ping. ``transaction()`` is the one place that commits.
+Functions here that take a session (``acquire_lease``, ``fence_ok``) never commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, case, create_engine, event, exc, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from broker.errors import StoreUnavailable
+from broker.store.models import Lease, utcnow
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+POSTGRES_CONNECT_TIMEOUT_S = 10
+#: execution option read by the SQLite "begin" hook: "IMMEDIATE" for writers, absent for readers
+BEGIN_OPTION = "broker_sqlite_begin"
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+# Alembic keeps its migration context in module globals: one migration per process at a time.
+_migrate_lock = threading.Lock()
+
+
+# Engines ------------------------------------------------------------------------------------------
+
+
+def normalize_url(url: str) -> URL:
+    """The SQLAlchemy URL to connect with; plain PostgreSQL URLs are routed to psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            url = "postgresql+psycopg://" + url[len(prefix) :]
+            break
+    return make_url(url)
+
+
+def make_engine(url: str) -> Engine:
+    """The engine for ``url``, created on first use and then shared by the whole process."""
+    parsed = normalize_url(url)
+    key = parsed.render_as_string(hide_password=False)
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _create(parsed)
+            _engines[key] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine's pool and forget the engines (tests, shutdown)."""
+    with _engines_lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.dispose()
+
+
+def _create(url: URL) -> Engine:
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return _create_sqlite(url)
+    if backend == "postgresql":
+        connect_args: dict[str, Any] = {}
+        if "connect_timeout" not in url.query:
+            connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _is_memory(url: URL) -> bool:
+    database = url.database or ""
+    return database in ("", ":memory:") or "mode=memory" in database
+
+
+def _create_sqlite(url: URL) -> Engine:
+    if not _is_memory(url) and not (url.database or "").startswith("file:"):
+        Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def configure(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # SQLAlchemy, not the sqlite3 module, decides when a transaction begins (see "begin").
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def begin(conn: Any) -> None:
+        # A writer takes the write lock at BEGIN, waiting up to busy_timeout; a deferred
+        # transaction that later writes fails at once with "database is locked" when another
+        # writer committed since its first read, and the busy handler cannot help it.
+        mode = conn.get_execution_options().get(BEGIN_OPTION)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
+
+    return engine
+
+
+def _dispose_after_fork() -> None:
+    # Celery's prefork children inherit the parent's pooled sockets: drop them without closing,
+    # so the parent's connections stay usable, and let the child open its own.
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_dispose_after_fork)
+
+
+# Sessions and transactions ------------------------------------------------------------------------
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions bound to ``engine``; objects stay readable after commit (no expiry)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterator[Session]:
+    """A session in one transaction: committed on success, rolled back on any error.
+
+    ``write=True`` begins with ``BEGIN IMMEDIATE`` on SQLite (a no-op difference elsewhere).
+    Raises ``StoreUnavailable`` when the database cannot be reached or the connection drops.
+    """
+    session = factory()
+    try:
+        try:
+            session.connection(execution_options={BEGIN_OPTION: "IMMEDIATE"} if write else None)
+        except (exc.OperationalError, exc.InterfaceError) as error:
+            if _is_sqlite_busy(error):
+                raise
+            raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+        try:
+            yield session
+            session.commit()
+        except exc.DBAPIError as error:
+            if error.connection_invalidated:
+                raise StoreUnavailable(
+                    "the database connection was lost", reason=_reason(error)
+                ) from error
+            raise
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def _is_sqlite_busy(error: exc.DBAPIError) -> bool:
+    return "database is locked" in str(error.orig)
+
+
+def _reason(error: exc.DBAPIError) -> str:
+    return str(error.orig).strip().splitlines()[0] if error.orig else type(error).__name__
+
+
+# Migrations ---------------------------------------------------------------------------------------
+
+
+def alembic_config() -> Config:
+    """Alembic's configuration pointing at the migrations inside this package."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("path_separator", "os")
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision the code knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations found in {MIGRATIONS}")
+    return head
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision``; safe to run twice and concurrently."""
+    engine = make_engine(url)
+    config = alembic_config()
+    try:
+        with _migrate_lock, engine.connect() as conn:
+            conn = conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+            conn.commit()
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        if _is_sqlite_busy(error):
+            raise
+        raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+    logger.info("database at revision %s", current_revision(url))
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+
+
+def is_current(url: str) -> bool:
+    """Whether the database is at the newest revision."""
+    return current_revision(url) == head_revision()
+
+
+# The lease fence ----------------------------------------------------------------------------------
+
+
+def acquire_lease(session: Session, name: str, owner: str, ttl: float) -> int | None:
+    """Take or renew the lease ``name`` for ``ttl`` seconds in one atomic statement.
+
+    Returns the lease's epoch when ``owner`` holds it afterwards, None when another owner's lease
+    is still live. A renewal of a live lease keeps its epoch; every takeover (of a missing,
+    released or expired lease, even by the same owner) bumps it, so work stamped with an older
+    epoch fails ``fence_ok``. Clocks matter only for expiry, never for the fence itself.
+    """
+    now = utcnow()
+    expires = now + dt.timedelta(seconds=ttl)
+    dialect = session.get_bind().dialect.name
+    insert: postgresql.Insert | sqlite.Insert
+    if dialect == "postgresql":
+        insert = postgresql.insert(Lease)
+    elif dialect == "sqlite":
+        insert = sqlite.insert(Lease)
+    else:
+        raise NotImplementedError(f"leases are not implemented on {dialect}")
+    live_and_mine = (Lease.owner == owner) & (Lease.expires_at > now)
+    stmt = (
+        insert.values(name=name, owner=owner, epoch=1, expires_at=expires)
+        .on_conflict_do_update(
+            index_elements=[Lease.name],
+            set_={
+                Lease.owner: owner,
+                Lease.expires_at: expires,
+                Lease.epoch: case((live_and_mine, Lease.epoch), else_=Lease.epoch + 1),
+            },
+            where=(Lease.owner == owner) | Lease.expires_at.is_(None) | (Lease.expires_at <= now),
+        )
+        .returning(Lease.epoch)
+    )
+    epoch = session.execute(stmt).scalar_one_or_none()
+    if epoch is None:
+        logger.debug("lease %s is held by another owner; %s did not get it", name, owner)
+        return None
+    return int(epoch)
+
+
+def release_lease(session: Session, name: str, owner: str) -> bool:
+    """Let the lease go early (the next taker bumps the epoch); False if ``owner`` had it not."""
+    stmt = (
+        update(Lease)
+        .where(Lease.name == name, Lease.owner == owner)
+        .values(expires_at=None)
+        .returning(Lease.epoch)
+    )
+    return session.execute(stmt).first() is not None
+
+
+def fence_ok(session: Session, name: str, epoch: int) -> bool:
+    """Whether ``epoch`` is still the current epoch of lease ``name``.
+
+    On PostgreSQL the row is read ``FOR SHARE``, so a takeover waits until this transaction ends:
+    checked and committed work cannot interleave with a new holder. SQLite serializes write
+    transactions (``BEGIN IMMEDIATE``), which gives the same guarantee.
+    """
+    stmt = select(Lease.epoch).where(Lease.name == name).with_for_update(read=True)
+    current = session.execute(stmt).scalar_one_or_none()
+    return current is not None and int(current) == epoch

@@ -1,0 +1,1 @@
+"""Alembic migrations of the broker's schema (a package, so installs ship ``env.py``)."""

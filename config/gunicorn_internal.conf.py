@@ -1,0 +1,35 @@
+"""gunicorn settings of the internal listener: callbacks, /healthz, /readyz, /metrics (plain HTTP).
+
+    gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal
+
+Binds BROKER_INTERNAL_BIND (loopback by default). GUNICORN_CMD_ARGS and the command line override
+these defaults.
+"""
+
+import os
+
+from broker.logs import configure_logging
+from broker.settings import get_settings
+
+_settings = get_settings()
+
+wsgi_app = "broker.ingress.wsgi:internal"
+bind = [_settings.internal_bind]
+# One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
+control_socket = str(_settings.var_path / "gunicorn-internal.ctl")
+worker_class = "gthread"
+workers = 1
+threads = 8
+timeout = 30
+graceful_timeout = 30
+
+
+def post_worker_init(worker):  # type: ignore[no-untyped-def]
+    configure_logging(_settings)
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # noqa: TID251 - prometheus-client's switch
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Docker and Compose secrets arrive as files under /run/secrets, but the broker reads its settings
+# from the environment only. A secret file named after a setting (e.g. BROKER_CALLBACK_SECRET)
+# becomes that variable, unless the variable is already set, which then wins. Then the command runs
+# as PID 1, so it receives SIGTERM directly and can drain.
+set -eu
+
+secrets_dir=${SECRETS_DIR:-/run/secrets}
+for file in "$secrets_dir"/BROKER_*; do
+  [ -f "$file" ] || continue
+  name=${file##*/}
+  case $name in
+    *[!A-Z0-9_]*) echo "docker-entrypoint: ignoring secret file with an odd name: $name" >&2; continue ;;
+  esac
+  if ! printenv "$name" >/dev/null; then
+    value=$(cat "$file")
+    export "$name=$value"
+  fi
+done
+
+exec "$@"

@@ -1,0 +1,46 @@
+"""Beat jobs (``broker.runtime.celery_config.beat_schedule``): each takes its lock and is safe to
+run twice, so two beats running by mistake cause no double effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.runtime import bookmarks, outbox, recovery
+from broker.runtime.celery_config import (
+    FIRE_TIMERS,
+    PROCESS_BOOKMARK_QUEUE,
+    PURGE,
+    RECOVER_STALLED,
+    RELAY_OUTBOX,
+)
+from broker.runtime.process import get_runtime
+from tasks.celery_app import door
+
+
+@door(name=RELAY_OUTBOX)
+def relay_outbox() -> dict[str, Any]:
+    rt = get_runtime()
+    report = outbox.relay(rt.settings, rt.factory, rt.sender, rt.locks)
+    return {"published": report.published, "dead": report.dead, "skipped": report.skipped}
+
+
+@door(name=PROCESS_BOOKMARK_QUEUE)
+def process_bookmark_queue() -> dict[str, Any]:
+    report = bookmarks.process_queue(get_runtime())
+    return {"matched": report.matched, "expired": report.expired, "failed": report.failed}
+
+
+@door(name=FIRE_TIMERS)
+def fire_timers() -> int:
+    return bookmarks.fire_timers(get_runtime())
+
+
+@door(name=RECOVER_STALLED)
+def recover_stalled() -> int:
+    return len(recovery.recover(get_runtime()))
+
+
+@door(name=PURGE)
+def purge() -> dict[str, int]:
+    report = recovery.purge(get_runtime())
+    return {"outboxRows": report.outbox_rows, "deadLetters": report.dead_letters}

@@ -1,0 +1,62 @@
+"""Task doors that run workflows: a few lines each, all logic in ``broker.runtime``.
+
+Each is idempotent (DESIGN section 7) and takes the consumed outbox row's id, which is also the
+Celery task id: a duplicate delivery finds the row done and returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.runtime import runner, usertasks
+from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
+from broker.runtime.process import get_runtime
+from tasks.celery_app import door
+
+
+@door(name=RUN_REQUEST)
+def run_request(request_id: str, outbox_id: str | None = None) -> str:
+    return runner.run_request(get_runtime(), request_id, outbox_id).value
+
+
+@door(name=RUN_CHILD)
+def run_child(instance_id: str, outbox_id: str | None = None) -> str:
+    return runner.run_child(get_runtime(), instance_id, outbox_id).value
+
+
+@door(name=RESUME_INSTANCE)
+def resume_instance(
+    instance_id: str,
+    outbox_id: str | None = None,
+    bookmark_id: str | None = None,
+    queue_item_id: str | None = None,
+    retry: int | None = None,
+) -> str:
+    return runner.resume_instance(
+        get_runtime(),
+        instance_id,
+        outbox_id,
+        bookmark_id=bookmark_id,
+        queue_item_id=queue_item_id,
+        retry=retry,
+    ).value
+
+
+@door(name=RUN_TASK, bind=True)
+def run_task(
+    self: Any,
+    task_name: str,
+    payload: Any,
+    instance_id: str,
+    bookmark_id: str,
+    outbox_id: str | None = None,
+) -> Any:
+    return usertasks.run_task(
+        get_runtime(),
+        self.app,
+        outbox_id=outbox_id,
+        task_name=task_name,
+        payload=payload,
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+    )

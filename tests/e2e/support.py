@@ -1,0 +1,122 @@
+"""Shared by the ingress tests: a generated PKI, allowlist files, workflows, and app builders.
+
+The PKI holds one CA with a server certificate and these clients:
+``ClientA`` (InvoiceProcess, OpenType), ``ClientB`` (OtherType), ``Admin`` (every admin scope),
+``Stranger`` (valid chain, not allowlisted), ``Expired`` (allowlisted, expired) and ``Rogue``
+(allowlisted, but issued by another CA).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from broker import certs
+from broker.settings import Settings
+from tests.conftest import PROJECT_ROOT
+
+INVOICE_KEYS = {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}
+ALLOWLISTED = ("ClientA", "ClientB", "Admin", "Expired", "Rogue")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pki:
+    folder: Path
+
+    def pem(self, name: str) -> Path:
+        if name == "Rogue":
+            return self.folder / "other" / "Rogue.pem"
+        return self.folder / f"{name}.pem"
+
+    def key(self, name: str) -> Path:
+        return self.pem(name).with_suffix(".key")
+
+    def der(self, name: str) -> bytes:
+        cert = x509.load_pem_x509_certificate(self.pem(name).read_bytes())
+        return cert.public_bytes(Encoding.DER)
+
+    @property
+    def ca(self) -> Path:
+        return self.folder / "ca.pem"
+
+
+def make_pki(folder: Path) -> Pki:
+    certs.init_ca(folder)
+    certs.issue_server(folder, "localhost")
+    for name in ("ClientA", "ClientB", "Admin", "Stranger"):
+        certs.issue_client(folder, name)
+    now = dt.datetime.now(dt.UTC)
+    certs.issue_client(folder, "Expired", not_before=now - dt.timedelta(days=10),
+                       not_after=now - dt.timedelta(days=1))
+    certs.init_ca(folder / "other", common_name="Rogue CA")
+    certs.issue_client(folder / "other", "Rogue")
+    return Pki(folder)
+
+
+def write_config(folder: Path, pki: Pki) -> dict[str, str]:
+    """Allowlist, request-type rules and workflows under ``folder``; answers their env keys."""
+    folder.mkdir(parents=True, exist_ok=True)
+    clients: list[dict[str, Any]] = []
+    for name in ALLOWLISTED:
+        scopes = list(certs.ADMIN_SCOPES) if name == "Admin" else []
+        clients.append({"clientId": name, "thumbprint": certs.thumbprint(pki.pem(name)),
+                        "description": f"test client {name}", "scopes": scopes})
+    rules = [
+        {"clientId": "ClientA", "requestType": "InvoiceProcess",
+         "requiredKeys": ["InvoiceNumber", "VendorCode"], "allowAdditionalKeys": False},
+        {"clientId": "ClientA", "requestType": "OpenType", "requiredKeys": [],
+         "allowAdditionalKeys": True},
+        {"clientId": "ClientB", "requestType": "OtherType", "requiredKeys": ["Ref"],
+         "allowAdditionalKeys": False},
+        {"clientId": "Admin", "requestType": "OpenType", "requiredKeys": [],
+         "allowAdditionalKeys": True},
+        {"clientId": "Expired", "requestType": "OpenType", "requiredKeys": [],
+         "allowAdditionalKeys": True},
+        {"clientId": "Rogue", "requestType": "OpenType", "requiredKeys": [],
+         "allowAdditionalKeys": True},
+    ]
+    (folder / "clients.json").write_text(json.dumps({"clients": clients}))
+    (folder / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}))
+    workflows = folder / "workflows"
+    workflows.mkdir(exist_ok=True)
+    template = json.loads(
+        (PROJECT_ROOT / "tests" / "fixtures" / "registry" / "invoice.json").read_text()
+    )
+    for definition_id, request_type in (("invoice-process", "InvoiceProcess"),
+                                        ("open-type", "OpenType"), ("other-type", "OtherType")):
+        document = {**template, "id": f"{definition_id}-v1", "definitionId": definition_id,
+                    "customProperties": {"requestType": request_type}}
+        (workflows / f"{definition_id}.json").write_text(json.dumps(document))
+    return {
+        "BROKER_CLIENTS_FILE": str(folder / "clients.json"),
+        "BROKER_REQUEST_TYPES_FILE": str(folder / "requestTypes.json"),
+        "BROKER_WORKFLOW_PATHS": str(workflows),
+    }
+
+
+def environment(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -> dict[str, str]:
+    """Every BROKER_* key a listener of the tests needs."""
+    return {
+        "BROKER_VAR_DIR": str(var_dir),
+        "BROKER_DATABASE_URL": f"sqlite:///{var_dir / 'broker.db'}",
+        "BROKER_QUEUE_URL": "filesystem://",
+        "BROKER_LOCK_URL": f"file://{var_dir / 'locks'}",
+        "BROKER_TLS_CERT": str(pki.folder / "server.pem"),
+        "BROKER_TLS_KEY": str(pki.folder / "server.key"),
+        "BROKER_TLS_CLIENT_CA": str(pki.ca),
+        "BROKER_WATCH_WORKFLOWS": "false",
+        "BROKER_CALLBACK_SECRET": "s3cret-callback",
+        "BROKER_LOG_FORMAT": "text",
+        **config,
+        **extra,
+    }
+
+
+def settings_for(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -> Settings:
+    return Settings.from_env(environment(var_dir, pki, config, **extra))

@@ -1,0 +1,240 @@
+"""The HTTP contract over real mutual TLS, against gunicorn started from the shipped configs."""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import CALLBACK_SECRET, Server
+from tests.e2e.support import INVOICE_KEYS
+
+pytestmark = pytest.mark.slow
+
+HANDSHAKE_REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)
+
+
+def invoice(**overrides: Any) -> dict[str, Any]:
+    return {"requestType": "InvoiceProcess", "keys": dict(INVOICE_KEYS),
+            "payload": {"amount": 250}, **overrides}
+
+
+@pytest.fixture
+def server(broker_server: Server) -> Server:
+    return broker_server
+
+
+def submit(server: Server, name: str = "ClientA", **overrides: Any) -> str:
+    response = server.call(name, "POST", "/requests", invoice(**overrides))
+    assert response.status == 202, response.body
+    return str(response.body["correlationId"])
+
+
+def test_accepted_submission_answers_202_location_and_body(server: Server) -> None:
+    # Given ClientA's certificate and an allowed request type
+    # When it submits
+    response = server.call("ClientA", "POST", "/requests", invoice())
+    # Then the request is queued and can be read back at its location
+    assert response.status == 202
+    assert response.body["status"] == "Queued"
+    location = response.headers["Location"]
+    assert location == f"/requests/{response.body['correlationId']}"
+    record = server.call("ClientA", "GET", location)
+    assert record.status == 200
+    assert record.body["clientId"] == "ClientA"
+    assert record.body["keys"] == INVOICE_KEYS
+
+
+def test_tls12_client_is_accepted(server: Server) -> None:
+    response = server.call("ClientA", "GET", "/request-types", tls12=True)
+    assert response.status == 200
+
+
+def test_unknown_certificate_is_401(server: Server) -> None:
+    # Given a certificate of the right CA that is not allowlisted
+    response = server.call("Stranger", "POST", "/requests", invoice())
+    # Then the broker refuses to know it
+    assert response.status == 401
+    assert response.body["error"] == "Unknown client certificate"
+
+
+def test_certificate_of_another_ca_fails_the_handshake(server: Server) -> None:
+    # Given an allowlisted thumbprint on a certificate our CA never issued
+    # When it connects, then the TLS handshake itself refuses it
+    with pytest.raises(HANDSHAKE_REFUSED):
+        server.call("Rogue", "GET", "/requests")
+
+
+def test_connection_without_certificate_fails_the_handshake(server: Server) -> None:
+    with pytest.raises(HANDSHAKE_REFUSED):
+        server.call(None, "GET", "/requests")
+
+
+def test_expired_certificate_is_refused(server: Server) -> None:
+    # Given an allowlisted but expired certificate: the handshake refuses it, or the app does
+    try:
+        response = server.call("Expired", "GET", "/requests")
+    except HANDSHAKE_REFUSED:
+        return
+    assert response.status == 401
+    assert response.body["error"] == "Client certificate has expired"
+
+
+def test_wrong_client_for_request_type_gets_elsa_brokers_message(server: Server) -> None:
+    response = server.call("ClientB", "POST", "/requests", invoice())
+    assert response.status == 400
+    assert response.body["error"] == "Unknown request type 'InvoiceProcess' for client 'ClientB'"
+
+
+def test_missing_and_unexpected_keys_are_named(server: Server) -> None:
+    missing = server.call("ClientA", "POST", "/requests", invoice(keys={"VendorCode": "V"}))
+    unexpected = server.call("ClientA", "POST", "/requests",
+                             invoice(keys={**INVOICE_KEYS, "Color": "red"}))
+    assert (missing.status, missing.body["error"], missing.body["keys"]) == (
+        400, "Missing required keys", ["InvoiceNumber"])
+    assert (unexpected.status, unexpected.body["error"], unexpected.body["keys"]) == (
+        400, "Unexpected keys", ["Color"])
+
+
+def test_malformed_json_is_400(server: Server) -> None:
+    response = server.call("ClientA", "POST", "/requests", raw=b'{"requestType": ')
+    assert response.status == 400
+    assert response.body["error"].startswith("Malformed JSON")
+
+
+def test_oversized_body_is_413_declared_or_chunked(server: Server) -> None:
+    # Given a body over the default 1 MiB limit
+    big = b'{"requestType": "OpenType", "payload": {"x": "' + b"x" * 1_100_000 + b'"}}'
+    # When it is sent with a Content-Length
+    declared = server.call("ClientA", "POST", "/requests", raw=big)
+    # And when it is streamed in chunks without one
+    conn = http.client.HTTPSConnection("localhost", server.public_port, timeout=30,
+                                       context=server.context("ClientA"))
+    try:
+        chunks = (big[i:i + 65536] for i in range(0, len(big), 65536))
+        conn.request("POST", "/requests", body=chunks, encode_chunked=True,
+                     headers={"Content-Type": "application/json"})
+        chunked = conn.getresponse()
+        chunked_status = chunked.status
+    except (BrokenPipeError, ConnectionResetError):
+        chunked_status = 413  # the server answered 413 and closed before we finished sending
+    finally:
+        conn.close()
+    # Then both are refused as too large
+    assert declared.status == 413
+    assert chunked_status == 413
+
+
+def test_another_clients_record_is_403(server: Server) -> None:
+    request_id = submit(server)
+    response = server.call("ClientB", "GET", f"/requests/{request_id}")
+    assert response.status == 403
+
+
+def test_idempotent_retry_answers_the_same_record_and_another_body_conflicts(
+    server: Server,
+) -> None:
+    headers = {"Idempotency-Key": "e2e-order-1"}
+    first = server.call("ClientA", "POST", "/requests", invoice(), headers=headers)
+    again = server.call("ClientA", "POST", "/requests", invoice(), headers=headers)
+    other = server.call("ClientA", "POST", "/requests", invoice(payload={"amount": 9}),
+                        headers=headers)
+    assert first.status == 202
+    assert again.status == 200
+    assert again.body["correlationId"] == first.body["correlationId"]
+    assert other.status == 409
+
+
+def test_callback_secret_wrong_missing_and_right(server: Server) -> None:
+    request_id = submit(server)
+    path = f"/internal/requests/{request_id}/result"
+    done = {"status": "Completed", "result": {"approved": True}}
+    wrong = server.internal("POST", path, done, {"X-Callback-Secret": "guess"})
+    missing = server.internal("POST", path, done)
+    right = server.internal("POST", path, done, {"X-Callback-Secret": CALLBACK_SECRET})
+    assert (wrong.status, missing.status, right.status) == (401, 401, 204)
+    record = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    assert record["status"] == "Completed"
+    assert record["result"] == {"approved": True}
+
+
+def test_terminal_request_refuses_a_late_callback_and_stays_unchanged(server: Server) -> None:
+    # Given a request completed by a callback
+    request_id = submit(server)
+    path = f"/internal/requests/{request_id}/result"
+    secret = {"X-Callback-Secret": CALLBACK_SECRET}
+    assert server.internal("POST", path, {"status": "Completed", "result": 1}, secret).status == 204
+    before = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    # When a late Faulted callback arrives, and the client tries to cancel
+    late = server.internal("POST", path, {"status": "Faulted", "error": "boom"}, secret)
+    cancel = server.call("ClientA", "POST", f"/requests/{request_id}/cancel")
+    # Then both are refused and the record did not change
+    assert (late.status, cancel.status) == (409, 409)
+    assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
+
+
+def test_callback_for_unknown_request_is_404(server: Server) -> None:
+    response = server.internal("POST", "/internal/requests/nope/result",
+                               {"status": "Completed"}, {"X-Callback-Secret": CALLBACK_SECRET})
+    assert response.status == 404
+
+
+def test_list_pages_with_a_cursor(server: Server) -> None:
+    # Given three fresh requests of Admin (no other test submits as Admin)
+    ids = [submit(server, "Admin", requestType="OpenType", keys={}) for _ in range(3)]
+    # When Admin pages through two at a time
+    first = server.call("Admin", "GET", "/requests?limit=2&requestType=OpenType").body
+    second = server.call("Admin", "GET",
+                         f"/requests?limit=2&requestType=OpenType&cursor={first['next']}").body
+    # Then it sees all three, newest first, and the last page has no next
+    seen = [i["correlationId"] for i in first["items"] + second["items"]]
+    assert seen[:3] == list(reversed(ids))
+    assert second["next"] is None
+
+
+def test_events_history_and_cancel(server: Server) -> None:
+    request_id = submit(server)
+    cancel = server.call("ClientA", "POST", f"/requests/{request_id}/cancel")
+    events = server.call("ClientA", "GET", f"/requests/{request_id}/events")
+    assert cancel.status == 202
+    assert cancel.body == {"correlationId": request_id, "status": "Cancelled"}
+    assert [e["eventType"] for e in events.body] == ["RequestSubmitted", "RequestCancelled"]
+    assert all(e["source"] and e["timestamp"] for e in events.body)
+
+
+def test_admin_endpoints_check_scopes(server: Server) -> None:
+    refused = server.call("ClientA", "GET", "/admin/dead-letters")
+    allowed = server.call("Admin", "GET", "/admin/dead-letters")
+    status = server.call("Admin", "GET", "/admin/workflow-runtime/status")
+    assert refused.status == 403
+    assert refused.body["scope"] == "read:dead-letters"
+    assert allowed.status == 200
+    assert allowed.body["items"] == []
+    assert status.body["paused"] is False
+
+
+def test_event_is_accepted(server: Server) -> None:
+    response = server.call("ClientA", "POST", "/events/Approved",
+                           {"correlationId": "any", "payload": {"ok": True}})
+    assert response.status == 202
+    assert response.body["queueItemId"]
+
+
+def test_internal_probes_and_metrics(server: Server) -> None:
+    submit(server)
+    health = server.internal("GET", "/healthz")
+    ready = server.internal("GET", "/readyz")
+    metrics = server.internal("GET", "/metrics")
+    assert (health.status, health.body) == (200, {"status": "ok"})
+    assert ready.status == 200
+    assert ready.body["checks"] == {"database": "ok", "transport": "ok"}
+    assert metrics.status == 200
+    assert 'broker_requests_accepted_total{request_type="InvoiceProcess"}' in metrics.body
+
+
+def test_openapi_document_is_served(server: Server) -> None:
+    response = server.call("Stranger", "GET", "/openapi.json")
+    assert response.status == 200
+    assert "/requests" in response.body["paths"]

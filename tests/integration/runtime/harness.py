@@ -1,0 +1,351 @@
+"""Test harness for the runtime: workflow files, a local HTTP sink, real worker processes.
+
+Used by the integration tests here and by the chaos tests. Everything binds 127.0.0.1 on free
+ports, every process started is stopped by its own id, and waits poll with a bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.runtime import ids
+from broker.runtime.requests import Submission, submit
+from broker.settings import Settings
+from broker.store.db import make_engine, make_session_factory, transaction, upgrade
+from broker.store.models import Request, RequestEvent
+from tests.conftest import PROJECT_ROOT, free_port
+
+# Workflow documents ------------------------------------------------------------------------------
+
+
+def literal(value: Any) -> dict[str, Any]:
+    return {"typeName": "Object", "expression": {"type": "Literal", "value": value}}
+
+
+def obj(value: Any) -> dict[str, Any]:
+    return {"typeName": "Object", "expression": {"type": "Object", "value": json.dumps(value)}}
+
+
+def activity(activity_id: str, kind: str, **inputs: Any) -> dict[str, Any]:
+    return {"id": activity_id, "type": kind, "version": 1, **inputs}
+
+
+def workflow(
+    definition_id: str,
+    activities: list[dict[str, Any]],
+    *,
+    request_type: str | None = None,
+    **custom: Any,
+) -> dict[str, Any]:
+    properties = dict(custom)
+    if request_type:
+        properties["requestType"] = request_type
+    return {
+        "id": f"{definition_id}-v1",
+        "definitionId": definition_id,
+        "name": definition_id,
+        "version": 1,
+        "isPublished": True,
+        "isLatest": True,
+        "customProperties": properties,
+        "root": {"id": "root", "type": "Elsa.Sequence", "version": 1, "activities": activities},
+    }
+
+
+def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
+    return activity(
+        activity_id,
+        "Elsa.SendHttpRequest",
+        url=literal(url),
+        method=literal("POST"),
+        content=obj(content or {"from": activity_id}),
+    )
+
+
+def set_output(activity_id: str, name: str, value: Any) -> dict[str, Any]:
+    return activity(activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value))
+
+
+def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{document['definitionId']}.json"
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+# The HTTP sink -----------------------------------------------------------------------------------
+
+
+class Sink:
+    """A local HTTP server that records calls and applies each Idempotency-Key's effect once.
+
+    ``fail[path] = n`` answers 503 to the first ``n`` calls of each key on that path; ``n < 0``
+    answers 503 forever.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, str | None]] = []
+        self.effects: dict[str, Counter[str]] = defaultdict(Counter)  # path -> key -> applied
+        self.attempts: Counter[tuple[str, str | None]] = Counter()
+        self.fail: dict[str, int] = {}
+        self.bodies: dict[str, list[Any]] = defaultdict(list)
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                key = self.headers.get("Idempotency-Key")
+                with contextlib.suppress(ValueError):
+                    sink.bodies[self.path].append(json.loads(raw or b"null"))
+                status = sink.record(self.path, key)
+                body = json.dumps({"ok": status == 200}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def record(self, path: str, key: str | None) -> int:
+        with self.lock:
+            self.calls.append((path, key))
+            self.attempts[(path, key)] += 1
+            limit = self.fail.get(path, 0)
+            if limit < 0 or self.attempts[(path, key)] <= limit:
+                return 503
+            if key is not None and self.effects[path][key]:
+                return 200  # a repeated key: answered, not applied again
+            self.effects[path][key or ""] += 1
+            return 200
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def keys(self, path: str) -> set[str]:
+        with self.lock:
+            return set(self.effects[path])
+
+    def __enter__(self) -> Sink:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# Settings, database, submissions -----------------------------------------------------------------
+
+
+def runtime_env(
+    var_dir: Path,
+    *,
+    database_url: str,
+    queue_url: str = "filesystem://",
+    lock_url: str | None = None,
+    workflows: Path,
+    **extra: str,
+) -> dict[str, str]:
+    """The BROKER_* environment of a test: fast relay, short leases, quick retries."""
+    env = {
+        "BROKER_VAR_DIR": str(var_dir),
+        "BROKER_DATABASE_URL": database_url,
+        "BROKER_QUEUE_URL": queue_url,
+        "BROKER_LOCK_URL": lock_url or f"file://{var_dir / 'locks'}",
+        "BROKER_WORKFLOW_PATHS": str(workflows),
+        "BROKER_WATCH_WORKFLOWS": "false",
+        "BROKER_HTTP_ALLOWLIST": "127.0.0.1:*",
+        "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+        "BROKER_CALLBACK_SECRET": "test-secret",
+        "BROKER_LOG_FORMAT": "text",
+        "BROKER_LOCK_TTL": "5",
+        "BROKER_OUTBOX_LEASE": "4",
+        "BROKER_OUTBOX_RELAY_INTERVAL": "0.5",
+        "BROKER_BOOKMARK_QUEUE_INTERVAL": "0.5",
+        "BROKER_TIMER_INTERVAL": "0.5",
+        "BROKER_RECOVERY_INTERVAL": "2",
+        "BROKER_INACTIVITY_THRESHOLD": "10",
+        "BROKER_HEARTBEAT_INTERVAL": "1",
+        "BROKER_RETRY_INITIAL_DELAY": "0.2",
+        "BROKER_RETRY_MAX_DELAY": "1",
+        "BROKER_HTTP_TIMEOUT": "5",
+    }
+    env.update(extra)
+    return env
+
+
+def prepare(settings: Settings) -> tuple[sessionmaker[Session], Any]:
+    """Migrate the database and publish the workflows; answers (session factory, registry)."""
+    from broker.registry import WorkflowRegistry
+
+    upgrade(settings.database_url)
+    factory = make_session_factory(make_engine(settings.database_url))
+    registry = WorkflowRegistry(settings, factory)
+    registry.load()
+    assert not registry.problems, registry.problems
+    return factory, registry
+
+
+def submit_request(
+    factory: sessionmaker[Session],
+    registry: Any,
+    request_type: str,
+    *,
+    payload: dict[str, Any] | None = None,
+    client_id: str = "TestClient",
+    publisher: Any = None,
+) -> str:
+    published = registry.for_request_type(request_type)
+    assert published is not None, request_type
+    with transaction(factory) as session:
+        submitted = submit(
+            session,
+            client_id=client_id,
+            submission=Submission(request_type=request_type, keys={}, payload=payload),
+            workflow=published,
+        )
+    if publisher is not None:
+        publisher.publish(submitted.outbox_ids)
+    return submitted.request_id
+
+
+def request_status(factory: sessionmaker[Session], request_id: str) -> str:
+    with transaction(factory, write=False) as session:
+        return str(session.scalar(select(Request.status).where(Request.id == request_id)))
+
+
+def event_types(factory: sessionmaker[Session], request_id: str) -> list[str]:
+    with transaction(factory, write=False) as session:
+        return list(
+            session.scalars(
+                select(RequestEvent.event_type)
+                .where(RequestEvent.request_id == request_id)
+                .order_by(RequestEvent.id)
+            )
+        )
+
+
+def instance_key(request_id: str, activity_instance_id: str) -> str:
+    return f"{ids.instance_id_for_request(request_id)}:{activity_instance_id}"
+
+
+def wait_until(
+    check: Callable[[], Any], *, timeout: float, interval: float = 0.1, what: str = ""
+) -> Any:
+    """Poll ``check`` until it answers something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
+        time.sleep(interval)
+
+
+# Worker processes --------------------------------------------------------------------------------
+
+
+def process_env(broker_env: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}  # noqa: TID251
+    env.update(broker_env)
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    return env
+
+
+class Worker:
+    """``celery -A tasks worker`` (with embedded beat) as a subprocess in its own session, so it
+    and its pool children are stopped together by the worker's process-group id."""
+
+    def __init__(self, env: Mapping[str, str], log: Path, *, beat: bool = True,
+                 concurrency: int = 2, name: str = "w1") -> None:
+        self.env = process_env(env)
+        self.log = log
+        self.beat = beat
+        self.concurrency = concurrency
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Worker:
+        argv = [
+            sys.executable, "-m", "celery", "-A", "tasks", "worker",
+            "--loglevel", "INFO", "--concurrency", str(self.concurrency),
+            "--hostname", f"{self.name}@127.0.0.1",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ]
+        if self.beat:
+            argv.append("--beat")
+        handle = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            argv, cwd=PROJECT_ROOT, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children at once (a crash, not a shutdown)."""
+        self.signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        # Pool children left behind by a killed parent share its process group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@contextlib.contextmanager
+def running_worker(env: Mapping[str, str], log: Path, **options: Any) -> Iterator[Worker]:
+    worker = Worker(env, log, **options).start()
+    try:
+        yield worker
+    finally:
+        worker.stop()

@@ -1,0 +1,96 @@
+"""Structured control flow: Sequence, If, Switch, loops, Break, Fork, outputs, faults."""
+
+from __future__ import annotations
+
+from tests.unit.engine.conftest import Harness
+
+
+def test_sequence_runs_children_in_order(harness: Harness) -> None:
+    # Given a sequence of three WriteLines / When it runs
+    result = harness.start("sequence")
+    # Then the lines come out in order and the workflow finishes
+    assert result.write_lines == ("one", "two", "three")
+    assert (result.status, result.sub_status) == ("Finished", "Finished")
+
+
+def test_if_runs_the_else_branch_when_the_condition_is_false(harness: Harness) -> None:
+    result = harness.start("if-else")
+    assert result.write_lines == ("else", "after")
+
+
+def test_switch_runs_the_first_matching_case_only(harness: Harness) -> None:
+    result = harness.start("switch")
+    assert result.write_lines == ("second",)
+
+
+def test_for_each_runs_the_body_per_item_and_binds_the_current_value(harness: Harness) -> None:
+    result = harness.start("for-each")
+    assert result.write_lines == ("tick", "tick", "tick")
+    assert result.state["variables"]["Last"] == "c"
+
+
+def test_for_counts_from_start_to_end_inclusive(harness: Harness) -> None:
+    assert harness.start("for-loop").write_lines == ("tick", "tick", "tick")
+
+
+def test_while_with_a_false_condition_skips_its_body(harness: Harness) -> None:
+    assert harness.start("while-false").write_lines == ("after",)
+
+
+def test_break_ends_the_innermost_loop(harness: Harness) -> None:
+    result = harness.start("break-loop")
+    assert result.write_lines == ("tick",)
+    assert result.sub_status == "Finished"
+
+
+def test_fork_wait_all_waits_for_every_branch(harness: Harness) -> None:
+    # Given a fork whose second branch waits for an event
+    first = harness.start("fork-wait-all")
+    assert first.write_lines == ("left", "right")
+    assert first.sub_status == "Suspended"
+    # When the event arrives
+    second = harness.engine.resume(first.state, bookmark_id=first.bookmarks[0].id)
+    # Then the fork completes and the sequence continues
+    assert second.write_lines == ("after",)
+    assert second.sub_status == "Finished"
+
+
+def test_set_variable_and_set_output_reach_the_result(harness: Harness) -> None:
+    result = harness.start("set-output")
+    assert result.state["variables"]["Greeting"] == "hello"
+    assert result.output == {"Answer": 42}
+
+
+def test_fault_activity_faults_the_workflow_with_code_and_category(harness: Harness) -> None:
+    result = harness.start("fault")
+    assert (result.status, result.sub_status) == ("Finished", "Faulted")
+    assert result.fault is not None
+    assert (result.fault.message, result.fault.code, result.fault.category) == (
+        "nope",
+        "E1",
+        "business",
+    )
+    assert result.fault.activity_id == "f"
+    assert result.write_lines == ("before",)
+    assert result.bookmarks == ()
+
+
+def test_incident_strategy_continue_records_an_incident_and_goes_on(harness: Harness) -> None:
+    result = harness.start("fault-continue")
+    assert result.sub_status == "Finished"
+    assert [i.activity_id for i in result.incidents] == ["bad"]
+    assert result.write_lines == ("before", "other branch")
+
+
+def test_finish_ends_the_workflow_at_once(harness: Harness) -> None:
+    result = harness.start("finish")
+    assert result.write_lines == ("before",)
+    assert result.sub_status == "Finished"
+
+
+def test_ids_are_deterministic_for_the_same_instance(harness: Harness) -> None:
+    first = harness.start("sequence", instance_id="same")
+    second = harness.start("sequence", instance_id="same")
+    assert [e.activity_instance_id for e in first.journal] == [
+        e.activity_instance_id for e in second.journal
+    ]

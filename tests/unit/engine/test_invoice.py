@@ -1,0 +1,88 @@
+"""The shipped invoice workflow, run through the engine with fake HTTP and mail."""
+
+from __future__ import annotations
+
+import json
+
+from broker.engine.definition import parse_workflow
+from broker.engine.engine import Engine, EngineServices
+from broker.engine.lookup import DefinitionIndex
+from tests.conftest import PROJECT_ROOT
+from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
+
+INVOICE = PROJECT_ROOT / "workflows" / "invoice-process.json"
+
+
+def engine() -> tuple[Engine, FakeHttp, FakeMailer, object]:
+    definition = parse_workflow(json.loads(INVOICE.read_text()), file=INVOICE.name)
+    http, mailer = FakeHttp(), FakeMailer()
+    services = EngineServices(http=http, mailer=mailer, clock=lambda: NOW)
+    return Engine(DefinitionIndex([definition]), services), http, mailer, definition
+
+
+def request(amount: int) -> dict[str, object]:
+    return {"keys": {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}, "payload": {"amount": amount}}
+
+
+def test_invoice_file_declares_its_request_type() -> None:
+    _, _, _, definition = engine()
+    assert definition.request_type == "InvoiceProcess"  # type: ignore[attr-defined]
+
+
+def test_small_invoice_is_posted_to_the_ledger_and_auto_approved() -> None:
+    # Given an invoice under the auto-approve limit
+    eng, http, mailer, definition = engine()
+    # When it runs
+    result = eng.start(
+        definition,
+        instance_id="req-1",
+        input=request(250),  # type: ignore[arg-type]
+        correlation_id="req-1",
+    )
+    # Then the ledger got one idempotent POST and the request completed
+    assert result.sub_status == "Finished", result.fault
+    [call] = http.requests
+    assert (call.method, call.url) == ("POST", "http://127.0.0.1:8099/ledger")
+    assert json.loads(call.body or b"") == {
+        "invoiceNumber": "INV-1",
+        "vendorCode": "V-9",
+        "amount": 250,
+    }
+    assert call.idempotency_key
+    assert call.idempotency_key.startswith("req-1:")
+    assert result.output == {"status": "Completed", "decision": "auto-approved"}
+    assert mailer.sent == []
+
+
+def test_large_invoice_waits_for_approval_and_takes_its_decision() -> None:
+    # Given an invoice over the limit
+    eng, http, mailer, definition = engine()
+    first = eng.start(
+        definition,
+        instance_id="req-2",
+        input=request(5000),  # type: ignore[arg-type]
+        correlation_id="req-2",
+    )
+    # Then AP got an e-mail and the instance waits for the approval event
+    assert first.sub_status == "Suspended", first.fault
+    assert [m.to for m in mailer.sent] == [("ap-team@example.com",)]
+    [bookmark] = first.bookmarks
+    assert dict(bookmark.payload) == {"eventName": "approval"}
+    # When the approval arrives (after a trip through JSON)
+    stored = json.loads(json.dumps(first.state))
+    done = eng.resume(stored, bookmark_id=bookmark.id, input={"decision": "approved"})
+    # Then the decision comes from the event payload and the ledger was not called
+    assert done.sub_status == "Finished", done.fault
+    assert done.output == {"status": "Completed", "decision": "approved"}
+    assert http.requests == []
+
+
+def test_bench_workflow_runs_five_activities_without_io() -> None:
+    path = PROJECT_ROOT / "workflows" / "bench-five-steps.json"
+    definition = parse_workflow(json.loads(path.read_text()), file=path.name)
+    result = Engine(DefinitionIndex([definition])).start(
+        definition, instance_id="b-1", input=request(1)
+    )
+    assert definition.request_type == "BenchFiveSteps"
+    assert result.output == {"status": "Completed"}
+    assert len(definition.root.activities) == 5

@@ -1,0 +1,79 @@
+"""HTTP, e-mail, events, dispatch and composites; RetryLater resumes at the failed activity."""
+
+from __future__ import annotations
+
+import json
+
+from broker.engine.results import DispatchWorkflow, PublishEvent
+from broker.errors import OutboundBlocked, RetryLater
+from tests.unit.engine.conftest import Harness
+
+
+def test_http_request_leaves_through_its_status_port_with_an_idempotency_key(
+    harness: Harness,
+) -> None:
+    result = harness.start("http-call", instance_id="i-1")
+    [request] = harness.http.requests
+    assert (request.method, json.loads(request.body or b"")) == ("POST", {"amount": 5})
+    call = next(e for e in result.journal if e.activity_id == "call")
+    assert request.idempotency_key == f"i-1:{call.activity_instance_id}"
+    assert result.write_lines == ("before", "after")
+    assert result.state["variables"]["Response"] == {"ok": True}
+
+
+def test_retry_later_runs_the_failed_activity_again_not_the_workflow(harness: Harness) -> None:
+    # Given an HTTP call that fails transiently once
+    harness.http.failures.append(RetryLater("connect refused", delay=2))
+    first = harness.start("http-call")
+    assert first.retry is not None
+    assert first.retry.activity_id == "call"
+    assert (first.status, first.sub_status) == ("Running", "Executing")
+    # When the runtime retries from the stored state
+    second = harness.engine.retry(json.loads(json.dumps(first.state)))
+    # Then only the call and what follows run, with the same idempotency key
+    assert second.write_lines == ("after",)
+    assert second.sub_status == "Finished"
+    keys = {r.idempotency_key for r in harness.http.requests}
+    assert len(harness.http.requests) == 2
+    assert len(keys) == 1
+
+
+def test_blocked_outbound_host_faults_the_workflow(harness: Harness) -> None:
+    harness.http.failures.append(OutboundBlocked("host not allowed"))
+    result = harness.start("http-call")
+    assert result.sub_status == "Faulted"
+    assert result.fault is not None
+    assert result.fault.activity_id == "call"
+
+
+def test_send_email_goes_through_the_mailer_with_a_stable_message_id(harness: Harness) -> None:
+    harness.start("send-email", instance_id="m-1")
+    harness.start("send-email", instance_id="m-1")
+    first, second = harness.mailer.sent
+    assert (first.to, first.subject, first.sender) == (
+        ("ap@example.com",),
+        "Hi",
+        "broker@example.com",
+    )
+    assert first.message_id == second.message_id
+
+
+def test_publish_event_emits_a_command(harness: Harness) -> None:
+    result = harness.start("publish-event", correlation_id="c-1")
+    assert result.commands == (
+        PublishEvent(name="done", correlation_id="c-1", payload={"ok": True}),
+    )
+
+
+def test_dispatch_without_wait_emits_a_command_and_moves_on(harness: Harness) -> None:
+    result = harness.start("dispatch-no-wait")
+    [command] = result.commands
+    assert isinstance(command, DispatchWorkflow)
+    assert (command.correlation_id, command.wait_for_completion) == ("corr-1", False)
+    assert result.sub_status == "Finished"
+
+
+def test_composite_leaves_through_the_outcome_of_its_complete(harness: Harness) -> None:
+    result = harness.start("composite-parent")
+    assert result.write_lines == ("approved",)
+    assert result.state["variables"]["Total"] == 7

@@ -1,0 +1,326 @@
+"""The client allowlist and request-type rules: files, normalization, database overrides."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.clients import (
+    ApiClient,
+    ClientRegistry,
+    RequestTypeRule,
+    normalize_fingerprint,
+    normalize_thumbprint,
+)
+from broker.errors import ClientFileError
+from broker.settings import Settings
+from broker.store import models
+from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from tests.conftest import PROJECT_ROOT
+
+SHA1_A = hashlib.sha1(b"cert A").hexdigest().upper()  # noqa: S324 - a thumbprint, as elsa-broker
+SHA256_A = hashlib.sha256(b"cert A").hexdigest().upper()
+SHA1_B = hashlib.sha1(b"cert B").hexdigest().upper()  # noqa: S324
+SHA256_B = hashlib.sha256(b"cert B").hexdigest().upper()
+
+
+def colons(hex_text: str) -> str:
+    return ":".join(hex_text[i : i + 2] for i in range(0, len(hex_text), 2))
+
+
+def write_json(path: Path, document: Any) -> Path:
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    clients = write_json(
+        tmp_path / "clients.json",
+        {
+            "clients": [
+                {
+                    "clientId": "ClientA",
+                    "thumbprint": colons(SHA1_A.lower()),
+                    "description": "first",
+                    "scopes": ["read:dead-letters"],
+                },
+                {"ClientId": "ClientB", "Thumbprint": SHA1_B, "FingerprintSha256": SHA256_B},
+            ]
+        },
+    )
+    rules = write_json(
+        tmp_path / "requestTypes.json",
+        {
+            "requestTypes": [
+                {
+                    "clientId": "ClientA",
+                    "requestType": "InvoiceProcess",
+                    "requiredKeys": ["InvoiceNumber", "VendorCode"],
+                    "allowAdditionalKeys": False,
+                },
+                {"clientId": "clienta", "requestType": "Ping", "allowAdditionalKeys": True},
+            ]
+        },
+    )
+    return clients, rules
+
+
+def registry_for(
+    settings: Settings,
+    clients: Path,
+    rules: Path,
+    factory: sessionmaker[Session] | None = None,
+) -> ClientRegistry:
+    return ClientRegistry(
+        settings.replace(clients_file=str(clients), request_types_file=str(rules)), factory
+    )
+
+
+# Normalization -----------------------------------------------------------------------------------
+
+
+def test_thumbprints_are_normalized_to_upper_hex_without_colons() -> None:
+    # Given a thumbprint in lower case with colons, then it reads as upper hex without colons
+    assert normalize_thumbprint(colons(SHA1_A.lower())) == SHA1_A
+    assert normalize_fingerprint(f" {colons(SHA256_A)} ") == SHA256_A
+
+
+@pytest.mark.parametrize("text", ["", "XYZ", SHA1_A[:-2], SHA256_A])
+def test_a_text_that_is_no_sha1_thumbprint_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="SHA-1 thumbprint"):
+        normalize_thumbprint(text)
+
+
+# Files -------------------------------------------------------------------------------------------
+
+
+def test_clients_and_rules_are_read_case_insensitively(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    # Given the files (one entry spelled with .NET-style capitalized keys)
+    registry = registry_for(settings, *files)
+
+    # When clients and rules are looked up in other spellings
+    client = registry.get("CLIENTA")
+    other = registry.get("clientb")
+    rule = registry.rule_for("clientA", "invoiceprocess")
+
+    # Then they are found, normalized, with the file's spelling kept
+    assert client == ApiClient("ClientA", SHA1_A, None, "first", frozenset({"read:dead-letters"}))
+    assert other is not None
+    assert other.fingerprint_sha256 == SHA256_B
+    assert rule == RequestTypeRule(
+        "ClientA", "InvoiceProcess", ("InvoiceNumber", "VendorCode"), False
+    )
+    assert [r.request_type for r in registry.rules_for("CLIENTA")] == ["InvoiceProcess", "Ping"]
+    assert registry.rules_for("ClientB") == []
+    assert registry.rule_for("ClientB", "InvoiceProcess") is None
+
+
+def test_clients_authenticate_by_sha1_thumbprint_or_sha256_fingerprint(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    # Given client A listed by thumbprint and client B by thumbprint and fingerprint
+    registry = registry_for(settings, *files)
+
+    # When certificates are presented
+    by_sha1 = registry.authenticate(sha1_thumbprint=SHA1_A.lower(), sha256_fingerprint=SHA256_A)
+    by_sha256 = registry.authenticate(sha1_thumbprint="00" * 20, sha256_fingerprint=SHA256_B)
+    stranger = registry.authenticate(sha1_thumbprint="11" * 20, sha256_fingerprint="22" * 32)
+    mismatch = registry.authenticate(sha1_thumbprint=SHA1_B, sha256_fingerprint="33" * 32)
+
+    # Then A is known by SHA-1, B by SHA-256; a stranger is not, and a SHA-1 match whose
+    # client lists another SHA-256 fingerprint is refused
+    assert by_sha1 is not None
+    assert by_sha1.client_id == "ClientA"
+    assert by_sha256 is not None
+    assert by_sha256.client_id == "ClientB"
+    assert stranger is None
+    assert mismatch is None
+
+
+def test_the_shipped_files_let_the_dev_client_submit_its_request_types(settings: Settings) -> None:
+    # Given the files in config/
+    registry = registry_for(
+        settings,
+        PROJECT_ROOT / "config" / "clients.json",
+        PROJECT_ROOT / "config" / "requestTypes.json",
+    )
+
+    # When the dev client's rules are read, then InvoiceProcess and BenchFiveSteps are allowed
+    invoice = registry.rule_for("DevClient", "InvoiceProcess")
+    assert invoice is not None
+    assert invoice.required_keys == ("InvoiceNumber", "VendorCode")
+    assert registry.rule_for("devclient", "BenchFiveSteps") is not None
+
+
+def test_a_missing_file_contributes_nothing(settings: Settings, tmp_path: Path) -> None:
+    registry = registry_for(settings, tmp_path / "none.json", tmp_path / "none2.json")
+    assert registry.clients() == []
+    assert registry.rules_for("ClientA") == []
+
+
+def test_a_changed_file_is_picked_up_without_an_explicit_load(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    # Given a registry that has served a lookup
+    clients, rules = files
+    registry = registry_for(settings, clients, rules)
+    assert registry.get("ClientC") is None
+
+    # When the clients file gains an entry (its modification time changes)
+    document = json.loads(clients.read_text())
+    document["clients"].append({"clientId": "ClientC", "thumbprint": "AB" * 20})
+    write_json(clients, document)
+    stat = clients.stat()
+    os.utime(clients, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+    # Then the next lookup sees it
+    assert registry.get("clientc") is not None
+
+
+A, B = {"clientId": "X", "thumbprint": SHA1_A}, {"clientId": "x", "thumbprint": SHA1_B}
+CLIENT_ERRORS: list[tuple[Any, str, str | None]] = [
+    ("{not json", "malformed JSON", None),
+    ([], "must hold a JSON object", None),
+    ({"clients": {}}, "clients must be a list", None),
+    ({"clients": [1]}, "entry 0: an entry must be a JSON object", None),
+    ({"clients": [{"thumbprint": SHA1_A}]}, "entry 0: clientId must be", None),
+    ({"clients": [{**A, "thumbprint": "nothex"}]}, "not a SHA-1 thumbprint", "X"),
+    ({"clients": [{"clientId": "X"}]}, "a thumbprint or a fingerprintSha256 is required", "X"),
+    ({"clients": [{**A, "scopes": "all"}]}, "scopes must be a list", "X"),
+    ({"clients": [A, B]}, "entry 1 (clientId 'x'): the clientId appears twice", "x"),
+    (
+        {"clients": [A, {"clientId": "Y", "thumbprint": SHA1_A.lower()}]},
+        "is already listed for 'X'",
+        "Y",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "reason", "client_id"), CLIENT_ERRORS)
+def test_a_malformed_clients_file_names_the_file_and_the_entry(
+    settings: Settings,
+    files: tuple[Path, Path],
+    content: Any,
+    reason: str,
+    client_id: str | None,
+) -> None:
+    # Given a malformed clients file
+    clients, rules = files
+    write_json(clients, content)
+
+    # When the registry loads, then the error names the file, the entry and the reason
+    with pytest.raises(ClientFileError) as info:
+        registry_for(settings, clients, rules).load()
+    assert str(clients) in info.value.message
+    assert reason in info.value.message
+    if client_id is not None:
+        assert f"(clientId {client_id!r})" in info.value.message
+
+
+RULE_ERRORS = [
+    ('{"requestTypes": [{"clientId": "A"}]}', "entry 0 (clientId 'A'): requestType must be"),
+    (
+        '{"requestTypes": [{"clientId": "A", "requestType": "T", "requiredKeys": "K"}]}',
+        "requiredKeys must be a list",
+    ),
+    (
+        '{"requestTypes": [{"clientId": "A", "requestType": "T", "allowAdditionalKeys": "yes"}]}',
+        "allowAdditionalKeys must be true or false",
+    ),
+    (
+        '{"requestTypes": [{"clientId": "A", "requestType": "T"}, '
+        '{"clientId": "a", "requestType": "t"}]}',
+        "entry 1 (clientId 'a'): request type 't' appears",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "reason"), RULE_ERRORS)
+def test_a_malformed_request_types_file_names_the_file_and_the_entry(
+    settings: Settings, files: tuple[Path, Path], content: str, reason: str
+) -> None:
+    clients, rules = files
+    write_json(rules, content)
+    with pytest.raises(ClientFileError) as info:
+        registry_for(settings, clients, rules).load()
+    assert str(rules) in info.value.message
+    assert reason in info.value.message
+
+
+# Database overrides ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def factory(sqlite_url: str) -> sessionmaker[Session]:
+    dispose_engines()
+    upgrade(sqlite_url)
+    return make_session_factory(make_engine(sqlite_url))
+
+
+def test_database_rows_override_file_entries(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given the files, and database rows for ClientA (a new certificate) and one of its rules
+    registry = registry_for(settings, *files, factory=factory)
+    registry.register_client(
+        ApiClient("clientA", None, SHA256_A, "from the database", frozenset({"admin"}))
+    )
+    registry.register_rule(RequestTypeRule("CLIENTA", "invoiceProcess", ("InvoiceNumber",), True))
+
+    # When a fresh registry reads files and database
+    fresh = registry_for(settings, *files, factory=factory)
+    client = fresh.get("ClientA")
+    rule = fresh.rule_for("ClientA", "InvoiceProcess")
+
+    # Then the rows win, the other file entries stay, and the old thumbprint no longer works
+    assert client == ApiClient("clientA", None, SHA256_A, "from the database", frozenset({"admin"}))
+    assert rule == RequestTypeRule("CLIENTA", "invoiceProcess", ("InvoiceNumber",), True)
+    assert fresh.rule_for("ClientA", "Ping") is not None
+    assert fresh.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="44" * 32) is None
+    found = fresh.authenticate(sha1_thumbprint="55" * 20, sha256_fingerprint=SHA256_A.lower())
+    assert found == client
+
+
+def test_registering_again_updates_the_row(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a client registered once
+    registry = registry_for(settings, *files, factory=factory)
+    registry.register_client(ApiClient("DevClient", SHA1_A, None, "one", frozenset()))
+
+    # When it is registered again with another certificate
+    registry.register_client(ApiClient("DevClient", SHA1_B, None, "two", frozenset({"s"})))
+
+    # Then there is one row and the registry serves the new certificate at once
+    with factory() as session:
+        rows = session.query(models.Client).all()
+    assert [(r.client_key, r.thumbprint) for r in rows] == [("devclient", SHA1_B)]
+    found = registry.authenticate(sha1_thumbprint=SHA1_B, sha256_fingerprint="")
+    assert found is not None
+    assert found.description == "two"
+
+
+def test_a_disabled_row_withdraws_a_file_entry(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a disabled database row for ClientA
+    with factory() as session, session.begin():
+        session.add(
+            models.Client(
+                client_key="clienta", client_id="ClientA", thumbprint=SHA1_A, enabled=False
+            )
+        )
+
+    # When the registry loads, then ClientA is not allowed in
+    registry = registry_for(settings, *files, factory=factory)
+    assert registry.get("ClientA") is None
+    assert registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="") is None

@@ -1,0 +1,545 @@
+"""Outbound HTTP: allowlist, SSRF guard, redirects, timeouts, size cap, retry signals.
+
+The tests talk to a real HTTP server started on 127.0.0.1 in a thread. Addresses that must be
+refused (private, link-local, IPv6 loopback) are refused before any packet is sent, so they need
+no server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+import broker.outbound
+from broker.engine.services import HttpRequest
+from broker.errors import BrokerError, ConfigError, OutboundBlocked, PayloadTooLarge, RetryLater
+from broker.outbound import (
+    AddressGuard,
+    HostPattern,
+    OutboundHttp,
+    blocked_reason,
+    decode_content,
+    parse_retry_after,
+)
+from broker.settings import Settings
+
+
+class Sink(ThreadingHTTPServer):
+    daemon_threads = True
+    release = threading.Event()  # replaced per server; lets a stalled handler finish at teardown
+    seen: list[dict[str, Any]]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Sink
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the test output quiet."""
+
+    def _reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "text/plain",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        self.server.seen.append({"path": url.path, "headers": dict(self.headers)})
+        if url.path == "/json":
+            self._reply(200, b'{"ok": true, "n": 1}', "application/json; charset=utf-8")
+        elif url.path == "/text":
+            self._reply(200, "grüß".encode("latin-1"), "text/plain; charset=latin-1")
+        elif url.path == "/echo":
+            self._reply(200, json.dumps(dict(self.headers)).encode(), "application/json")
+        elif url.path == "/status":
+            headers = {"Retry-After": query["retry"]} if "retry" in query else {}
+            self._reply(int(query["code"]), b"status", headers=headers)
+        elif url.path == "/redirect":
+            self._reply(302, b"", headers={"Location": query["to"]})
+        elif url.path == "/stall":
+            self.server.release.wait(10)
+            self._reply(200, b"late")
+        elif url.path == "/big":
+            self._reply(200, b"x" * int(query["size"]))
+        elif url.path == "/big-chunked":
+            # No Content-Length: the cap must hold while streaming, not only on the header.
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(int(query["chunks"])):
+                self.wfile.write(b"4000\r\n" + b"y" * 0x4000 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self._reply(404, b"no such page")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        self.server.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        if self.path.startswith("/redirect"):
+            self.do_GET()
+            return
+        self._reply(201, body, "application/json")
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    server = Sink(("127.0.0.1", 0), Handler)
+    server.release = threading.Event()
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def base(server: Sink) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def client(settings: Settings, allowlist: str = "", **kwargs: Any) -> OutboundHttp:
+    return OutboundHttp(
+        settings.replace(http_allowlist=tuple(allowlist.split(",")) if allowlist else ()), **kwargs
+    )
+
+
+def get(http: OutboundHttp, url: str, **kwargs: Any) -> Any:
+    return http.send(HttpRequest("GET", url, **kwargs))
+
+
+# Allowlisted loopback --------------------------------------------------------------------------
+
+
+def test_allowlisted_loopback_host_is_reached_and_json_is_parsed(
+    settings: Settings, sink: Sink
+) -> None:
+    # Given an allowlist that names the loopback sink
+    with client(settings, "127.0.0.1") as http:
+        # When a JSON page is fetched
+        response = get(http, f"{base(sink)}/json")
+    # Then the parsed JSON comes back with the raw body
+    assert response.status_code == 200
+    assert response.content == {"ok": True, "n": 1}
+    assert response.body == b'{"ok": true, "n": 1}'
+
+
+def test_text_is_decoded_with_the_declared_charset(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/text")
+    assert response.content == "grüß"
+
+
+def test_not_found_is_returned_as_a_response(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/missing")
+    assert response.status_code == 404
+    assert response.content == "no such page"
+
+
+def test_idempotency_key_header_arrives(settings: Settings, sink: Sink) -> None:
+    # Given a request carrying an idempotency key and a stale header of the same name
+    request = HttpRequest(
+        "GET",
+        f"{base(sink)}/echo",
+        headers={"idempotency-key": "stale"},
+        idempotency_key="instance-1:activity-2",
+    )
+    # When it is sent
+    with client(settings, "127.0.0.1") as http:
+        response = http.send(request)
+    # Then the server saw exactly the request's key
+    assert response.content["Idempotency-Key"] == "instance-1:activity-2"
+    assert "idempotency-key" not in response.content
+
+
+def test_post_body_and_headers_are_sent(settings: Settings, sink: Sink) -> None:
+    request = HttpRequest(
+        "POST",
+        f"{base(sink)}/submit",
+        body=b'{"a": 1}',
+        headers={"Content-Type": "application/json"},
+    )
+    with client(settings, "127.0.0.1") as http:
+        response = http.send(request)
+    assert response.status_code == 201
+    assert response.content == {"a": 1}
+
+
+# Allowlist patterns ------------------------------------------------------------------------------
+
+
+def test_wildcard_host_pattern_admits_the_sink(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.*") as http:
+        assert get(http, f"{base(sink)}/json").status_code == 200
+
+
+def test_matching_port_pattern_admits_and_other_port_refuses(
+    settings: Settings, sink: Sink
+) -> None:
+    port = sink.server_address[1]
+    with client(settings, f"127.0.0.1:{port}") as http:
+        assert get(http, f"{base(sink)}/json").status_code == 200
+    with client(settings, f"127.0.0.1:{port + 1}") as http, pytest.raises(OutboundBlocked) as err:
+        get(http, f"{base(sink)}/json")
+    assert "127.0.0.1" in str(err.value)
+    assert [s["path"] for s in sink.seen] == ["/json"]  # only the admitted call arrived
+
+
+def test_host_not_in_allowlist_is_refused_without_a_request(settings: Settings, sink: Sink) -> None:
+    with client(settings, "api.example.com") as http, pytest.raises(OutboundBlocked) as err:
+        get(http, f"{base(sink)}/json")
+    assert err.value.details["reason"] == "not allowlisted"
+    assert sink.seen == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "port", "expected"),
+    [
+        ("*.example.com", "api.example.com", 443, True),
+        ("*.example.com", "a.b.example.com", 80, True),
+        ("*.example.com", "example.com", 443, False),
+        ("*.example.com", "example.com.evil.net", 443, False),
+        ("API.Example.COM", "api.example.com", 8443, True),
+        ("api.example.com:443", "api.example.com", 80, False),
+        ("api.example.com:80*", "api.example.com", 8080, True),
+        ("api.example.com:*", "api.example.com", 1, True),
+        ("[::1]:8080", "::1", 8080, True),
+        ("[::1]", "::1", 1234, True),
+        ("::1", "::1", 1234, True),
+        ("10.0.0.*", "10.0.0.7", 80, True),
+    ],
+)
+def test_host_patterns_match_host_and_port(
+    pattern: str, host: str, port: int, expected: bool
+) -> None:
+    assert HostPattern.parse(pattern).matches(host, port) is expected
+
+
+@pytest.mark.parametrize("entry", ["api.example.com:https", ":8080", "[::1]:x"])
+def test_malformed_allowlist_entries_are_refused(settings: Settings, entry: str) -> None:
+    with pytest.raises(ConfigError, match="BROKER_HTTP_ALLOWLIST"):
+        OutboundHttp(settings.replace(http_allowlist=(entry,)))
+
+
+def test_non_http_scheme_is_refused(settings: Settings) -> None:
+    with client(settings, "*") as http, pytest.raises(OutboundBlocked) as err:
+        get(http, "file:///etc/passwd")
+    assert err.value.details["reason"] == "scheme"
+
+
+# Public-only mode (empty allowlist) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/json",
+        "http://10.1.2.3:{port}/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:{port}/",
+        "http://[::ffff:127.0.0.1]:{port}/json",
+        "http://localhost:{port}/json",
+        "http://0.0.0.0:{port}/json",
+        "http://[fe80::1]/",
+        "http://224.0.0.1/",
+    ],
+)
+def test_empty_allowlist_refuses_non_public_addresses(
+    settings: Settings, sink: Sink, url: str
+) -> None:
+    # Given no allowlist (public addresses only)
+    with client(settings) as http, pytest.raises(OutboundBlocked) as err:
+        # When a loopback, private, link-local or otherwise local address is targeted
+        get(http, url.format(port=sink.server_address[1]))
+    # Then it is refused with the reason, and nothing reached the loopback sink
+    assert err.value.details["reason"]
+    assert sink.seen == []
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("10.0.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("172.16.0.1", "private"),
+        ("100.64.0.1", "not globally routable"),
+        ("169.254.169.254", "link-local"),
+        ("::1", "loopback"),
+        ("::ffff:10.0.0.1", "private"),
+        ("2002:7f00:1::", "loopback"),  # 6to4 wrapping 127.0.0.1
+        ("fc00::1", "private"),
+        ("0.0.0.0", "unspecified"),  # noqa: S104 - an address under test, not a bind
+        ("240.0.0.1", "reserved"),
+        ("93.184.216.34", None),
+        ("2606:4700::1111", None),
+    ],
+)
+def test_blocked_reason_names_the_address_class(address: str, reason: str | None) -> None:
+    assert blocked_reason(address) == reason
+
+
+def test_a_name_with_one_private_address_among_public_ones_is_refused() -> None:
+    # Given a resolver answering one public and one private address
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", port)),
+        ]
+
+    # Then the whole name is refused
+    with pytest.raises(OutboundBlocked, match=re.escape("10.0.0.5")):
+        AddressGuard(resolve).vet("mixed.example", 80)
+
+
+def test_connection_goes_to_the_checked_address_not_a_second_lookup(
+    settings: Settings, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a name only our resolver knows, answered with the sink's address, and a guard that
+    # treats that address as public for this test
+    port = sink.server_address[1]
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        lookups.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(broker.outbound, "blocked_reason", lambda address: None)
+    # When the name is fetched
+    with client(settings, resolver=resolve) as http:
+        response = get(http, f"http://pinned.test:{port}/echo")
+    # Then the one checked answer was used to connect, and the Host header kept the name
+    assert response.status_code == 200
+    assert lookups == ["pinned.test"]
+    assert response.content["Host"] == f"pinned.test:{port}"
+
+
+# Redirects ---------------------------------------------------------------------------------------
+
+
+def test_redirect_within_the_allowlist_is_followed(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/redirect?to=/json")
+    assert response.content == {"ok": True, "n": 1}
+    assert [s["path"] for s in sink.seen] == ["/redirect", "/json"]
+
+
+def test_redirect_to_a_host_outside_the_allowlist_is_refused(
+    settings: Settings, sink: Sink
+) -> None:
+    # Given an allowed sink that redirects to a host the allowlist does not name
+    port = sink.server_address[1]
+    with client(settings, "127.0.0.1") as http, pytest.raises(OutboundBlocked) as err:
+        # When the redirecting page is fetched
+        get(http, f"{base(sink)}/redirect?to=http://localhost:{port}/json")
+    # Then the second hop is refused before it is sent
+    assert err.value.details["host"] == "localhost"
+    assert [s["path"] for s in sink.seen] == ["/redirect"]
+
+
+def test_post_redirected_with_302_becomes_a_get_without_body(
+    settings: Settings, sink: Sink
+) -> None:
+    request = HttpRequest(
+        "POST",
+        f"{base(sink)}/redirect?to=/echo",
+        body=b"secret=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    with client(settings, "127.0.0.1") as http:
+        response = http.send(request)
+    assert response.status_code == 200
+    assert "Content-Type" not in response.content
+
+
+# Transient failures, timeouts and size ---------------------------------------------------------
+
+
+def test_service_unavailable_raises_retry_later(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as err:
+        get(http, f"{base(sink)}/status?code=503")
+    assert "503" in str(err.value)
+
+
+def test_too_many_requests_raises_retry_later_with_retry_after(
+    settings: Settings, sink: Sink
+) -> None:
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as err:
+        get(http, f"{base(sink)}/status?code=429&retry=7")
+    assert err.value.delay == 7.0
+
+
+def test_refused_connection_raises_retry_later(settings: Settings) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound but not listening: connections are refused
+        with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater):
+            get(http, f"http://127.0.0.1:{port}/")
+
+
+def test_timeout_raises_retry_later(settings: Settings, sink: Sink) -> None:
+    # Given a page that does not answer within the request's own timeout
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater):
+        # When it is fetched with a short timeout, then the call gives up with RetryLater
+        get(http, f"{base(sink)}/stall", timeout=0.2)
+
+
+def test_body_over_the_declared_cap_is_refused(settings: Settings, sink: Sink) -> None:
+    http = OutboundHttp(
+        settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=1000)
+    )
+    with http, pytest.raises(PayloadTooLarge, match="1000-byte cap"):
+        get(http, f"{base(sink)}/big?size=1001")
+
+
+def test_body_at_the_cap_is_read_whole(settings: Settings, sink: Sink) -> None:
+    http = OutboundHttp(
+        settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=1000)
+    )
+    with http:
+        assert get(http, f"{base(sink)}/big?size=1000").body == b"x" * 1000
+
+
+def test_streamed_body_is_cut_at_the_cap(settings: Settings, sink: Sink) -> None:
+    # Given a cap of 20 KiB and a chunked response of 64 KiB without Content-Length
+    http = OutboundHttp(
+        settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=20 * 1024)
+    )
+    # Then reading stops with a clear error
+    with http, pytest.raises(PayloadTooLarge, match="reading stopped"):
+        get(http, f"{base(sink)}/big-chunked?chunks=4")
+
+
+# Helpers ------------------------------------------------------------------------------------------
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(None) is None
+
+
+def test_json_media_types_are_parsed_and_bad_json_is_kept_as_text() -> None:
+    assert decode_content(b'{"a": 1}', "application/problem+json") == {"a": 1}
+    assert decode_content(b"", "application/json") is None
+    assert decode_content(b"{oops", "application/json") == "{oops"
+
+
+# TLS to a pinned address ------------------------------------------------------------------------
+
+
+def self_signed(folder: Path, host: str) -> tuple[Path, Path]:
+    """A self-signed certificate for ``host`` (its own trust anchor) and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{host}.pem", folder / f"{host}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def tls_sink(tmp_path: Path) -> Iterator[tuple[Sink, Path]]:
+    """An HTTPS sink on 127.0.0.1 whose certificate names only ``pinned.test``."""
+    cert, key = self_signed(tmp_path, "pinned.test")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = Sink(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.release = threading.Event()
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server, cert
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def pinned_client(
+    settings: Settings, port: int, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> OutboundHttp:
+    """A public-only client resolving ``*.test`` names to the loopback sink, treated as public."""
+
+    def resolve(host: str, _port: int) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(broker.outbound, "blocked_reason", lambda address: None)
+    http = client(settings, resolver=resolve)
+    http.session.verify = str(trust)
+    return http
+
+
+def test_tls_to_a_pinned_address_verifies_the_hostname(
+    settings: Settings, tls_sink: tuple[Sink, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an HTTPS server whose certificate names pinned.test, reached through the pinned
+    # address 127.0.0.1 (which the certificate does not name)
+    server, cert = tls_sink
+    port = server.server_address[1]
+    # When pinned.test is fetched, then TLS succeeds: SNI and verification used the hostname
+    with pinned_client(settings, port, cert, monkeypatch) as http:
+        response = get(http, f"https://pinned.test:{port}/json")
+    assert response.content == {"ok": True, "n": 1}
+
+
+def test_tls_certificate_for_another_name_is_refused_for_good(
+    settings: Settings, tls_sink: tuple[Sink, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the same server reached under a name its certificate does not carry
+    server, cert = tls_sink
+    port = server.server_address[1]
+    http = pinned_client(settings, port, cert, monkeypatch)
+    # Then the call fails with a permanent error, not a retry
+    with http, pytest.raises(BrokerError, match="certificate") as err:
+        get(http, f"https://impostor.test:{port}/json")
+    assert not isinstance(err.value, RetryLater)
