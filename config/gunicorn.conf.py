@@ -47,6 +47,14 @@ def ssl_context(conf, default_ssl_context_factory):  # type: ignore[no-untyped-d
 
 def post_worker_init(worker):  # type: ignore[no-untyped-def]
     configure_logging(_settings)
+    # Build the app now rather than on the first request; a failure is logged and retried by
+    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
+    from broker.ingress import wsgi
+
+    try:
+        wsgi.public.app  # noqa: B018 - builds on first access
+    except Exception:
+        worker.log.exception("the public app could not be built at boot")
 
 
 def child_exit(server, worker):  # type: ignore[no-untyped-def]

@@ -26,6 +26,14 @@ graceful_timeout = 30
 
 def post_worker_init(worker):  # type: ignore[no-untyped-def]
     configure_logging(_settings)
+    # Build the app now rather than on the first request; a failure is logged and retried by
+    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
+    from broker.ingress import wsgi
+
+    try:
+        wsgi.internal.app  # noqa: B018 - builds on first access
+    except Exception:
+        worker.log.exception("the internal app could not be built at boot")
 
 
 def child_exit(server, worker):  # type: ignore[no-untyped-def]

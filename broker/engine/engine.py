@@ -55,8 +55,12 @@ class Engine:
         *,
         flowchart_mode: str = "CounterBased",
         incident_strategy: str = "fault",
+        js_time_limit: float = 1.0,
+        js_memory_limit: int = 32 * 1024 * 1024,
     ) -> None:
         self.definitions = definitions
+        self.js_time_limit = js_time_limit
+        self.js_memory_limit = js_memory_limit
         self.services = services or EngineServices()
         self.flowchart_mode = flowchart_mode
         self.incident_strategy = incident_strategy

@@ -339,7 +339,11 @@ class Run:
         if spec.expression is None:
             return None
         return expressions.evaluate(
-            spec.expression, ActivityScope(self, ctx, node), type_name=spec.type_name
+            spec.expression,
+            ActivityScope(self, ctx, node),
+            type_name=spec.type_name,
+            js_time_limit=self.engine.js_time_limit,
+            js_memory_limit=self.engine.js_memory_limit,
         )
 
 
@@ -407,7 +411,11 @@ class ActivityContext:
         if expression is None:
             return None
         return expressions.evaluate(
-            expression, ActivityScope(self.run, self.ctx, self.node), type_name=type_name
+            expression,
+            ActivityScope(self.run, self.ctx, self.node),
+            type_name=type_name,
+            js_time_limit=self.run.engine.js_time_limit,
+            js_memory_limit=self.run.engine.js_memory_limit,
         )
 
     def set_output(self, name: str, value: Any) -> None:

@@ -11,17 +11,22 @@ costs a few. Reuse is safe because the context is locked down before any workflo
   prototypes stay overridable on one's own objects (the "override mistake");
 - workflow code runs in strict mode inside a function, so its declarations are local;
 - Promise jobs are drained before the evaluation ends; results must not be Promises;
-- the context has no module loader and no ``std``/``os``/``require``/``fetch``: nothing in it can
-  reach files, the network or processes.
+- the context has no module loader, no ``std``/``os``/``require``/``fetch`` and no Python
+  callable: nothing in it can reach files, the network, processes or the host.
 
 Names an expression sees: ``getVariable``, ``setVariable``, ``getInput``, ``getCorrelationId``,
 ``getWorkflowInstanceId``, ``getCurrentValue``, ``getOutputFrom(activity, output?)``,
 ``isNullOrWhiteSpace``, ``isNullOrEmpty``, ``newGuid``, ``parseGuid``, ``toJson``; every variable
-as a global (assigning to it writes through ``Scope.set_variable``); ``getX()``/``setX(v)`` for
-each variable ``X`` (also with the first letter capitalised), ``getX()`` for each input, and
-``getOutputFromA()`` for each activity name ``A``. Values cross the boundary as JSON. An object
-variable read by the script and mutated in place (``getItems().push(1)``) is written back when
-the evaluation ends.
+as a global; ``getX()``/``setX(v)`` for each variable ``X`` (also with the first letter
+capitalised), ``getX()`` for each input, and ``getOutputFromA()`` for each activity name ``A``.
+Values cross the boundary as JSON (dates as ISO text, durations as seconds). Writes, by
+``setVariable``, ``setX`` or assignment to the global, and in-place changes to an object variable
+the script read (``getItems().push(1)``) reach ``Scope.set_variable`` once, when the evaluation
+succeeds; a failing script writes nothing.
+
+The time limit is QuickJS's, which this binding measures in process CPU time per call into the
+context (Promise jobs share one wall-clock deadline): a loaded machine stretches it in wall time,
+and CPU burnt by other threads of the process counts against it.
 
 Code may be an expression (``1 + 2``, a template literal), a script whose completion value is
 the result (``var a = 1; a + 1``), or a function body with ``return``. Errors, time and memory

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from broker.errors import BadRequest
 from broker.ingress import dead_letters, instances
-from broker.ingress.auth import require_scope
+from broker.ingress.auth import authenticate, require_scope
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime import requests as runtime
@@ -189,8 +189,6 @@ def _set_paused(paused: bool) -> Response:
     with transaction() as session:
         body = _runtime_view(runtime.set_paused(session, paused))
     logger.warning(
-        "workflow runtime %s by %s",
-        "paused" if paused else "resumed",
-        request.environ.get("REMOTE_ADDR"),
+        "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id
     )
     return jsonify(body)

@@ -117,7 +117,6 @@ def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
         # One byte over the limit: werkzeug stops a chunked body silently at the maximum, so
         # reading limit + 1 bytes is how ``read_json`` tells "too large" from "exactly full".
         MAX_CONTENT_LENGTH=settings.max_body_bytes + 1,
-        JSON_SORT_KEYS=False,
         TRAP_HTTP_EXCEPTIONS=False,
         PROPAGATE_EXCEPTIONS=False,
     )

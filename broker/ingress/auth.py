@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from flask import g, request
 
 from broker.certs import fingerprint_sha256_of, load_certificate, thumbprint_of
-from broker.errors import Forbidden, Unauthenticated
+from broker.errors import ConfigError, Forbidden, Unauthenticated
 from broker.ingress.context import ApiClientLike, services
 from broker.settings import Settings
 
@@ -52,9 +52,12 @@ class PeerCertificateMiddleware:
         self.proxies: tuple[Network, ...] = ()
         # Proxy mode needs both settings; one without the other stays off.
         if settings.trusted_proxies and settings.proxy_cert_header:
-            self.proxies = tuple(
-                ipaddress.ip_network(p, strict=False) for p in settings.trusted_proxies
-            )
+            try:
+                self.proxies = tuple(
+                    ipaddress.ip_network(p, strict=False) for p in settings.trusted_proxies
+                )
+            except ValueError as exc:
+                raise ConfigError(f"BROKER_TRUSTED_PROXIES is invalid: {exc}") from exc
             self.proxy_header = "HTTP_" + settings.proxy_cert_header.upper().replace("-", "_")
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

@@ -95,5 +95,5 @@ def readyz() -> tuple[Response, int]:
 
 @bp.get("/metrics")
 def prometheus_metrics() -> Response:
-    payload, content_type = metrics.exposition()
+    payload, content_type = metrics.exposition(services().session_factory)
     return Response(payload, mimetype=None, content_type=content_type)

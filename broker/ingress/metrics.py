@@ -1,24 +1,18 @@
-"""Prometheus metrics of the ingress (the operations work adds more).
+"""Prometheus metrics the listeners record; ``/metrics`` renders them with ``broker.metrics``.
 
-In gunicorn with several workers, set ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's own
-switch) so ``/metrics`` sums every worker's values instead of answering for one of them.
+Accepted requests are counted by ``broker.metrics.record_accepted`` (shared with the workers'
+completed/faulted counters); the counters here are the ingress's own. With
+``PROMETHEUS_MULTIPROC_DIR`` set for both listeners, the internal ``/metrics`` sums every
+worker's values, including the public listener's.
 """
 
 from __future__ import annotations
 
-import os
+from prometheus_client import Counter
+from sqlalchemy.orm import Session, sessionmaker
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    generate_latest,
-)
+from broker import metrics as shared
 
-ACCEPTED = Counter(
-    "broker_requests_accepted", "Requests accepted, by request type", ["request_type"]
-)
 REJECTED = Counter(
     "broker_requests_rejected", "Submissions refused by authorization checks", ["reason"]
 )
@@ -28,12 +22,10 @@ RESPONSES = Counter(
 )
 
 
-def exposition() -> tuple[bytes, str]:
-    """The text exposition of every metric (all workers' in multiprocess mode)."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # noqa: TID251 - prometheus-client's switch
-        from prometheus_client import multiprocess
+def record_accepted(request_type: str) -> None:
+    shared.record_accepted(request_type)
 
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+def exposition(session_factory: sessionmaker[Session]) -> tuple[bytes, str]:
+    """The text exposition: every process's counters plus the backlog gauges read from SQL."""
+    return shared.render_metrics(session_factory)

@@ -51,7 +51,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     outcome = _submit(client.client_id, submission, workflow)
     if not outcome.created:
         return jsonify(outcome.view), 200
-    metrics.ACCEPTED.labels(request_type=rule.request_type).inc()
+    metrics.record_accepted(rule.request_type)
     try:
         svc.publisher.publish(outcome.outbox_ids)
     except Exception:
@@ -68,18 +68,23 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 def _submit(client_id: str, submission: Submission, workflow: WorkflowLike) -> Submitted:
     try:
         with transaction() as session:
-            return runtime.submit(session, client_id=client_id, submission=submission,
-                                  workflow=workflow)
+            return runtime.submit(
+                session, client_id=client_id, submission=submission, workflow=workflow
+            )
     except IntegrityError:
         if submission.idempotency_key is None:
             raise
         # Another submission with this key committed between our lookup and our insert: the
         # unique constraint stopped ours; the second pass finds theirs (200 or 409).
-        logger.info("idempotency key raced for client %s; answering the winner", client_id,
-                    extra={"client_id": client_id})
+        logger.info(
+            "idempotency key raced for client %s; answering the winner",
+            client_id,
+            extra={"client_id": client_id},
+        )
     with transaction() as session:
-        return runtime.submit(session, client_id=client_id, submission=submission,
-                              workflow=workflow)
+        return runtime.submit(
+            session, client_id=client_id, submission=submission, workflow=workflow
+        )
 
 
 @bp.get("/requests")

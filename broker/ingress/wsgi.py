@@ -3,12 +3,15 @@
     gunicorn -c config/gunicorn.conf.py broker.ingress.wsgi:public
     gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal
 
-Each gunicorn worker builds its app lazily on its first request (after the fork), so no database
-connection or loaded registry is shared across processes.
+Each gunicorn worker builds its app after the fork (the gunicorn configs warm it up in
+``post_worker_init``), so no database connection or loaded registry is shared across processes.
+When building fails, requests are answered 503 with Retry-After until a build succeeds.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,6 +19,8 @@ from typing import Any
 from flask import Flask
 
 from broker.settings import get_settings
+
+logger = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
 
@@ -37,7 +42,25 @@ class LazyApp:
         return self._app
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        return self.app(environ, start_response)
+        try:
+            app = self.app
+        except Exception:
+            # Not built (the database is down at boot, a file is broken): answer like any other
+            # unavailability and try again on the next request.
+            logger.exception("the app could not be built; answering 503")
+            body = json.dumps(
+                {"error": "Service starting; try again later", "code": "store_unavailable"}
+            ).encode()
+            start_response(
+                "503 Service Unavailable",
+                [
+                    ("Content-Type", "application/json"),
+                    ("Content-Length", str(len(body))),
+                    ("Retry-After", "5"),
+                ],
+            )
+            return [body]
+        return app(environ, start_response)
 
 
 def _public() -> Flask:

@@ -77,8 +77,14 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
+#: kombu's filesystem transport, with messages written atomically (see ``fs_transport``)
+FILESYSTEM_TRANSPORT = "broker.runtime.fs_transport:Transport"
+
+
 def configure(app: Celery, settings: Settings) -> None:
     """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
+    if settings.queue_url.startswith("filesystem://"):
+        app.conf.broker_transport = FILESYSTEM_TRANSPORT
     app.conf.update(
         broker_url=settings.queue_url,
         broker_transport_options=transport_options(settings),

@@ -203,8 +203,9 @@ def submit(
 
 def find_by_idempotency_key(session: Session, client_id: str, key: str) -> Request | None:
     return session.scalars(
-        select(Request).where(Request.client_key == client_id.lower(),
-                              Request.idempotency_key == key)
+        select(Request).where(
+            Request.client_key == client_id.lower(), Request.idempotency_key == key
+        )
     ).one_or_none()
 
 

@@ -154,9 +154,7 @@ def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterat
         try:
             session.connection(execution_options={BEGIN_OPTION: "IMMEDIATE"} if write else None)
         except (exc.OperationalError, exc.InterfaceError) as error:
-            if _is_sqlite_busy(error):
-                raise
-            raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+            raise _unavailable(error) from error
         try:
             yield session
             session.commit()
@@ -167,18 +165,26 @@ def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterat
                 ) from error
             raise
     except BaseException:
-        session.rollback()
+        try:
+            session.rollback()
+        except exc.SQLAlchemyError:
+            # The error that got us here says more than a rollback on a dead connection.
+            logger.warning("rollback failed", exc_info=True)
         raise
     finally:
         session.close()
 
 
-def _is_sqlite_busy(error: exc.DBAPIError) -> bool:
-    return "database is locked" in str(error.orig)
-
-
 def _reason(error: exc.DBAPIError) -> str:
     return str(error.orig).strip().splitlines()[0] if error.orig else type(error).__name__
+
+
+def _unavailable(error: exc.DBAPIError) -> StoreUnavailable:
+    reason = _reason(error)
+    if "database is locked" in reason:
+        # SQLite's write lock stayed taken for the whole busy timeout: overloaded, try again.
+        return StoreUnavailable("the database is busy", reason=reason)
+    return StoreUnavailable("the database is unreachable", reason=reason)
 
 
 # Migrations ---------------------------------------------------------------------------------------
@@ -211,9 +217,7 @@ def upgrade(url: str, revision: str = "head") -> None:
             command.upgrade(config, revision)
             conn.commit()
     except (exc.OperationalError, exc.InterfaceError) as error:
-        if _is_sqlite_busy(error):
-            raise
-        raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+        raise _unavailable(error) from error
     logger.info("database at revision %s", current_revision(url))
 
 
@@ -224,7 +228,7 @@ def current_revision(url: str) -> str | None:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
     except (exc.OperationalError, exc.InterfaceError) as error:
-        raise StoreUnavailable("the database is unreachable", reason=_reason(error)) from error
+        raise _unavailable(error) from error
 
 
 def is_current(url: str) -> bool:

@@ -34,13 +34,24 @@ def tls_context(ca: str, cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
-def call(context: ssl.SSLContext, method: str, url: str, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def call(
+    context: ssl.SSLContext,
+    method: str,
+    url: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "Accept": "application/json", **({"Content-Type": "application/json"} if data else {}),
-        **(headers or {}),
-    })
+    request = urllib.request.Request(  # noqa: S310 - the URL is the operator's https URL
+        url,
+        data=data,
+        method=method,
+        headers={
+            "Accept": "application/json",
+            **({"Content-Type": "application/json"} if data else {}),
+            **(headers or {}),
+        },
+    )
     try:
         with urllib.request.urlopen(request, context=context, timeout=30) as response:  # noqa: S310
             raw = response.read()
@@ -57,11 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cert", required=True, help="client certificate (PEM)")
     parser.add_argument("--key", required=True, help="client private key (PEM)")
     parser.add_argument("--type", required=True, dest="request_type", help="request type")
-    parser.add_argument("--key-value", action="append", default=[], metavar="NAME=VALUE",
-                        help="a request key (repeat)")
+    parser.add_argument(
+        "--key-value",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a request key (repeat)",
+    )
     parser.add_argument("--payload", default=None, help="payload as a JSON object")
-    parser.add_argument("--wait", type=float, default=10.0,
-                        help="seconds to poll for a terminal status")
+    parser.add_argument(
+        "--wait", type=float, default=10.0, help="seconds to poll for a terminal status"
+    )
     args = parser.parse_args(argv)
 
     context = tls_context(args.ca, args.cert, args.key)
@@ -72,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         body["payload"] = json.loads(args.payload)
     # An idempotency key makes a retry after a network error safe: the broker answers the same
     # record instead of creating a second one.
-    status, headers, answer = call(context, "POST", f"{base}/requests", body,
-                                   {"Idempotency-Key": str(uuid.uuid4())})
+    status, headers, answer = call(
+        context, "POST", f"{base}/requests", body, {"Idempotency-Key": str(uuid.uuid4())}
+    )
     if status not in (200, 202):
         print(json.dumps({"status": status, "answer": answer}), file=sys.stderr)
         return 1

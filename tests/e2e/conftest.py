@@ -60,28 +60,43 @@ class Server:
             context.load_cert_chain(self.pki.pem(name), self.pki.key(name))
         return context
 
-    def call(self, name: str | None, method: str, path: str, body: Any = None, *,
-             raw: bytes | None = None, headers: dict[str, str] | None = None,
-             tls12: bool = False) -> Response:
+    def call(
+        self,
+        name: str | None,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        tls12: bool = False,
+    ) -> Response:
         """One request to the public listener presenting ``name``'s certificate."""
-        conn = http.client.HTTPSConnection("localhost", self.public_port, timeout=30,
-                                           context=self.context(name, tls12=tls12))
+        conn = http.client.HTTPSConnection(
+            "localhost", self.public_port, timeout=30, context=self.context(name, tls12=tls12)
+        )
         try:
-            payload = raw if raw is not None else (
-                None if body is None else json.dumps(body).encode())
+            payload = (
+                raw if raw is not None else (None if body is None else json.dumps(body).encode())
+            )
             sent = {"Content-Type": "application/json", **(headers or {})}
             conn.request(method, path, body=payload, headers=sent)
             return _read(conn.getresponse())
         finally:
             conn.close()
 
-    def internal(self, method: str, path: str, body: Any = None,
-                 headers: dict[str, str] | None = None) -> Response:
+    def internal(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Response:
         conn = http.client.HTTPConnection("127.0.0.1", self.internal_port, timeout=30)
         try:
             payload = None if body is None else json.dumps(body).encode()
-            conn.request(method, path, body=payload,
-                         headers={"Content-Type": "application/json", **(headers or {})})
+            conn.request(
+                method,
+                path,
+                body=payload,
+                headers={"Content-Type": "application/json", **(headers or {})},
+            )
             return _read(conn.getresponse())
         finally:
             conn.close()
@@ -124,7 +139,9 @@ def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config = write_config(root / "config", pki)
     public_port, internal_port = free_port(), free_port()
     broker_env = environment(
-        root / "var", pki, config,
+        root / "var",
+        pki,
+        config,
         BROKER_PUBLIC_BIND=f"127.0.0.1:{public_port}",
         BROKER_INTERNAL_BIND=f"127.0.0.1:{internal_port}",
         BROKER_CALLBACK_SECRET=CALLBACK_SECRET,
@@ -132,8 +149,11 @@ def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (root / "var").mkdir()
     db.upgrade(broker_env["BROKER_DATABASE_URL"])
     db.dispose_engines()
-    inherited = {k: v for k, v in os.environ.items()  # noqa: TID251 - the child's PATH, HOME
-                 if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_"))}
+    inherited = {
+        k: v
+        for k, v in os.environ.items()  # noqa: TID251 - the child's PATH, HOME
+        if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_"))
+    }
     # Both listeners share prometheus-client's multiprocess folder, so the internal /metrics
     # reports what the public workers counted.
     metrics_dir = root / "prometheus"
@@ -143,15 +163,32 @@ def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         for name, conf, app, port in (
             ("public", "gunicorn.conf.py", "broker.ingress.wsgi:public", public_port),
-            ("internal", "gunicorn_internal.conf.py", "broker.ingress.wsgi:internal",
-             internal_port),
+            (
+                "internal",
+                "gunicorn_internal.conf.py",
+                "broker.ingress.wsgi:internal",
+                internal_port,
+            ),
         ):
             log = root / f"{name}.log"
             with log.open("wb") as sink:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "config" / conf),
-                     "--workers", "1", "--threads", "4", app],
-                    cwd=PROJECT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                    [
+                        sys.executable,
+                        "-m",
+                        "gunicorn",
+                        "-c",
+                        str(PROJECT_ROOT / "config" / conf),
+                        "--workers",
+                        "1",
+                        "--threads",
+                        "4",
+                        app,
+                    ],
+                    cwd=PROJECT_ROOT,
+                    env=env,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
                 )
             server.processes.append(process)
             _wait_listening(port, process, log)

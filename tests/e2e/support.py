@@ -52,8 +52,12 @@ def make_pki(folder: Path) -> Pki:
     for name in ("ClientA", "ClientB", "Admin", "Stranger"):
         certs.issue_client(folder, name)
     now = dt.datetime.now(dt.UTC)
-    certs.issue_client(folder, "Expired", not_before=now - dt.timedelta(days=10),
-                       not_after=now - dt.timedelta(days=1))
+    certs.issue_client(
+        folder,
+        "Expired",
+        not_before=now - dt.timedelta(days=10),
+        not_after=now - dt.timedelta(days=1),
+    )
     certs.init_ca(folder / "other", common_name="Rogue CA")
     certs.issue_client(folder / "other", "Rogue")
     return Pki(folder)
@@ -65,21 +69,51 @@ def write_config(folder: Path, pki: Pki) -> dict[str, str]:
     clients: list[dict[str, Any]] = []
     for name in ALLOWLISTED:
         scopes = list(certs.ADMIN_SCOPES) if name == "Admin" else []
-        clients.append({"clientId": name, "thumbprint": certs.thumbprint(pki.pem(name)),
-                        "description": f"test client {name}", "scopes": scopes})
+        clients.append(
+            {
+                "clientId": name,
+                "thumbprint": certs.thumbprint(pki.pem(name)),
+                "description": f"test client {name}",
+                "scopes": scopes,
+            }
+        )
     rules = [
-        {"clientId": "ClientA", "requestType": "InvoiceProcess",
-         "requiredKeys": ["InvoiceNumber", "VendorCode"], "allowAdditionalKeys": False},
-        {"clientId": "ClientA", "requestType": "OpenType", "requiredKeys": [],
-         "allowAdditionalKeys": True},
-        {"clientId": "ClientB", "requestType": "OtherType", "requiredKeys": ["Ref"],
-         "allowAdditionalKeys": False},
-        {"clientId": "Admin", "requestType": "OpenType", "requiredKeys": [],
-         "allowAdditionalKeys": True},
-        {"clientId": "Expired", "requestType": "OpenType", "requiredKeys": [],
-         "allowAdditionalKeys": True},
-        {"clientId": "Rogue", "requestType": "OpenType", "requiredKeys": [],
-         "allowAdditionalKeys": True},
+        {
+            "clientId": "ClientA",
+            "requestType": "InvoiceProcess",
+            "requiredKeys": ["InvoiceNumber", "VendorCode"],
+            "allowAdditionalKeys": False,
+        },
+        {
+            "clientId": "ClientA",
+            "requestType": "OpenType",
+            "requiredKeys": [],
+            "allowAdditionalKeys": True,
+        },
+        {
+            "clientId": "ClientB",
+            "requestType": "OtherType",
+            "requiredKeys": ["Ref"],
+            "allowAdditionalKeys": False,
+        },
+        {
+            "clientId": "Admin",
+            "requestType": "OpenType",
+            "requiredKeys": [],
+            "allowAdditionalKeys": True,
+        },
+        {
+            "clientId": "Expired",
+            "requestType": "OpenType",
+            "requiredKeys": [],
+            "allowAdditionalKeys": True,
+        },
+        {
+            "clientId": "Rogue",
+            "requestType": "OpenType",
+            "requiredKeys": [],
+            "allowAdditionalKeys": True,
+        },
     ]
     (folder / "clients.json").write_text(json.dumps({"clients": clients}))
     (folder / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}))
@@ -88,10 +122,17 @@ def write_config(folder: Path, pki: Pki) -> dict[str, str]:
     template = json.loads(
         (PROJECT_ROOT / "tests" / "fixtures" / "registry" / "invoice.json").read_text()
     )
-    for definition_id, request_type in (("invoice-process", "InvoiceProcess"),
-                                        ("open-type", "OpenType"), ("other-type", "OtherType")):
-        document = {**template, "id": f"{definition_id}-v1", "definitionId": definition_id,
-                    "customProperties": {"requestType": request_type}}
+    for definition_id, request_type in (
+        ("invoice-process", "InvoiceProcess"),
+        ("open-type", "OpenType"),
+        ("other-type", "OtherType"),
+    ):
+        document = {
+            **template,
+            "id": f"{definition_id}-v1",
+            "definitionId": definition_id,
+            "customProperties": {"requestType": request_type},
+        }
         (workflows / f"{definition_id}.json").write_text(json.dumps(document))
     return {
         "BROKER_CLIENTS_FILE": str(folder / "clients.json"),

@@ -17,8 +17,12 @@ HANDSHAKE_REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnect
 
 
 def invoice(**overrides: Any) -> dict[str, Any]:
-    return {"requestType": "InvoiceProcess", "keys": dict(INVOICE_KEYS),
-            "payload": {"amount": 250}, **overrides}
+    return {
+        "requestType": "InvoiceProcess",
+        "keys": dict(INVOICE_KEYS),
+        "payload": {"amount": 250},
+        **overrides,
+    }
 
 
 @pytest.fixture
@@ -90,12 +94,19 @@ def test_wrong_client_for_request_type_gets_elsa_brokers_message(server: Server)
 
 def test_missing_and_unexpected_keys_are_named(server: Server) -> None:
     missing = server.call("ClientA", "POST", "/requests", invoice(keys={"VendorCode": "V"}))
-    unexpected = server.call("ClientA", "POST", "/requests",
-                             invoice(keys={**INVOICE_KEYS, "Color": "red"}))
+    unexpected = server.call(
+        "ClientA", "POST", "/requests", invoice(keys={**INVOICE_KEYS, "Color": "red"})
+    )
     assert (missing.status, missing.body["error"], missing.body["keys"]) == (
-        400, "Missing required keys", ["InvoiceNumber"])
+        400,
+        "Missing required keys",
+        ["InvoiceNumber"],
+    )
     assert (unexpected.status, unexpected.body["error"], unexpected.body["keys"]) == (
-        400, "Unexpected keys", ["Color"])
+        400,
+        "Unexpected keys",
+        ["Color"],
+    )
 
 
 def test_malformed_json_is_400(server: Server) -> None:
@@ -110,12 +121,18 @@ def test_oversized_body_is_413_declared_or_chunked(server: Server) -> None:
     # When it is sent with a Content-Length
     declared = server.call("ClientA", "POST", "/requests", raw=big)
     # And when it is streamed in chunks without one
-    conn = http.client.HTTPSConnection("localhost", server.public_port, timeout=30,
-                                       context=server.context("ClientA"))
+    conn = http.client.HTTPSConnection(
+        "localhost", server.public_port, timeout=30, context=server.context("ClientA")
+    )
     try:
-        chunks = (big[i:i + 65536] for i in range(0, len(big), 65536))
-        conn.request("POST", "/requests", body=chunks, encode_chunked=True,
-                     headers={"Content-Type": "application/json"})
+        chunks = (big[i : i + 65536] for i in range(0, len(big), 65536))
+        conn.request(
+            "POST",
+            "/requests",
+            body=chunks,
+            encode_chunked=True,
+            headers={"Content-Type": "application/json"},
+        )
         chunked = conn.getresponse()
         chunked_status = chunked.status
     except (BrokenPipeError, ConnectionResetError):
@@ -139,8 +156,9 @@ def test_idempotent_retry_answers_the_same_record_and_another_body_conflicts(
     headers = {"Idempotency-Key": "e2e-order-1"}
     first = server.call("ClientA", "POST", "/requests", invoice(), headers=headers)
     again = server.call("ClientA", "POST", "/requests", invoice(), headers=headers)
-    other = server.call("ClientA", "POST", "/requests", invoice(payload={"amount": 9}),
-                        headers=headers)
+    other = server.call(
+        "ClientA", "POST", "/requests", invoice(payload={"amount": 9}), headers=headers
+    )
     assert first.status == 202
     assert again.status == 200
     assert again.body["correlationId"] == first.body["correlationId"]
@@ -176,8 +194,12 @@ def test_terminal_request_refuses_a_late_callback_and_stays_unchanged(server: Se
 
 
 def test_callback_for_unknown_request_is_404(server: Server) -> None:
-    response = server.internal("POST", "/internal/requests/nope/result",
-                               {"status": "Completed"}, {"X-Callback-Secret": CALLBACK_SECRET})
+    response = server.internal(
+        "POST",
+        "/internal/requests/nope/result",
+        {"status": "Completed"},
+        {"X-Callback-Secret": CALLBACK_SECRET},
+    )
     assert response.status == 404
 
 
@@ -186,8 +208,9 @@ def test_list_pages_with_a_cursor(server: Server) -> None:
     ids = [submit(server, "Admin", requestType="OpenType", keys={}) for _ in range(3)]
     # When Admin pages through two at a time
     first = server.call("Admin", "GET", "/requests?limit=2&requestType=OpenType").body
-    second = server.call("Admin", "GET",
-                         f"/requests?limit=2&requestType=OpenType&cursor={first['next']}").body
+    second = server.call(
+        "Admin", "GET", f"/requests?limit=2&requestType=OpenType&cursor={first['next']}"
+    ).body
     # Then it sees all three, newest first, and the last page has no next
     seen = [i["correlationId"] for i in first["items"] + second["items"]]
     assert seen[:3] == list(reversed(ids))
@@ -216,8 +239,9 @@ def test_admin_endpoints_check_scopes(server: Server) -> None:
 
 
 def test_event_is_accepted(server: Server) -> None:
-    response = server.call("ClientA", "POST", "/events/Approved",
-                           {"correlationId": "any", "payload": {"ok": True}})
+    response = server.call(
+        "ClientA", "POST", "/events/Approved", {"correlationId": "any", "payload": {"ok": True}}
+    )
     assert response.status == 202
     assert response.body["queueItemId"]
 

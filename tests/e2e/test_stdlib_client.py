@@ -19,10 +19,23 @@ CLIENT = PROJECT_ROOT / "deploy" / "examples" / "stdlib_client.py"
 def run_client(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     pki = server.pki
     return subprocess.run(
-        [sys.executable, str(CLIENT), "--url", f"https://localhost:{server.public_port}",
-         "--ca", str(pki.ca), "--cert", str(pki.pem("ClientA")), "--key",
-         str(pki.key("ClientA")), *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            str(CLIENT),
+            "--url",
+            f"https://localhost:{server.public_port}",
+            "--ca",
+            str(pki.ca),
+            "--cert",
+            str(pki.pem("ClientA")),
+            "--key",
+            str(pki.key("ClientA")),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -30,18 +43,40 @@ def test_stdlib_client_submits_and_polls_until_terminal(broker_server: Server) -
     # Given a worker stand-in that completes every queued request of ClientA through the callback
     # (started after the client submitted: the client polls while it waits)
     process = subprocess.Popen(
-        [sys.executable, str(CLIENT), "--url", f"https://localhost:{broker_server.public_port}",
-         "--ca", str(broker_server.pki.ca), "--cert", str(broker_server.pki.pem("ClientA")),
-         "--key", str(broker_server.pki.key("ClientA")), "--type", "InvoiceProcess",
-         "--key-value", "InvoiceNumber=INV-7", "--key-value", "VendorCode=V-1",
-         "--payload", '{"amount": 7}', "--wait", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(CLIENT),
+            "--url",
+            f"https://localhost:{broker_server.public_port}",
+            "--ca",
+            str(broker_server.pki.ca),
+            "--cert",
+            str(broker_server.pki.pem("ClientA")),
+            "--key",
+            str(broker_server.pki.key("ClientA")),
+            "--type",
+            "InvoiceProcess",
+            "--key-value",
+            "InvoiceNumber=INV-7",
+            "--key-value",
+            "VendorCode=V-1",
+            "--payload",
+            '{"amount": 7}',
+            "--wait",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         request_id = _wait_for_queued_invoice(broker_server, "INV-7")
-        done = broker_server.internal("POST", f"/internal/requests/{request_id}/result",
-                                      {"status": "Completed", "result": {"paid": True}},
-                                      {"X-Callback-Secret": CALLBACK_SECRET})
+        done = broker_server.internal(
+            "POST",
+            f"/internal/requests/{request_id}/result",
+            {"status": "Completed", "result": {"paid": True}},
+            {"X-Callback-Secret": CALLBACK_SECRET},
+        )
         assert done.status == 204
         stdout, stderr = process.communicate(timeout=60)
     finally:

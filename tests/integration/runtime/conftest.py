@@ -95,19 +95,28 @@ def write_workflows(folder: Path, sink: Sink) -> None:
             request_type="Parent",
         ),
         workflow("child", [post_to("call", sink.url("/child"))]),
-        workflow(
-            "task-call",
-            [
-                activity(
-                    "task",
-                    "Elsa.RunTask",
-                    taskName=literal("sample.double"),
-                    payload=obj({"n": 21}),
-                ),
-                set_output("out", "result", "task done"),
-            ],
-            request_type="TaskCall",
-        ),
+        {
+            **workflow(
+                "task-call",
+                [
+                    activity(
+                        "task",
+                        "Elsa.RunTask",
+                        taskName=literal("sample.double"),
+                        payload=obj({"n": 21}),
+                        result={"typeName": "Object", "memoryReference": {"id": "v1"}},
+                    ),
+                    activity(
+                        "out",
+                        "Elsa.SetOutput",
+                        outputName=literal("result"),
+                        outputValue={"expression": {"type": "Variable", "value": "TaskResult"}},
+                    ),
+                ],
+                request_type="TaskCall",
+            ),
+            "variables": [{"id": "v1", "name": "TaskResult", "typeName": "Object"}],
+        },
         workflow(
             "delayed",
             [
@@ -157,8 +166,9 @@ def backend_urls(backend: str, var_dir: Path) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module", params=["embedded", "production"])
-def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     backend = str(request.param)
     root = tmp_path_factory.mktemp(f"stack-{backend}")
     var_dir = root / "var"
@@ -177,8 +187,16 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             factory, registry = prepare(settings)
             worker = Worker(env, root / "worker.log").start()
             try:
-                yield Stack(backend, settings, factory, registry, sink, worker,
-                            make_publisher(settings, factory), env)
+                yield Stack(
+                    backend,
+                    settings,
+                    factory,
+                    registry,
+                    sink,
+                    worker,
+                    make_publisher(settings, factory),
+                    env,
+                )
             finally:
                 worker.stop()
                 registry.stop()

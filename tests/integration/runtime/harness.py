@@ -106,6 +106,7 @@ class Sink:
         self.attempts: Counter[tuple[str, str | None]] = Counter()
         self.fail: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
+        self.delay: dict[str, float] = {}  # seconds each call on the path takes
         sink = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -115,6 +116,9 @@ class Sink:
                 key = self.headers.get("Idempotency-Key")
                 with contextlib.suppress(ValueError):
                     sink.bodies[self.path].append(json.loads(raw or b"null"))
+                pause = sink.delay.get(self.path)
+                if pause:
+                    time.sleep(pause)  # a slow downstream, so work is in flight when killed
                 status = sink.record(self.path, key)
                 body = json.dumps({"ok": status == 200}).encode()
                 self.send_response(status)
@@ -158,6 +162,16 @@ class Sink:
 
 
 # Settings, database, submissions -----------------------------------------------------------------
+
+
+def sink_workflow(definition_id: str, request_type: str, url: str, **custom: Any) -> dict[str, Any]:
+    """A request type whose workflow POSTs once to ``url`` and then sets an output."""
+    return workflow(
+        definition_id,
+        [post_to("call", url), set_output("out", "result", {"ok": True})],
+        request_type=request_type,
+        **custom,
+    )
 
 
 def runtime_env(
@@ -280,8 +294,15 @@ class Worker:
     """``celery -A tasks worker`` (with embedded beat) as a subprocess in its own session, so it
     and its pool children are stopped together by the worker's process-group id."""
 
-    def __init__(self, env: Mapping[str, str], log: Path, *, beat: bool = True,
-                 concurrency: int = 2, name: str = "w1") -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        beat: bool = True,
+        concurrency: int = 2,
+        name: str = "w1",
+    ) -> None:
         self.env = process_env(env)
         self.log = log
         self.beat = beat
@@ -291,16 +312,31 @@ class Worker:
 
     def start(self) -> Worker:
         argv = [
-            sys.executable, "-m", "celery", "-A", "tasks", "worker",
-            "--loglevel", "INFO", "--concurrency", str(self.concurrency),
-            "--hostname", f"{self.name}@127.0.0.1",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tasks",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            str(self.concurrency),
+            "--hostname",
+            f"{self.name}@127.0.0.1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
         ]
         if self.beat:
             argv.append("--beat")
         handle = self.log.open("ab")
         self.proc = subprocess.Popen(
-            argv, cwd=PROJECT_ROOT, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
+            argv,
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         handle.close()
@@ -349,3 +385,21 @@ def running_worker(env: Mapping[str, str], log: Path, **options: Any) -> Iterato
         yield worker
     finally:
         worker.stop()
+
+
+_row_counter = iter(range(10**9))
+
+
+def outbox_rows_enqueue(factory: sessionmaker[Session], count: int) -> list[str]:
+    """Commit ``count`` pending outbox rows (ids only; nothing consumes them)."""
+    from broker.runtime import outbox
+
+    written = []
+    with transaction(factory) as session:
+        for _ in range(count):
+            row_id = f"chaos-{next(_row_counter):08d}"
+            outbox.enqueue(
+                session, outbox_id=row_id, task_name="broker.noop", queue="broker.default", args={}
+            )
+            written.append(row_id)
+    return written

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from broker.errors import Conflict
 from broker.runtime import deadletters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
 from broker.runtime.runner import complete_from_callback
-from broker.errors import Conflict
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
 from tests.integration.runtime.conftest import Stack
@@ -25,8 +25,11 @@ WAIT = 60.0
 
 def wait_status(stack: Stack, request_id: str, status: str) -> None:
     try:
-        wait_until(lambda: request_status(stack.factory, request_id) == status, timeout=WAIT,
-                   what=f"request {request_id} to be {status}")
+        wait_until(
+            lambda: request_status(stack.factory, request_id) == status,
+            timeout=WAIT,
+            what=f"request {request_id} to be {status}",
+        )
     except AssertionError:
         print(stack.worker.tail())
         raise
@@ -42,8 +45,9 @@ def instance_of(stack: Stack, request_id: str) -> WorkflowInstance:
 def test_requests_complete_with_one_effect_each(stack: Stack) -> None:
     # Given five submissions published on the fast path
     request_ids = [
-        submit_request(stack.factory, stack.registry, "SinkCall", payload={"n": n},
-                       publisher=stack.publisher)
+        submit_request(
+            stack.factory, stack.registry, "SinkCall", payload={"n": n}, publisher=stack.publisher
+        )
         for n in range(5)
     ]
     # When the worker runs them
@@ -52,7 +56,9 @@ def test_requests_complete_with_one_effect_each(stack: Stack) -> None:
     # Then each went Queued -> Processing -> Completed with its audit trail and one effect
     for request_id in request_ids:
         assert event_types(stack.factory, request_id) == [
-            "RequestSubmitted", "RequestProcessing", "RequestCompleted",
+            "RequestSubmitted",
+            "RequestProcessing",
+            "RequestCompleted",
         ]
         instance = instance_of(stack, request_id)
         assert instance.sub_status == "Finished"
@@ -74,8 +80,9 @@ def test_relay_publishes_rows_the_fast_path_never_sent(stack: Stack) -> None:
 def test_transient_failures_are_retried_until_the_call_succeeds(stack: Stack) -> None:
     # Given a sink that fails twice per key before it succeeds
     stack.sink.fail["/flaky"] = 2
-    request_id = submit_request(stack.factory, stack.registry, "FlakyCall",
-                                publisher=stack.publisher)
+    request_id = submit_request(
+        stack.factory, stack.registry, "FlakyCall", publisher=stack.publisher
+    )
     # When the worker runs and retries it
     wait_status(stack, request_id, "Completed")
     # Then the journal shows three attempts of the call, resumed at the failing activity
@@ -87,8 +94,9 @@ def test_transient_failures_are_retried_until_the_call_succeeds(stack: Stack) ->
 def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stack) -> None:
     # Given a sink that always fails
     stack.sink.fail["/broken"] = -1
-    request_id = submit_request(stack.factory, stack.registry, "BrokenCall",
-                                publisher=stack.publisher)
+    request_id = submit_request(
+        stack.factory, stack.registry, "BrokenCall", publisher=stack.publisher
+    )
     # When the attempts run out
     wait_status(stack, request_id, "Faulted")
     # Then a replayable request dead letter names the failed activity
@@ -106,7 +114,9 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
     # Then the same record completes, with the replay in its audit trail
     wait_status(stack, request_id, "Completed")
     assert event_types(stack.factory, request_id)[-3:] == [
-        "RequestFaulted", "RequestReplayed", "RequestCompleted",
+        "RequestFaulted",
+        "RequestReplayed",
+        "RequestCompleted",
     ]
     # And the dead letter cannot be replayed twice
     with transaction(stack.factory) as session, pytest.raises(Conflict):
@@ -115,16 +125,23 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
 
 def test_an_event_resumes_a_suspended_request(stack: Stack) -> None:
     # Given a request waiting for the event "approval"
-    request_id = submit_request(stack.factory, stack.registry, "Approval",
-                                publisher=stack.publisher)
-    wait_until(lambda: _sub_status(stack, request_id) == "Suspended", timeout=WAIT,
-               what="suspension")
+    request_id = submit_request(
+        stack.factory, stack.registry, "Approval", publisher=stack.publisher
+    )
+    wait_until(
+        lambda: _sub_status(stack, request_id) == "Suspended", timeout=WAIT, what="suspension"
+    )
     assert request_status(stack.factory, request_id) == "Processing"
     # When the event arrives for its correlation id
     with transaction(stack.factory) as session:
-        enqueue_stimulus(session, item_id=ids.new_id(), name="approval",
-                         payload={"by": "ops"}, correlation_id=request_id,
-                         client_key="testclient")
+        enqueue_stimulus(
+            session,
+            item_id=ids.new_id(),
+            name="approval",
+            payload={"by": "ops"},
+            correlation_id=request_id,
+            client_key="testclient",
+        )
     # Then the workflow resumes and completes
     wait_status(stack, request_id, "Completed")
     with transaction(stack.factory, write=False) as session:
@@ -135,8 +152,14 @@ def test_a_stimulus_that_arrives_before_the_suspension_is_kept(stack: Stack) -> 
     # Given an event queued for a request before its workflow even started
     request_id = submit_request(stack.factory, stack.registry, "Approval", publisher=None)
     with transaction(stack.factory) as session:
-        enqueue_stimulus(session, item_id=ids.new_id(), name="approval", payload=None,
-                         correlation_id=request_id, client_key="testclient")
+        enqueue_stimulus(
+            session,
+            item_id=ids.new_id(),
+            name="approval",
+            payload=None,
+            correlation_id=request_id,
+            client_key="testclient",
+        )
     # When the relay starts the workflow and it suspends on the event
     # Then the queued stimulus still resumes it
     wait_status(stack, request_id, "Completed")
@@ -144,8 +167,7 @@ def test_a_stimulus_that_arrives_before_the_suspension_is_kept(stack: Stack) -> 
 
 def test_a_parent_waits_for_its_dispatched_child(stack: Stack) -> None:
     # Given a workflow that dispatches a child and waits for it
-    request_id = submit_request(stack.factory, stack.registry, "Parent",
-                                publisher=stack.publisher)
+    request_id = submit_request(stack.factory, stack.registry, "Parent", publisher=stack.publisher)
     # When both run on the worker
     wait_status(stack, request_id, "Completed")
     # Then the child ran as its own instance, and the parent resumed after it
@@ -160,32 +182,34 @@ def test_a_parent_waits_for_its_dispatched_child(stack: Stack) -> None:
 
 
 def test_run_task_calls_a_listed_celery_task_and_resumes_with_its_result(stack: Stack) -> None:
-    request_id = submit_request(stack.factory, stack.registry, "TaskCall",
-                                publisher=stack.publisher)
+    # Given a workflow that calls the Celery task "sample.double" with {"n": 21}
+    request_id = submit_request(
+        stack.factory, stack.registry, "TaskCall", publisher=stack.publisher
+    )
+    # When the worker runs the task and the bookmark queue resumes the workflow
     wait_status(stack, request_id, "Completed")
+    # Then the task's return value reached the workflow
     with transaction(stack.factory, write=False) as session:
-        assert session.get(Request, request_id).result == {"result": "task done"}
-        instance = session.get(WorkflowInstance, ids.instance_id_for_request(request_id))
-        assert instance is not None
-    outputs = [c.get("props", {}) for c in []]
-    assert outputs == []
+        assert session.get(Request, request_id).result == {"result": {"doubled": 42}}
 
 
 def test_a_delay_is_resumed_by_its_timer(stack: Stack) -> None:
-    request_id = submit_request(stack.factory, stack.registry, "Delayed",
-                                publisher=stack.publisher)
-    wait_until(lambda: _sub_status(stack, request_id) == "Suspended", timeout=WAIT,
-               what="suspension")
+    request_id = submit_request(stack.factory, stack.registry, "Delayed", publisher=stack.publisher)
+    wait_until(
+        lambda: _sub_status(stack, request_id) == "Suspended", timeout=WAIT, what="suspension"
+    )
     wait_status(stack, request_id, "Completed")
 
 
 def test_remote_execution_waits_for_the_callback(stack: Stack) -> None:
     # Given a workflow whose executor is a remote Elsa server
-    request_id = submit_request(stack.factory, stack.registry, "Remote",
-                                publisher=stack.publisher)
+    request_id = submit_request(stack.factory, stack.registry, "Remote", publisher=stack.publisher)
     # When the worker dispatches it
-    wait_until(lambda: "RequestDispatched" in event_types(stack.factory, request_id),
-               timeout=WAIT, what="dispatch")
+    wait_until(
+        lambda: "RequestDispatched" in event_types(stack.factory, request_id),
+        timeout=WAIT,
+        what="dispatch",
+    )
     # Then Elsa received the contract body and the request stays Processing
     body = next(b for b in stack.sink.bodies["/elsa"] if b["correlationId"] == request_id)
     assert body["definitionId"] == "remote"

@@ -51,10 +51,12 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def app(ingress_settings: Settings, session_factory: sessionmaker[Session],
-        publisher: RecordingPublisher) -> Flask:
-    return create_public_app(ingress_settings, session_factory=session_factory,
-                             publisher=publisher)
+def app(
+    ingress_settings: Settings,
+    session_factory: sessionmaker[Session],
+    publisher: RecordingPublisher,
+) -> Flask:
+    return create_public_app(ingress_settings, session_factory=session_factory, publisher=publisher)
 
 
 @pytest.fixture
@@ -68,7 +70,7 @@ def client_as(app: Flask, pki: Pki) -> Callable[[str], FlaskClient]:
 
     def make(name: str) -> FlaskClient:
         client = app.test_client()
-        client.environ_base[PEER_CERT] = pki.der(name)
+        client.environ_base[PEER_CERT] = pki.der(name)  # type: ignore[assignment]
         return client
 
     return make

@@ -26,6 +26,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.conftest import free_port
 from tests.e2e.support import INVOICE_KEYS, Pki
 from tests.unit.ingress.conftest import RecordingPublisher
 
@@ -33,8 +34,12 @@ ClientAs = Callable[[str], FlaskClient]
 
 
 def invoice(**overrides: Any) -> dict[str, Any]:
-    return {"requestType": "InvoiceProcess", "keys": dict(INVOICE_KEYS),
-            "payload": {"amount": 250}, **overrides}
+    return {
+        "requestType": "InvoiceProcess",
+        "keys": dict(INVOICE_KEYS),
+        "payload": {"amount": 250},
+        **overrides,
+    }
 
 
 def count(factory: sessionmaker[Session], model: Any) -> int:
@@ -117,8 +122,11 @@ def test_unexpected_keys_are_named_unless_additional_keys_are_allowed(client_as:
     client = client_as("ClientA")
     response = client.post("/requests", json=invoice(keys={**INVOICE_KEYS, "Extra": "x"}))
     assert response.status_code == 400
-    assert response.get_json() == {"error": "Unexpected keys", "code": "unexpected_keys",
-                                   "keys": ["Extra"]}
+    assert response.get_json() == {
+        "error": "Unexpected keys",
+        "code": "unexpected_keys",
+        "keys": ["Extra"],
+    }
     open_type = client.post("/requests", json={"requestType": "OpenType", "keys": {"Any": "x"}})
     assert open_type.status_code == 202
 
@@ -141,8 +149,7 @@ def test_unexpected_keys_are_named_unless_additional_keys_are_allowed(client_as:
 def test_malformed_bodies_are_refused_naming_the_field(
     client_as: ClientAs, session_factory: sessionmaker[Session], body: bytes, field: str
 ) -> None:
-    response = client_as("ClientA").post("/requests", data=body,
-                                         content_type="application/json")
+    response = client_as("ClientA").post("/requests", data=body, content_type="application/json")
     assert response.status_code == 400
     assert response.get_json()["field"] == field
     assert count(session_factory, Request) == 0
@@ -152,8 +159,9 @@ def test_too_deep_json_is_refused(client_as: ClientAs) -> None:
     payload: Any = {}
     for _ in range(40):
         payload = {"x": payload}
-    response = client_as("ClientA").post("/requests", json={"requestType": "OpenType",
-                                                            "payload": payload})
+    response = client_as("ClientA").post(
+        "/requests", json={"requestType": "OpenType", "payload": payload}
+    )
     assert response.status_code == 400
     assert "nesting" in response.get_json()["error"]
 
@@ -162,18 +170,22 @@ def test_body_over_the_limit_is_413_from_content_length_and_from_a_chunked_strea
     ingress_settings: Settings, session_factory: sessionmaker[Session], pki: Pki
 ) -> None:
     # Given a listener that accepts 200 bytes
-    app = create_public_app(ingress_settings.replace(max_body_bytes=200),
-                            session_factory=session_factory)
+    app = create_public_app(
+        ingress_settings.replace(max_body_bytes=200), session_factory=session_factory
+    )
     client = app.test_client()
-    client.environ_base["broker.peer_cert"] = pki.der("ClientA")
+    client.environ_base["broker.peer_cert"] = pki.der("ClientA")  # type: ignore[assignment]
     big = invoice(payload={"text": "x" * 500})
     # When the body is larger, declared or streamed without a length
     declared = client.post("/requests", json=big)
     # (a chunked body reaches the app as gunicorn passes it: no length, input terminated)
-    streamed = client.post("/requests", input_stream=io.BytesIO(json.dumps(big).encode()),
-                           content_type="application/json",
-                           headers={"Transfer-Encoding": "chunked"},
-                           environ_overrides={"wsgi.input_terminated": True})
+    streamed = client.post(
+        "/requests",
+        input_stream=io.BytesIO(json.dumps(big).encode()),
+        content_type="application/json",
+        headers={"Transfer-Encoding": "chunked"},
+        environ_overrides={"wsgi.input_terminated": True},
+    )
     # Then both are refused with 413 and nothing is written
     assert declared.status_code == 413
     assert declared.get_json()["code"] == "payload_too_large"
@@ -220,11 +232,18 @@ def test_concurrent_insert_with_the_same_key_is_resolved_by_the_unique_constrain
     body = {"requestType": "OpenType"}
     winner = runtime.Submission("OpenType", {}, None, "race")
     with session_factory.begin() as session:
-        session.add(Request(
-            id="raced", client_id="ClientA", client_key="clienta", request_type="OpenType",
-            request_type_key="opentype", keys={}, idempotency_key="race",
-            body_hash=winner.body_hash(),
-        ))
+        session.add(
+            Request(
+                id="raced",
+                client_id="ClientA",
+                client_key="clienta",
+                request_type="OpenType",
+                request_type_key="opentype",
+                keys={},
+                idempotency_key="race",
+                body_hash=winner.body_hash(),
+            )
+        )
     original = runtime.find_by_idempotency_key
     lookups = {"n": 0}
 
@@ -234,8 +253,9 @@ def test_concurrent_insert_with_the_same_key_is_resolved_by_the_unique_constrain
 
     monkeypatch.setattr(runtime, "find_by_idempotency_key", late_lookup)
     # When our submission hits the unique constraint
-    response = client_as("ClientA").post("/requests", json=body,
-                                         headers={"Idempotency-Key": "race"})
+    response = client_as("ClientA").post(
+        "/requests", json=body, headers={"Idempotency-Key": "race"}
+    )
     # Then it answers the winner's record instead of a 500, and wrote nothing of its own
     assert response.status_code == 200
     assert response.get_json()["correlationId"] == "raced"
@@ -257,8 +277,10 @@ def test_another_clients_record_is_forbidden_and_a_missing_one_not_found(
 def test_list_pages_newest_first_with_a_cursor_and_own_records_only(client_as: ClientAs) -> None:
     # Given five requests of ClientA and one of Admin
     client = client_as("ClientA")
-    ids = [client.post("/requests", json={"requestType": "OpenType"}).get_json()["correlationId"]
-           for _ in range(5)]
+    ids = [
+        client.post("/requests", json={"requestType": "OpenType"}).get_json()["correlationId"]
+        for _ in range(5)
+    ]
     client_as("Admin").post("/requests", json={"requestType": "OpenType"})
     # When ClientA lists two at a time
     seen: list[str] = []
@@ -306,11 +328,17 @@ def test_cancel_marks_the_request_and_its_instances_then_refuses_twice(
     request_id = client.post("/requests", json=invoice()).get_json()["correlationId"]
     with session_factory.begin() as session:
         for instance_id, parent in (("root-1", None), ("child-1", "root-1")):
-            session.add(WorkflowInstance(
-                id=instance_id, definition_id="invoice-process", definition_version_id="v",
-                version=1, request_id=request_id if parent is None else None, parent_id=parent,
-                sub_status=InstanceSubStatus.SUSPENDED.value,
-            ))
+            session.add(
+                WorkflowInstance(
+                    id=instance_id,
+                    definition_id="invoice-process",
+                    definition_version_id="v",
+                    version=1,
+                    request_id=request_id if parent is None else None,
+                    parent_id=parent,
+                    sub_status=InstanceSubStatus.SUSPENDED.value,
+                )
+            )
         session.get(Request, request_id).instance_id = "root-1"  # type: ignore[union-attr]
     # When the client cancels it
     response = client.post(f"/requests/{request_id}/cancel")
@@ -340,14 +368,19 @@ def test_paused_runtime_answers_503_with_retry_after(
 def test_event_is_queued_for_this_client(
     client_as: ClientAs, session_factory: sessionmaker[Session]
 ) -> None:
-    response = client_as("ClientA").post("/events/Approved",
-                                         json={"correlationId": "c-1", "payload": {"ok": True}})
+    response = client_as("ClientA").post(
+        "/events/Approved", json={"correlationId": "c-1", "payload": {"ok": True}}
+    )
     assert response.status_code == 202
     with session_factory() as session:
         item = session.get(BookmarkQueueItem, response.get_json()["queueItemId"])
     assert item is not None
     assert (item.name, item.correlation_id, item.client_key, item.payload) == (
-        "Approved", "c-1", "clienta", {"ok": True})
+        "Approved",
+        "c-1",
+        "clienta",
+        {"ok": True},
+    )
 
 
 def test_event_without_correlation_id_is_400(client_as: ClientAs) -> None:
@@ -392,14 +425,16 @@ def test_unknown_path_and_method_answer_json(client_as: ClientAs) -> None:
 def test_database_down_answers_503_not_500(
     ingress_settings: Settings, pki: Pki, session_factory: sessionmaker[Session]
 ) -> None:
-    # Given a listener whose database is a folder that cannot be opened
+    # Given a listener whose database server does not answer
     from broker.store import db
 
-    broken = db.make_session_factory(db.make_engine("sqlite:////nonexistent-dir/x/broker.db"))
-    app = create_public_app(ingress_settings, session_factory=broken,
-                            clients=_AllowAll(), registry=_OneWorkflow())
+    down = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/broker"
+    broken = db.make_session_factory(db.make_engine(down))
+    app = create_public_app(
+        ingress_settings, session_factory=broken, clients=_AllowAll(), registry=_OneWorkflow()
+    )
     client = app.test_client()
-    client.environ_base["broker.peer_cert"] = pki.der("ClientA")
+    client.environ_base["broker.peer_cert"] = pki.der("ClientA")  # type: ignore[assignment]
     # When a client submits
     response = client.post("/requests", json={"requestType": "OpenType"})
     # Then it is told to come back later

@@ -13,7 +13,6 @@ from sqlalchemy.pool import QueuePool
 
 from broker.store.db import (
     SQLITE_BUSY_TIMEOUT_MS,
-    dispose_engines,
     make_engine,
     make_session_factory,
     normalize_url,
@@ -216,7 +215,8 @@ def test_a_forked_child_opens_its_own_connections(sqlite_url: str) -> None:
     if pid == 0:  # the child: report through the exit code only, never return into pytest
         code = 1
         try:
-            if pool.checkedin() == 0:
+            fresh = make_engine(sqlite_url).pool  # dispose() replaced the pool
+            if isinstance(fresh, QueuePool) and fresh is not pool and fresh.checkedin() == 0:
                 with make_engine(sqlite_url).connect() as conn:
                     code = 0 if conn.execute(text("SELECT 41 + 1")).scalar() == 42 else 2
         finally:
@@ -227,4 +227,3 @@ def test_a_forked_child_opens_its_own_connections(sqlite_url: str) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     with engine.connect() as conn:
         assert conn.execute(text("SELECT 1")).scalar() == 1
-    dispose_engines()

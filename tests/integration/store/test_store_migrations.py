@@ -1,4 +1,4 @@
-"""`broker db` on PostgreSQL, concurrent migrations, and an unreachable database."""
+"""Migrations: `broker db` on PostgreSQL, processes migrating together, a database that is down."""
 
 from __future__ import annotations
 
@@ -50,12 +50,12 @@ def test_plain_postgresql_urls_are_accepted(postgres_url: str) -> None:
     assert make_engine(plain).dialect.driver == "psycopg"
 
 
-def test_processes_migrating_together_do_not_collide(postgres_url: str) -> None:
+def test_processes_migrating_together_do_not_collide(database_url: str) -> None:
     # Given several processes starting together on an empty database
     code = "import sys; from broker.store.db import upgrade; upgrade(sys.argv[1])"
     starters = [
         subprocess.Popen(
-            [sys.executable, "-c", code, postgres_url],
+            [sys.executable, "-c", code, database_url],
             cwd=PROJECT_ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -75,9 +75,10 @@ def test_processes_migrating_together_do_not_collide(postgres_url: str) -> None:
                 process.kill()
                 process.wait()
 
-    # Then none failed (the advisory lock makes them take turns) and the database is at head
+    # Then none failed (they take turns: an advisory lock on PostgreSQL, BEGIN IMMEDIATE on
+    # SQLite) and the database is at head
     assert [code for code, _ in outputs] == [0] * len(starters), outputs
-    assert is_current(postgres_url)
+    assert is_current(database_url)
 
 
 @pytest.fixture

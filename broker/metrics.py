@@ -1,0 +1,299 @@
+"""Prometheus metrics: counters and histograms the processes record, gauges read from SQL.
+
+Counters and histograms live in the process that counts (a gunicorn worker, a Celery pool
+child). With ``PROMETHEUS_MULTIPROC_DIR`` set, prometheus-client itself writes them to files in
+that folder, and ``render_metrics`` sums every process's files, so ``/metrics`` on the internal
+listener answers for all of them (gunicorn's ``child_exit`` hook marks dead workers). Processes
+whose numbers should appear there must share the folder (same host).
+
+The backlog gauges (outbox, bookmark queue, dead letters) are not kept in any process: a custom
+collector counts rows at scrape time, so every process that renders answers the same truth.
+
+The ``record_*`` helpers never raise: a metrics failure must not fail the work it describes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    values,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.store.models import (
+    BookmarkQueueItem,
+    DeadLetter,
+    DeadLetterKind,
+    OutboxRow,
+    OutboxState,
+    RequestStatus,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+
+# Submit-to-terminal spans seconds (a plain workflow) to days (a human approval).
+LATENCY_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400, 604800)
+ACTIVITY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+def _counter(name: str, documentation: str, labels: list[str]) -> Any:
+    """A counter on the default registry, or the one already registered under ``name``.
+
+    The ingress declared ``broker_requests_accepted`` before this module existed; answering
+    its object when it was imported first keeps one series (prometheus-client has no public
+    lookup by name, hence the private map).
+    """
+    existing = REGISTRY._names_to_collectors.get(name)
+    if existing is not None:
+        return existing
+    return Counter(name, documentation, labels)
+
+
+REQUESTS_ACCEPTED = _counter(
+    "broker_requests_accepted", "Requests accepted, by request type", ["request_type"]
+)
+REQUESTS_COMPLETED = Counter(
+    "broker_requests_completed",
+    "Requests that reached Completed, by request type",
+    ["request_type"],
+)
+REQUESTS_FAULTED = Counter(
+    "broker_requests_faulted", "Requests that reached Faulted, by request type", ["request_type"]
+)
+RETRIES = Counter(
+    "broker_retries", "Activity retries scheduled after a transient error", ["request_type"]
+)
+REQUEST_LATENCY = Histogram(
+    "broker_request_latency_seconds",
+    "Seconds from submission to a terminal status, by request type",
+    ["request_type"],
+    buckets=LATENCY_BUCKETS,
+)
+ACTIVITY_DURATION = Histogram(
+    "broker_activity_duration_seconds",
+    "Seconds one activity execution took, by activity type",
+    ["activity_type"],
+    buckets=ACTIVITY_BUCKETS,
+)
+
+
+# Recording ----------------------------------------------------------------------------------------
+
+
+def _never_raise(fn: Callable[P, None]) -> Callable[P, None]:
+    @functools.wraps(fn)
+    def safe(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            logger.warning("recording metric %s failed", fn.__name__, exc_info=True)
+
+    return safe
+
+
+@_never_raise
+def record_accepted(request_type: str) -> None:
+    """A request was accepted (committed with its outbox row)."""
+    REQUESTS_ACCEPTED.labels(request_type=request_type).inc()
+
+
+@_never_raise
+def record_finished(
+    request_type: str,
+    status: RequestStatus | str,
+    submitted_at: dt.datetime,
+    finished_at: dt.datetime | None = None,
+) -> None:
+    """A request reached a terminal status: count Completed/Faulted, observe its latency."""
+    status = RequestStatus(status)
+    if status is RequestStatus.COMPLETED:
+        REQUESTS_COMPLETED.labels(request_type=request_type).inc()
+    elif status is RequestStatus.FAULTED:
+        REQUESTS_FAULTED.labels(request_type=request_type).inc()
+    if not status.terminal:
+        return
+    latency = ((finished_at or utcnow()) - submitted_at).total_seconds()
+    REQUEST_LATENCY.labels(request_type=request_type).observe(max(latency, 0.0))
+
+
+@_never_raise
+def record_retry(request_type: str) -> None:
+    """An activity failed transiently and a retry was scheduled."""
+    RETRIES.labels(request_type=request_type).inc()
+
+
+@_never_raise
+def record_activity(activity_type: str, seconds: float) -> None:
+    """One activity execution took ``seconds``."""
+    ACTIVITY_DURATION.labels(activity_type=activity_type).observe(max(seconds, 0.0))
+
+
+@contextlib.contextmanager
+def timed_activity(activity_type: str) -> Iterator[None]:
+    """Observe the duration of the block as one execution of ``activity_type`` (also on error)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        record_activity(activity_type, time.perf_counter() - started)
+
+
+# The backlog, read from SQL -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Backlog:
+    """What is waiting: outbox rows by state, the bookmark queue, unreplayed dead letters."""
+
+    outbox: dict[str, int]
+    #: seconds the oldest pending outbox row has been due (0 when none is due)
+    oldest_pending_age: float
+    bookmark_queue_depth: int
+    dead_letters: dict[str, int]
+
+    @property
+    def outbox_pending(self) -> int:
+        return self.outbox.get(OutboxState.PENDING.value, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outbox": {"pending": self.outbox_pending, **self.outbox},
+            "oldestPendingAgeSeconds": round(self.oldest_pending_age, 3),
+            "bookmarkQueueDepth": self.bookmark_queue_depth,
+            "deadLetters": dict(self.dead_letters),
+        }
+
+
+def read_backlog(session: Session, now: dt.datetime | None = None) -> Backlog:
+    """Count the backlog in one read; ``now`` is injectable for tests."""
+    now = now or utcnow()
+    outbox = {state.value: 0 for state in OutboxState}
+    for state, count in session.execute(
+        select(OutboxRow.state, func.count()).group_by(OutboxRow.state)
+    ):
+        outbox[str(state)] = int(count)
+    # A row scheduled for a later retry is not late, so the age counts from available_at.
+    oldest = session.scalar(
+        select(func.min(OutboxRow.available_at)).where(
+            OutboxRow.state == OutboxState.PENDING.value, OutboxRow.available_at <= now
+        )
+    )
+    age = 0.0
+    if oldest is not None:
+        # min() bypasses the column type on SQLite, so the value may come back naive (UTC).
+        if isinstance(oldest, str):
+            oldest = dt.datetime.fromisoformat(oldest)
+        if oldest.tzinfo is None:
+            oldest = oldest.replace(tzinfo=dt.UTC)
+        age = max((now - oldest).total_seconds(), 0.0)
+    depth = session.scalar(select(func.count()).select_from(BookmarkQueueItem)) or 0
+    letters = {kind.value: 0 for kind in DeadLetterKind}
+    for kind, count in session.execute(
+        select(DeadLetter.kind, func.count())
+        .where(DeadLetter.replayed_at.is_(None))
+        .group_by(DeadLetter.kind)
+    ):
+        letters[str(kind)] = int(count)
+    return Backlog(outbox, age, int(depth), letters)
+
+
+class BacklogCollector(Collector):
+    """A prometheus collector that reads the backlog from the database at every scrape."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self.session_factory = session_factory
+
+    def describe(self) -> list[Metric]:
+        # Nothing up front: registering must not query the database.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "broker_backlog_database_up", "1 when the backlog gauges could read the database"
+        )
+        try:
+            with self.session_factory() as session:
+                backlog = read_backlog(session)
+        except Exception as exc:
+            logger.warning("metrics: the backlog could not be read: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield GaugeMetricFamily(
+            "broker_outbox_pending", "Outbox rows not yet published", value=backlog.outbox_pending
+        )
+        yield GaugeMetricFamily(
+            "broker_outbox_oldest_pending_age_seconds",
+            "Seconds the oldest due outbox row has waited to be published",
+            value=backlog.oldest_pending_age,
+        )
+        yield GaugeMetricFamily(
+            "broker_bookmark_queue_depth",
+            "Stimuli waiting in the bookmark queue",
+            value=backlog.bookmark_queue_depth,
+        )
+        letters = GaugeMetricFamily(
+            "broker_dead_letters", "Dead letters not yet replayed, by kind", labels=["kind"]
+        )
+        for kind, count in sorted(backlog.dead_letters.items()):
+            letters.add_metric([kind], count)
+        yield letters
+
+
+class _Forward(Collector):
+    """Exposes another registry's metrics inside a fresh one (the process-local ones)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.registry.collect()
+
+
+def multiprocess_enabled() -> bool:
+    """Whether prometheus-client writes values to files (it read PROMETHEUS_MULTIPROC_DIR)."""
+    return values.ValueClass is not values.MutexValue
+
+
+def render_metrics(
+    session_factory: sessionmaker[Session] | None,
+    *,
+    multiprocess_dir: str | None = None,
+) -> tuple[bytes, str]:
+    """The text exposition for ``/metrics``: every process's counters plus the backlog gauges.
+
+    Multiprocess mode (``multiprocess_dir`` given, or prometheus-client's own switch) sums the
+    files of all processes; otherwise this process's default registry is rendered.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    if multiprocess_dir is not None or multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry, path=multiprocess_dir)  # type: ignore[no-untyped-call]
+    else:
+        registry.register(_Forward(REGISTRY))
+    if session_factory is not None:
+        registry.register(BacklogCollector(session_factory))
+    return generate_latest(registry), CONTENT_TYPE_LATEST

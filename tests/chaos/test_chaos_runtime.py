@@ -1,0 +1,415 @@
+"""Chaos: nothing accepted is lost and no effect happens twice while processes die.
+
+1. Workers SIGKILLed mid-run and restarted: every request completes, one effect per request.
+2. The Redis transport restarted mid-run (a private server, so other tests are not disturbed).
+3. The relay's lock holder SIGSTOPped past its TTL: after a takeover, the stale holder publishes
+   nothing (epochs in the publish log only grow).
+4. One task delivered twice at the same time: one effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import func, select
+
+from broker.runtime import ids
+from broker.runtime.celery_config import create_celery
+from broker.runtime.process import make_publisher
+from broker.runtime.publisher import CelerySender
+from broker.settings import Settings
+from broker.store.db import dispose_engines, transaction
+from broker.store.models import OutboxRow, Request
+from tests.conftest import PG_ADMIN_URL, PROJECT_ROOT, free_port, require_service
+from tests.integration.runtime.harness import (
+    Sink,
+    Worker,
+    outbox_rows_enqueue,
+    prepare,
+    process_env,
+    runtime_env,
+    sink_workflow,
+    submit_request,
+    wait_until,
+    write_workflow,
+)
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    name = f"broker_chaos_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        dispose_engines()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+class PrivateRedis:
+    """A Redis server of our own on a free port, started with the developers' guide's flags
+    (no persistence), so restarting it disturbs no other test."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server",
+                "--daemonize",
+                "yes",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+                "--logfile",
+                str(self.folder / "redis.log"),
+                "--pidfile",
+                str(self.folder / "redis.pid"),
+            ],
+            check=True,
+            timeout=10,
+        )
+        wait_until(self._pid, timeout=10, what="redis to start")
+
+    def _pid(self) -> int | None:
+        with contextlib.suppress(OSError, ValueError):
+            return int((self.folder / "redis.pid").read_text().strip())
+        return None
+
+    def stop(self) -> None:
+        pid = self._pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        wait_until(gone, timeout=10, what="redis to stop")
+        with contextlib.suppress(OSError):
+            (self.folder / "redis.pid").unlink()
+
+
+def count_status(factory: object, status: str) -> int:
+    with transaction(factory, write=False) as session:  # type: ignore[arg-type]
+        return int(
+            session.scalar(
+                select(func.count()).select_from(Request).where(Request.status == status)
+            )
+            or 0
+        )
+
+
+def assert_one_effect_per_request(sink: Sink, path: str, request_ids: list[str]) -> None:
+    """Each request's calls all carried one Idempotency-Key, and its effect was applied once."""
+    keys_by_instance: dict[str, set[str]] = {}
+    for called_path, key in sink.calls:
+        if called_path == path and key:
+            keys_by_instance.setdefault(key.split(":")[0], set()).add(key)
+    for request_id in request_ids:
+        instance_id = ids.instance_id_for_request(request_id)
+        assert len(keys_by_instance.get(instance_id, set())) == 1, request_id
+        (key,) = keys_by_instance[instance_id]
+        assert sink.effects[path][key] == 1
+
+
+# 1. Workers killed mid-run ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["production", "embedded"])
+def test_killed_workers_lose_no_request_and_repeat_no_effect(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    count = 200 if backend == "production" else 80
+    var_dir = tmp_path / "var"
+    with Sink() as sink:
+        sink.delay["/chaos"] = 0.03
+        write_workflow(tmp_path / "wf", sink_workflow("chaos", "Chaos", sink.url("/chaos")))
+        urls: dict[str, str] = {"database_url": f"sqlite:///{var_dir / 'broker.db'}"}
+        if backend == "production":
+            require_service("Redis", "127.0.0.1", 6379)
+            redis_url = request.getfixturevalue("redis_url")
+            urls = {
+                "database_url": request.getfixturevalue("pg_database"),
+                "queue_url": redis_url,
+                "lock_url": redis_url,
+            }
+        env = runtime_env(
+            var_dir,
+            workflows=tmp_path / "wf",
+            BROKER_TASK_VISIBILITY_TIMEOUT="20",
+            BROKER_WORKER_CONCURRENCY="4",
+            **urls,
+        )
+        settings = Settings.from_env(env)
+        factory, registry = prepare(settings)
+        publisher = make_publisher(settings, factory)
+        # Given 200 accepted requests and a worker busy with them
+        request_ids = [
+            submit_request(factory, registry, "Chaos", payload={"n": n}, publisher=publisher)
+            for n in range(count)
+        ]
+        log = tmp_path / "worker.log"
+        worker = Worker(env, log, concurrency=4).start()
+        try:
+            # When the worker is SIGKILLed three times mid-run and restarted each time
+            kills = 0
+            for _ in range(3):
+                target = kills * count // 5
+                wait_until(
+                    lambda target=target: count_status(factory, "Completed") > target,
+                    timeout=60,
+                    what="progress before a kill",
+                )
+                if count_status(factory, "Completed") == count:
+                    break
+                worker.kill()
+                kills += 1
+                worker = Worker(env, log, concurrency=4, name=f"w{kills + 1}").start()
+            # Then every request ends Completed
+            wait_until(
+                lambda: count_status(factory, "Completed") == count,
+                timeout=150,
+                interval=0.5,
+                what="all requests to complete",
+            )
+        except AssertionError:
+            print(worker.tail(80))
+            raise
+        finally:
+            worker.stop()
+            registry.stop()
+        assert kills >= 1, "the run finished before any kill: make the sink slower"
+        # And the sink saw each request's effect once, under one Idempotency-Key
+        assert_one_effect_per_request(sink, "/chaos", request_ids)
+        print(f"{backend}: {kills} kills, {len(sink.calls)} calls for {count} requests")
+
+
+# 2. Redis restarted mid-run ---------------------------------------------------------------------
+
+
+def test_a_redis_restart_loses_nothing(tmp_path: Path, pg_database: str) -> None:
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    count = 60
+    try:
+        with Sink() as sink:
+            sink.delay["/chaos"] = 0.05
+            write_workflow(tmp_path / "wf", sink_workflow("chaos", "Chaos", sink.url("/chaos")))
+            env = runtime_env(
+                tmp_path / "var",
+                workflows=tmp_path / "wf",
+                database_url=pg_database,
+                queue_url=redis.url,
+                lock_url=redis.url,
+                BROKER_TASK_VISIBILITY_TIMEOUT="20",
+            )
+            settings = Settings.from_env(env)
+            factory, registry = prepare(settings)
+            publisher = make_publisher(settings, factory)
+            worker = Worker(env, tmp_path / "worker.log", concurrency=4).start()
+            try:
+                # Given requests in flight
+                request_ids = [
+                    submit_request(
+                        factory, registry, "Chaos", payload={"n": n}, publisher=publisher
+                    )
+                    for n in range(count)
+                ]
+                wait_until(
+                    lambda: count_status(factory, "Completed") > 5, timeout=60, what="progress"
+                )
+                # When Redis restarts empty (no persistence: every queued message is gone)
+                redis.stop()
+                time.sleep(1.0)  # a real outage, not an instant bounce
+                redis.start()
+                # Then every request still completes, once
+                wait_until(
+                    lambda: count_status(factory, "Completed") == count,
+                    timeout=150,
+                    interval=0.5,
+                    what="all requests to complete",
+                )
+            except AssertionError:
+                print(worker.tail(80))
+                raise
+            finally:
+                worker.stop()
+                registry.stop()
+            assert_one_effect_per_request(sink, "/chaos", request_ids)
+    finally:
+        redis.stop()
+
+
+# 3. The relay's lock holder paused past its TTL ---------------------------------------------------
+
+
+def test_a_paused_relay_publishes_nothing_after_a_takeover(
+    tmp_path: Path, pg_database: str, redis_url: str
+) -> None:
+    env = runtime_env(
+        tmp_path / "var",
+        workflows=tmp_path / "wf",
+        database_url=pg_database,
+        lock_url=redis_url,
+        BROKER_LOCK_TTL="1.5",
+        BROKER_OUTBOX_LEASE="600",
+        BROKER_OUTBOX_BATCH_SIZE="5",
+    )
+    (tmp_path / "wf").mkdir()
+    settings = Settings.from_env(env)
+    factory, registry = prepare(settings)
+    registry.stop()
+    log = tmp_path / "published.log"
+    log.touch()
+    stop = threading.Event()
+    inserted: list[str] = []
+
+    def insert_rows() -> None:
+        while not stop.is_set():
+            inserted.extend(outbox_rows_enqueue(factory, 3))
+            time.sleep(0.01)
+
+    def published() -> list[tuple[int, int, str]]:
+        lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
+        return [(int(pid), int(epoch), row) for pid, epoch, row in lines]
+
+    def start_relay() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, str(PROJECT_ROOT / "tests" / "chaos" / "relay_process.py"), str(log)],
+            cwd=PROJECT_ROOT,
+            env=process_env(env),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "relay.err").open("ab"),
+        )
+
+    inserter = threading.Thread(target=insert_rows, daemon=True)
+    inserter.start()
+    relays = [start_relay()]
+    try:
+        # Given relay A publishing
+        wait_until(lambda: len(published()) > 20, timeout=30, what="relay A to publish")
+        relays.append(start_relay())  # relay B, waiting for its turn
+        for _ in range(3):
+            # When the current holder is SIGSTOPped past its lock TTL (whichever holds it)
+            holder_pid = published()[-1][0]
+            holder = next(r for r in relays if r.pid == holder_pid)
+            before = len(published())
+            os.kill(holder.pid, signal.SIGSTOP)
+            time.sleep(float(settings.lock_ttl) + 1.0)
+            # the other relay takes over (unless the paused one holds the lease row mid-batch)
+            with contextlib.suppress(AssertionError):
+                wait_until(
+                    lambda before=before: len(published()) > before + 5, timeout=5, what="takeover"
+                )
+            os.kill(holder.pid, signal.SIGCONT)
+            time.sleep(1.0)
+        stop.set()
+        inserter.join(10)
+        wait_until(
+            lambda: len({row for _, _, row in published()}) >= len(inserted),
+            timeout=60,
+            what="every row published",
+        )
+    finally:
+        stop.set()
+        for relay in relays:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(relay.pid, signal.SIGCONT)
+                os.killpg(relay.pid, signal.SIGKILL)
+            relay.wait(10)
+    lines = published()
+    # Then every row was published exactly once
+    counts = Counter(row for _, _, row in lines)
+    assert set(counts) == set(inserted)
+    assert max(counts.values()) == 1
+    # And the epochs in publish order never go back: no stale holder published after a takeover
+    epochs = [epoch for _, epoch, _ in lines]
+    assert epochs == sorted(epochs)
+    assert len({pid for pid, _, _ in lines}) == 2, "both relays should have published"
+
+
+# 4. The same task delivered twice at once ---------------------------------------------------------
+
+
+def test_a_task_delivered_twice_at_once_has_one_effect(
+    tmp_path: Path, pg_database: str, redis_url: str
+) -> None:
+    with Sink() as sink:
+        sink.delay["/dup"] = 0.5  # both deliveries are in flight together
+        write_workflow(tmp_path / "wf", sink_workflow("dup", "Dup", sink.url("/dup")))
+        env = runtime_env(
+            tmp_path / "var",
+            workflows=tmp_path / "wf",
+            database_url=pg_database,
+            queue_url=redis_url,
+            lock_url=redis_url,
+        )
+        settings = Settings.from_env(env)
+        factory, registry = prepare(settings)
+        # Given five committed requests (not yet published)
+        request_ids = [submit_request(factory, registry, "Dup", payload={"n": n}) for n in range(5)]
+        worker = Worker(env, tmp_path / "worker.log", concurrency=6, beat=False).start()
+        try:
+            # When each one's task is delivered twice, at the same time, to a 6-process worker
+            sender = CelerySender(create_celery(settings, set_as_current=False))
+            with transaction(factory, write=False) as session:
+                rows = list(session.scalars(select(OutboxRow)))
+                session.expunge_all()
+            for row in rows:
+                sender.send(row)
+                sender.send(row)
+            # Then each request completes
+            wait_until(
+                lambda: count_status(factory, "Completed") == 5, timeout=60, what="completion"
+            )
+        except AssertionError:
+            print(worker.tail(80))
+            raise
+        finally:
+            worker.stop()
+            registry.stop()
+        # And the sink was called once per request: the second delivery found the work done
+        for request_id in request_ids:
+            instance_id = ids.instance_id_for_request(request_id)
+            calls = [k for p, k in sink.calls if p == "/dup" and k and k.startswith(instance_id)]
+            assert len(calls) == 1, (request_id, calls)

@@ -1,0 +1,270 @@
+"""The outbox relay and the fast path on SQLite and PostgreSQL (no worker: a recording sender)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import LockLost
+from broker.runtime import deadletters, outbox
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.publisher import Publisher
+from broker.settings import Settings
+from broker.store.db import (
+    acquire_lease,
+    dispose_engines,
+    make_engine,
+    make_session_factory,
+    transaction,
+    upgrade,
+)
+from broker.store.models import DeadLetter, Lease, OutboxRow, utcnow
+from tests.integration.runtime.harness import runtime_env
+
+
+class RecordingSender:
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[str] = []
+        self.fail = fail
+
+    def send(self, row: OutboxRow) -> None:
+        if self.fail:
+            raise ConnectionError("transport down")
+        self.sent.append(row.id)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings.from_env(
+        runtime_env(
+            tmp_path,
+            database_url=database_url,
+            workflows=tmp_path / "wf",
+            BROKER_OUTBOX_BATCH_SIZE="10",
+            BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS="3",
+            BROKER_OUTBOX_LEASE="60",
+        )
+    )
+
+
+@pytest.fixture
+def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    dispose_engines()
+    upgrade(settings.database_url)
+    yield make_session_factory(make_engine(settings.database_url))
+    dispose_engines()
+
+
+@pytest.fixture
+def locks(tmp_path: Path) -> FileLockProvider:
+    return FileLockProvider(tmp_path / "locks")
+
+
+def add_rows(factory: sessionmaker[Session], count: int, *, delay: float = 0.0) -> list[str]:
+    written = []
+    with transaction(factory) as session:
+        for n in range(count):
+            row = outbox.enqueue(
+                session,
+                outbox_id=f"row-{delay}-{n:04d}",
+                task_name="broker.run_request",
+                queue="broker.default",
+                args={"request_id": f"r{n}"},
+                available_at=utcnow() + dt.timedelta(seconds=delay),
+            )
+            written.append(row.id)
+    return written
+
+
+def states(factory: sessionmaker[Session]) -> dict[str, tuple[str, int]]:
+    with transaction(factory, write=False) as session:
+        return {r.id: (r.state, r.attempts) for r in session.scalars(select(OutboxRow))}
+
+
+def test_relay_publishes_every_due_row_once_in_batches(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given 25 due rows and 2 rows due later
+    due = add_rows(factory, 25)
+    later = add_rows(factory, 2, delay=3600)
+    sender = RecordingSender()
+    # When the relay runs twice
+    first = outbox.relay(settings, factory, sender, locks)
+    second = outbox.relay(settings, factory, sender, locks)
+    # Then each due row was published once (in batches of 10) and marked dispatched
+    assert first.published == 25
+    assert second.published == 0
+    assert sorted(sender.sent) == sorted(due)
+    rows = states(factory)
+    assert all(rows[r] == ("dispatched", 1) for r in due)
+    assert all(rows[r] == ("pending", 0) for r in later)
+
+
+def test_a_dispatched_row_whose_lease_ran_out_is_published_again(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a row published once whose consumer never finished it
+    (row_id,) = add_rows(factory, 1)
+    sender = RecordingSender()
+    outbox.relay(settings, factory, sender, locks)
+    with transaction(factory) as session:
+        session.get(OutboxRow, row_id).lease_expires_at = utcnow() - dt.timedelta(seconds=1)
+    # When the relay runs again
+    outbox.relay(settings, factory, sender, locks)
+    # Then it was published a second time
+    assert sender.sent == [row_id, row_id]
+    assert states(factory)[row_id] == ("dispatched", 2)
+
+
+def test_a_finished_row_is_never_published_again(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    (row_id,) = add_rows(factory, 1)
+    with transaction(factory) as session:
+        assert outbox.mark_done(session, row_id)
+        assert not outbox.mark_done(session, row_id)
+    sender = RecordingSender()
+    outbox.relay(settings, factory, sender, locks)
+    assert sender.sent == []
+
+
+def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a row published max_outbox_delivery_attempts (3) times without finishing
+    (row_id,) = add_rows(factory, 1)
+    sender = RecordingSender()
+    for _ in range(3):
+        outbox.relay(settings, factory, sender, locks)
+        with transaction(factory) as session:
+            session.get(OutboxRow, row_id).lease_expires_at = utcnow() - dt.timedelta(seconds=1)
+    # When the relay meets it again
+    report = outbox.relay(settings, factory, sender, locks)
+    # Then it is dead, with a replayable outbox dead letter, and not published a fourth time
+    assert report.dead == 1
+    assert len(sender.sent) == 3
+    assert states(factory)[row_id] == ("dead", 3)
+    with transaction(factory) as session:
+        letter = session.scalars(select(DeadLetter).where(DeadLetter.source_id == row_id)).one()
+        assert (letter.kind, letter.reason, letter.name) == (
+            "outbox",
+            "Undeliverable",
+            "broker.run_request",
+        )
+        # When an operator replays it, the same task is written as a new pending row
+        replayed = deadletters.replay(session, letter.id)
+    outbox.relay(settings, factory, sender, locks)
+    assert sender.sent[-1] == replayed.outbox_id
+
+
+def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given relay A holding the lease, paused until its lease expired
+    add_rows(factory, 3)
+    with transaction(factory) as session:
+        epoch_a = acquire_lease(session, outbox.RELAY_LEASE, "relay-a", settings.lock_ttl)
+        assert epoch_a is not None
+        session.get(Lease, outbox.RELAY_LEASE).expires_at = utcnow() - dt.timedelta(seconds=1)
+    # And relay B took over
+    with transaction(factory) as session:
+        epoch_b = acquire_lease(session, outbox.RELAY_LEASE, "relay-b", settings.lock_ttl)
+    assert epoch_b is not None
+    assert epoch_b > epoch_a
+    # When A resumes its batch
+    sender = RecordingSender()
+    with pytest.raises(LockLost), transaction(factory) as session:
+        outbox.relay_batch(session, settings, sender, owner="relay-a", epoch=epoch_a)
+    # Then it published nothing, and B's batch still can
+    assert sender.sent == []
+    with transaction(factory) as session:
+        report = outbox.relay_batch(session, settings, sender, owner="relay-b", epoch=epoch_b)
+    assert report.published == 3
+
+
+def test_a_takeover_waits_for_a_batch_that_passed_the_fence(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    if not settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite serializes writers with BEGIN IMMEDIATE; the row lock is PostgreSQL's")
+    # Given relay A inside a batch that passed the fence, with its lease already expired
+    with transaction(factory) as session:
+        epoch_a = acquire_lease(session, outbox.RELAY_LEASE, "relay-a", 0.01)
+    assert epoch_a is not None
+    order: list[str] = []
+    fenced = threading.Event()
+    release = threading.Event()
+
+    def relay_a() -> None:
+        with transaction(factory) as session:
+            assert outbox.fence(session, outbox.RELAY_LEASE, "relay-a", epoch_a, 0.01)
+            fenced.set()
+            release.wait(10)
+            order.append("A committed")
+
+    def relay_b() -> None:
+        fenced.wait(10)
+        with transaction(factory) as session:
+            epoch = None
+            while epoch is None:
+                epoch = acquire_lease(session, outbox.RELAY_LEASE, "relay-b", 30)
+            order.append("B took over")
+
+    threads = [threading.Thread(target=relay_a), threading.Thread(target=relay_b)]
+    for thread in threads:
+        thread.start()
+    # When A is let go after B has started its takeover
+    fenced.wait(10)
+    threading.Timer(0.3, release.set).start()
+    for thread in threads:
+        thread.join(15)
+    # Then B's takeover happened only after A's batch committed
+    assert order == ["A committed", "B took over"]
+
+
+def test_the_fast_path_marks_only_rows_that_are_still_pending(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given two committed rows, one of which its consumer already finished
+    first, second = add_rows(factory, 2)
+    with transaction(factory) as session:
+        outbox.mark_done(session, second)
+    sender = RecordingSender()
+    # When the fast path publishes both
+    Publisher(settings, factory, sender).publish([first, second])
+    # Then only the pending one was sent and marked dispatched; the done one stays done
+    assert sender.sent == [first]
+    assert states(factory) == {first: ("dispatched", 1), second: ("done", 0)}
+
+
+def test_a_failed_fast_path_publish_leaves_the_row_to_the_relay(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    (row_id,) = add_rows(factory, 1)
+    Publisher(settings, factory, RecordingSender(fail=True)).publish([row_id])
+    assert states(factory)[row_id] == ("pending", 0)
+    sender = RecordingSender()
+    outbox.relay(settings, factory, sender, locks)
+    assert sender.sent == [row_id]
+
+
+def test_purge_removes_only_old_finished_rows(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    old_done, old_pending, new_done = add_rows(factory, 3)
+    long_ago = utcnow() - dt.timedelta(days=2)
+    with transaction(factory) as session:
+        outbox.mark_done(session, old_done)
+        outbox.mark_done(session, new_done)
+        session.get(OutboxRow, old_done).finished_at = long_ago
+        session.get(OutboxRow, old_pending).created_at = long_ago
+    with transaction(factory) as session:
+        removed = outbox.purge_orphans(session, retention=settings.orphaned_outbox_retention)
+    assert removed == 1
+    assert set(states(factory)) == {old_pending, new_done}

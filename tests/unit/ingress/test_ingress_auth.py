@@ -1,0 +1,147 @@
+"""Certificate checks and the peer-certificate middleware (socket, trusted proxy, spoofing)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from broker.errors import ConfigError, Unauthenticated
+from broker.ingress import create_public_app
+from broker.ingress.auth import (
+    PEER_CERT,
+    PEER_CERT_VERIFIED,
+    PeerCertificateMiddleware,
+    TrustStore,
+    check_certificate,
+)
+from broker.settings import Settings
+from tests.e2e.support import Pki
+
+
+class FakeSocket:
+    def __init__(self, der: bytes | None) -> None:
+        self.der = der
+
+    def getpeercert(self, binary_form: bool = False) -> bytes | None:
+        assert binary_form
+        return self.der
+
+
+def run(settings: Settings, environ: dict[str, Any]) -> dict[str, Any]:
+    """The environ the app behind the middleware sees."""
+    seen: dict[str, Any] = {}
+
+    def app(env: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.update(env)
+        return []
+
+    PeerCertificateMiddleware(app, settings)(environ, lambda *args: None)
+    return seen
+
+
+def test_certificate_comes_from_the_gunicorn_socket_and_replaces_anything_else(
+    ingress_settings: Settings, pki: Pki
+) -> None:
+    # Given an environ that already claims some certificate, and the real socket's one
+    environ = {"gunicorn.socket": FakeSocket(pki.der("ClientA")), PEER_CERT: pki.der("Admin")}
+    # When the middleware runs
+    seen = run(ingress_settings, environ)
+    # Then the socket's certificate wins and is marked as verified by the handshake
+    assert seen[PEER_CERT] == pki.der("ClientA")
+    assert seen[PEER_CERT_VERIFIED] is True
+
+
+def test_header_is_ignored_without_proxy_mode(ingress_settings: Settings, pki: Pki) -> None:
+    pem = urllib.parse.quote(pki.pem("Admin").read_text())
+    settings = ingress_settings.replace(proxy_cert_header="X-Client-Cert")  # no proxies listed
+    seen = run(
+        settings,
+        {"gunicorn.socket": FakeSocket(None), "REMOTE_ADDR": "10.0.0.5", "HTTP_X_CLIENT_CERT": pem},
+    )
+    assert PEER_CERT not in seen
+
+
+def test_header_from_a_trusted_proxy_is_used_but_not_trusted_as_verified(
+    ingress_settings: Settings, pki: Pki
+) -> None:
+    pem = urllib.parse.quote(pki.pem("Admin").read_text())
+    settings = ingress_settings.replace(
+        trusted_proxies=("10.0.0.0/24",), proxy_cert_header="X-Client-Cert"
+    )
+    trusted = run(
+        settings,
+        {"gunicorn.socket": FakeSocket(None), "REMOTE_ADDR": "10.0.0.5", "HTTP_X_CLIENT_CERT": pem},
+    )
+    stranger = run(
+        settings,
+        {
+            "gunicorn.socket": FakeSocket(None),
+            "REMOTE_ADDR": "192.168.1.9",
+            "HTTP_X_CLIENT_CERT": pem,
+        },
+    )
+    assert trusted[PEER_CERT] == pki.der("Admin")
+    assert trusted[PEER_CERT_VERIFIED] is False
+    assert PEER_CERT not in stranger
+    assert "HTTP_X_CLIENT_CERT" not in stranger
+
+
+def test_proxy_passed_certificate_of_another_ca_is_401(
+    ingress_settings: Settings, session_factory: Any, pki: Pki
+) -> None:
+    # Given proxy mode, and an allowlisted thumbprint on a certificate of another CA
+    settings = ingress_settings.replace(
+        trusted_proxies=("127.0.0.1",), proxy_cert_header="X-Client-Cert"
+    )
+    app: Flask = create_public_app(settings, session_factory=session_factory)
+    client = app.test_client()
+    headers = {"X-Client-Cert": urllib.parse.quote(pki.pem("Rogue").read_text())}
+    good = {"X-Client-Cert": urllib.parse.quote(pki.pem("ClientA").read_text())}
+    # When the proxy passes it, then the chain check refuses it; our CA's certificate passes
+    rogue = client.get(
+        "/requests", headers=headers, environ_base={"gunicorn.socket": FakeSocket(None)}
+    )
+    ok = client.get("/requests", headers=good, environ_base={"gunicorn.socket": FakeSocket(None)})
+    assert rogue.status_code == 401
+    assert rogue.get_json()["error"] == "Client certificate is not issued by a trusted CA"
+    assert ok.status_code == 200
+
+
+def test_expired_and_not_yet_valid_certificates_are_refused(pki: Pki) -> None:
+    store = TrustStore(str(pki.ca))
+    with pytest.raises(Unauthenticated, match="expired"):
+        check_certificate(pki.der("Expired"), verified=True, store=store)
+    early = dt.datetime.now(dt.UTC) - dt.timedelta(days=3650)
+    with pytest.raises(Unauthenticated, match="not yet valid"):
+        check_certificate(pki.der("ClientA"), verified=True, store=store, now=early)
+
+
+def test_chain_is_checked_unless_the_handshake_did_it(pki: Pki) -> None:
+    store = TrustStore(str(pki.ca))
+    with pytest.raises(Unauthenticated, match="trusted CA"):
+        check_certificate(pki.der("Rogue"), verified=False, store=store)
+    assert check_certificate(pki.der("ClientA"), verified=False, store=store)
+
+
+def test_missing_ca_file_refuses_every_unverified_certificate(pki: Pki, tmp_path: Path) -> None:
+    store = TrustStore(str(tmp_path / "missing.pem"))
+    with pytest.raises(Unauthenticated):
+        check_certificate(pki.der("ClientA"), verified=False, store=store)
+
+
+def test_garbage_certificate_is_401(pki: Pki) -> None:
+    with pytest.raises(Unauthenticated, match="unreadable"):
+        check_certificate(b"not a certificate", verified=True, store=TrustStore(str(pki.ca)))
+
+
+def test_invalid_trusted_proxy_is_a_config_error(ingress_settings: Settings) -> None:
+    settings = ingress_settings.replace(
+        trusted_proxies=("not-an-address",), proxy_cert_header="X-Client-Cert"
+    )
+    with pytest.raises(ConfigError, match="BROKER_TRUSTED_PROXIES"):
+        PeerCertificateMiddleware(lambda environ, start_response: [], settings)

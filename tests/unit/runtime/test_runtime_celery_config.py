@@ -1,0 +1,76 @@
+"""Celery configuration: reliability settings, routes, beat schedule, the atomic filesystem
+transport, task doors and RunTask's allowlist."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from kombu import Connection
+
+from broker.runtime import celery_config, ids
+from broker.runtime.celery_config import create_celery
+from broker.runtime.usertasks import is_callable
+from broker.settings import Settings
+
+
+def test_the_app_is_configured_for_at_least_once_delivery(settings: Settings) -> None:
+    conf = create_celery(settings, set_as_current=False).conf
+    assert conf.task_acks_late
+    assert conf.task_reject_on_worker_lost
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.accept_content == ["json"]
+    assert conf.task_serializer == "json"
+    assert conf.task_routes["broker.relay_outbox"] == {"queue": "broker.maintenance"}
+
+
+def test_beat_schedules_every_maintenance_job_from_the_settings(settings: Settings) -> None:
+    schedule = celery_config.beat_schedule(settings.replace(outbox_relay_interval=2.5))
+    assert {entry["task"] for entry in schedule.values()} == set(celery_config.MAINTENANCE_TASKS)
+    assert schedule["relay-outbox"]["schedule"] == dt.timedelta(seconds=2.5)
+    assert all(entry["options"]["expires"] >= 5 for entry in schedule.values())
+
+
+def test_the_filesystem_transport_writes_whole_messages_only(settings: Settings) -> None:
+    # Given the embedded default's transport
+    app = create_celery(settings, set_as_current=False)
+    assert app.conf.broker_transport == celery_config.FILESYSTEM_TRANSPORT
+    # When a message is published
+    with Connection(
+        settings.queue_url,
+        transport=app.conf.broker_transport,
+        transport_options=app.conf.broker_transport_options,
+    ) as conn:
+        queue = conn.SimpleQueue("broker.test")
+        queue.put({"hello": "world"})
+        folder = Path(app.conf.broker_transport_options["data_folder_out"])
+        # Then only complete message files are in the folder, and they read back
+        names = [p.name for p in folder.iterdir()]
+        assert names
+        assert all(n.endswith(".broker.test.msg") for n in names)
+        assert json.loads((folder / names[0]).read_text())
+        assert queue.get(timeout=1).payload == {"hello": "world"}
+        queue.close()
+
+
+def test_derived_ids_are_stable_and_distinct() -> None:
+    assert ids.instance_id_for_request("r1") == ids.instance_id_for_request("r1")
+    assert ids.instance_id_for_request("r1") != ids.instance_id_for_request("r2")
+    assert ids.outbox_id_for("retry", "i", "2") != ids.outbox_id_for("retry", "i", "3")
+
+
+def fake_task(name: str, module: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, run=SimpleNamespace(__module__=module))
+
+
+def test_run_task_calls_only_tasks_from_the_listed_modules(settings: Settings) -> None:
+    listed = settings.replace(task_modules=("tasks", "acme.jobs"))
+    assert is_callable(listed, fake_task("acme.resize", "acme.jobs"))
+    assert is_callable(listed, fake_task("acme.resize", "acme.jobs.images"))
+    assert not is_callable(listed, fake_task("evil", "acme.jobsx"))
+    assert not is_callable(listed, fake_task("os.system", "os"))
+    # The broker's own doors and Celery's built-ins are never callable from a workflow
+    assert not is_callable(listed, fake_task("broker.purge", "tasks.maintenance"))
+    assert not is_callable(listed, fake_task("celery.chord_unlock", "celery.app.builtins"))
