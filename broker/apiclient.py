@@ -123,9 +123,9 @@ class ApiClient:
                 raise ConfigError(f"{role} file {path} not found", path=str(path))
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # Passed with every call: requests lets REQUESTS_CA_BUNDLE override a session's verify.
+        self._tls: dict[str, Any] = {"cert": (str(cert), str(key)), "verify": str(ca)}
         self._http = requests.Session()
-        self._http.cert = (str(cert), str(key))
-        self._http.verify = str(ca)
         self._http.headers.update({"Accept": "application/json"})
 
     def __enter__(self) -> ApiClient:
@@ -313,7 +313,9 @@ class ApiClient:
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         url = self.base_url + path
         try:
-            response = self._http.request(method, url, timeout=self.timeout, **kwargs)
+            response = self._http.request(
+                method, url, timeout=self.timeout, **self._tls, **kwargs
+            )
         except requests.RequestException as exc:
             error = BrokerError(f"Cannot reach the broker at {self.base_url}: {exc}", url=url)
             error.status = UNREACHABLE

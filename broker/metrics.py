@@ -56,20 +56,7 @@ LATENCY_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400
 ACTIVITY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
-def _counter(name: str, documentation: str, labels: list[str]) -> Any:
-    """A counter on the default registry, or the one already registered under ``name``.
-
-    The ingress declared ``broker_requests_accepted`` before this module existed; answering
-    its object when it was imported first keeps one series (prometheus-client has no public
-    lookup by name, hence the private map).
-    """
-    existing = REGISTRY._names_to_collectors.get(name)
-    if existing is not None:
-        return existing
-    return Counter(name, documentation, labels)
-
-
-REQUESTS_ACCEPTED = _counter(
+REQUESTS_ACCEPTED = Counter(
     "broker_requests_accepted", "Requests accepted, by request type", ["request_type"]
 )
 REQUESTS_COMPLETED = Counter(
