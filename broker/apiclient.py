@@ -313,9 +313,7 @@ class ApiClient:
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         url = self.base_url + path
         try:
-            response = self._http.request(
-                method, url, timeout=self.timeout, **self._tls, **kwargs
-            )
+            response = self._http.request(method, url, timeout=self.timeout, **self._tls, **kwargs)
         except requests.RequestException as exc:
             error = BrokerError(f"Cannot reach the broker at {self.base_url}: {exc}", url=url)
             error.status = UNREACHABLE
@@ -323,6 +321,13 @@ class ApiClient:
         if response.status_code >= 400:
             raise error_from(response)
         return response
+
+
+def http_status(error: BrokerError) -> int | None:
+    """The HTTP status an ``ApiClient`` error was answered with (0: unreachable; None: the error
+    was raised here, before any call, such as a missing certificate file)."""
+    status = vars(error).get("status")
+    return status if isinstance(status, int) else None
 
 
 def error_from(response: requests.Response) -> BrokerError:

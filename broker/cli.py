@@ -2,7 +2,7 @@
 
 Subcommands live next to what they operate (``broker.store.commands``, ``broker.certs``, ...) and
 are imported only when called, so ``broker --help`` stays fast. Exit codes: 0 success, 1 the
-operation failed, 2 bad usage (click's own).
+operation failed, 2 bad usage (click's own), 3 not found, 4 a watch timed out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ LAZY_COMMANDS = {
     "certs": ("broker.certs", "certs", "Create the dev CA, server and client certificates."),
     "workflows": ("broker.workflow_commands", "workflows", "List, validate and draw workflows."),
     "run": ("broker.supervise", "run", "Start ingress, internal, worker and beat together."),
+    "requests": ("broker.ops_commands", "requests", "Submit, inspect, watch and cancel requests."),
+    "dead-letters": ("broker.ops_commands", "dead_letters", "List, replay and delete dead letters."),
+    "instances": ("broker.ops_commands", "instances", "Inspect and cancel workflow instances."),
+    "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
+    "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),
     "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
 }
 

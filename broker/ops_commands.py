@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from broker.apiclient import DEFAULT_TIMEOUT, ApiClient, default_endpoint
+from broker.apiclient import DEFAULT_TIMEOUT, ApiClient, default_endpoint, http_status
 from broker.errors import BrokerError, Conflict, NotFound, StoreUnavailable
 from broker.settings import get_settings
 from broker.store.models import RequestStatus
@@ -44,7 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def fail(error: BrokerError, as_json: bool) -> NoReturn:
     """Print the error (the server's body with ``--json``) and exit 3 (not found) or 1."""
-    status = getattr(error, "status", None)
+    status = http_status(error)
     if as_json:
         click.echo(json.dumps({**error.to_dict(), "status": status}), err=True)
     else:
@@ -644,7 +644,8 @@ def runtime() -> None:
 
 
 def _runtime_line(body: dict[str, Any]) -> None:
-    click.echo(f"{'paused' if body['paused'] else 'running'} since {body.get('updatedAt')}")
+    since = f" since {body['updatedAt']}" if body.get("updatedAt") else ""
+    click.echo(f"{'paused' if body['paused'] else 'running'}{since}")
 
 
 @runtime.command("status")

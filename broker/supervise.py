@@ -8,6 +8,7 @@ stopped too, so nothing is ever left running. Production runs each role on its o
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 DEV_CLIENT = "DevClient"
 STOP_GRACE_SECONDS = 20.0
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -158,10 +160,13 @@ class Supervisor:
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        _become_subreaper()
         code = 0
         try:
             for role in self.roles:
-                self.children[role.name] = subprocess.Popen(role.argv)
+                # Each role leads its own process group, so stopping it also reaches its
+                # grandchildren (gunicorn workers, the Celery pool) even if the leader dies first.
+                self.children[role.name] = subprocess.Popen(role.argv, start_new_session=True)
                 logger.info("started %s (pid %d)", role.name, self.children[role.name].pid)
             while not self.stopping:
                 for name, child in self.children.items():
@@ -181,17 +186,55 @@ class Supervisor:
         return code
 
     def stop(self) -> None:
+        """SIGTERM every role's group, wait for the grace period, then SIGKILL what is left."""
         for child in self.children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+            _signal_group(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for name, child in self.children.items():
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 logger.warning("%s did not stop in time; killing pid %d", name, child.pid)
-                child.kill()
+        # Leaders that exited may leave group members behind; none may survive us. As the
+        # subreaper, orphans become our children, so they can be reaped here too.
+        cutoff = time.monotonic() + 5
+        while time.monotonic() < cutoff:
+            alive = [c for c in self.children.values() if _signal_group(c.pid, signal.SIGKILL)]
+            _reap_orphans()
+            if not alive:
+                break
+            time.sleep(0.05)
+        for child in self.children.values():
+            if child.poll() is None:
                 child.wait()
+
+
+def _become_subreaper() -> None:
+    """Make orphaned descendants our children (Linux), so none outlives the supervisor."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: group signals still reach them
+        pass
+
+
+def _reap_orphans() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to a process group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @click.command()

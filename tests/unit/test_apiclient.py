@@ -21,7 +21,7 @@ import requests
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.serving import make_server
 
-from broker.apiclient import UNREACHABLE, ApiClient, default_endpoint, error_from
+from broker.apiclient import UNREACHABLE, ApiClient, default_endpoint, error_from, http_status
 from broker.errors import (
     BadRequest,
     BrokerError,
@@ -86,9 +86,7 @@ def live_broker(root: Path) -> Iterator[LiveBroker]:
     context.verify_mode = ssl.CERT_REQUIRED
     app = create_public_app(settings, session_factory=factory)
     port = free_port()
-    server = make_server(
-        "127.0.0.1", port, _peer_socket(app), threaded=True, ssl_context=context
-    )
+    server = make_server("127.0.0.1", port, _peer_socket(app), threaded=True, ssl_context=context)
     thread = threading.Thread(target=server.serve_forever, name="live-broker", daemon=True)
     thread.start()
     try:
@@ -158,6 +156,7 @@ def test_missing_keys_raise_bad_request_carrying_the_servers_body(api: ApiClient
     # Then the error carries the status and the body the server answered
     error = caught.value
     assert error.status == 400
+    assert http_status(error) == 400
     assert error.code == "missing_keys"
     assert error.to_dict() == {
         "error": "Missing required keys", "code": "missing_keys", "keys": ["VendorCode"],
@@ -279,6 +278,7 @@ def test_an_unreachable_broker_raises_with_status_zero(live: LiveBroker) -> None
     with client, pytest.raises(BrokerError) as caught:
         client.get("anything")
     assert caught.value.status == UNREACHABLE
+    assert http_status(caught.value) == UNREACHABLE
     assert "Cannot reach the broker" in caught.value.message
 
 
@@ -288,9 +288,10 @@ def test_a_certificate_the_broker_does_not_know_is_unauthenticated(live: LiveBro
 
 
 def test_a_missing_certificate_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="client certificate"):
+    with pytest.raises(ConfigError, match="client certificate") as caught:
         ApiClient("https://localhost:5001", cert=tmp_path / "none.pem",
                   key=tmp_path / "none.key", ca=tmp_path / "ca.pem")  # fmt: skip
+    assert http_status(caught.value) is None
 
 
 def test_a_non_json_error_answer_keeps_its_status_and_text() -> None:
@@ -320,3 +321,16 @@ def test_default_endpoint_uses_the_public_port_and_the_dev_client_files(
 def test_default_endpoint_keeps_a_named_bind_host(settings: Settings) -> None:
     endpoint = default_endpoint(settings.replace(public_bind="broker.example.com:443"))
     assert endpoint.url == "https://broker.example.com:443"
+
+
+def test_a_ca_bundle_in_the_environment_does_not_replace_the_given_ca(
+    live: LiveBroker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given REQUESTS_CA_BUNDLE naming a CA that did not sign the broker (requests prefers it
+    # over a session's own setting)
+    other = live.pki.folder / "other" / "ca.pem"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(other))
+    monkeypatch.setenv("CURL_CA_BUNDLE", str(other))
+    # When the client calls with its own CA, then the call verifies against that CA
+    with live.client() as client:
+        assert client.request_types()

@@ -185,6 +185,7 @@ def test_missing_default_certificates_exit_1_naming_the_file(settings: Settings)
     # Then the command says which file is missing
     assert result.exit_code == 1
     assert "DevClient.pem" in result.stderr
+    assert "HTTP" not in result.stderr  # raised before any call
 
 
 # broker dead-letters ------------------------------------------------------------------------------
@@ -235,9 +236,7 @@ def test_replaying_a_request_letter_reopens_the_faulted_request(live: LiveBroker
         assert api.get(request_id)["status"] == "Processing"
 
 
-@pytest.mark.parametrize(
-    "args", [(), ("some-id", "--all", "--kind", "request"), ("--all",)]
-)
+@pytest.mark.parametrize("args", [(), ("some-id", "--all", "--kind", "request"), ("--all",)])
 def test_replay_needs_an_id_or_all_with_a_kind(live: LiveBroker, args: tuple[str, ...]) -> None:
     result = run(ops_commands.dead_letters, live, "replay", *args, who="Admin")
     assert result.exit_code == 2
