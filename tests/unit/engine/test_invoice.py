@@ -86,3 +86,21 @@ def test_bench_workflow_runs_five_activities_without_io() -> None:
     assert definition.request_type == "BenchFiveSteps"
     assert result.output == {"status": "Completed"}
     assert len(definition.root.activities) == 5
+
+
+def test_a_ledger_that_rejects_the_invoice_faults_the_workflow() -> None:
+    # Given a ledger that answers 400 (not one of the expected statuses)
+    eng, http, _, definition = engine()
+    http.status = 400
+    # When a small invoice runs
+    result = eng.start(
+        definition,
+        instance_id="req-2",
+        input=request(250),  # type: ignore[arg-type]
+        correlation_id="req-2",
+    )
+    # Then the workflow faults with the ledger's code instead of auto-approving
+    assert result.sub_status == "Faulted"
+    assert result.fault is not None
+    assert result.fault.code == "ledger_rejected"
+    assert result.output != {"status": "Completed", "decision": "auto-approved"}
