@@ -83,6 +83,8 @@ FILESYSTEM_TRANSPORT = "broker.runtime.fs_transport:Transport"
 
 def configure(app: Celery, settings: Settings) -> None:
     """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
+    # beat keeps its schedule file there, whatever the transport
+    settings.var_path.mkdir(parents=True, exist_ok=True)
     if settings.queue_url.startswith("filesystem://"):
         app.conf.broker_transport = FILESYSTEM_TRANSPORT
     app.conf.update(

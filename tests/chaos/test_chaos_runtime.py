@@ -221,7 +221,6 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
         # And the sink saw each request's effect once, under one Idempotency-Key
         assert_one_effect_per_request(sink, "/chaos", request_ids)
         print(f"{backend}: {kills} kills, {len(sink.calls)} calls for {count} requests")
-        print(worker.tail(400))
 
 
 # 2. Redis restarted mid-run ---------------------------------------------------------------------

@@ -613,10 +613,6 @@ def test_procfile_runs_the_canonical_commands() -> None:
         assert entries[name].strip() == CANONICAL[role], name
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the README's operations section with the process commands is not written yet",
-)
 def test_readme_shows_every_canonical_command_verbatim() -> None:
     # Given the project README
     readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
