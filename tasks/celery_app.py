@@ -39,8 +39,23 @@ def worker_queues(runtime: Runtime) -> list[str]:
 
 
 def _consume_workflow_queues(sender: Any, instance: Any, **_: Any) -> None:
-    for queue in worker_queues(get_runtime()):
+    runtime = get_runtime()
+    consumed = set(worker_queues(runtime))
+    for queue in sorted(consumed):
         instance.app.amqp.queues.select_add(queue)
+    app, hostname = instance.app, str(sender)
+
+    def consume_new_queues() -> None:
+        # A workflow published while the worker runs may name a queue it does not consume yet:
+        # ask this worker (through its remote-control channel, so its own consumer thread does
+        # it) to add it, or that workflow's requests would wait forever.
+        for queue in worker_queues(runtime):
+            if queue not in consumed:
+                consumed.add(queue)
+                logger.info("worker %s starts consuming queue %s", hostname, queue)
+                app.control.add_consumer(queue, destination=[hostname], reply=False)
+
+    runtime.registry.add_listener(consume_new_queues)
 
 
 celeryd_after_setup.connect(_consume_workflow_queues)

@@ -3,10 +3,10 @@
 Instance state and checkpoint, journal rows, bookmarks and timers, outbox rows for the engine's
 commands (children, events, tasks), a retry or a request dead letter, the request's status and
 audit event: all commit together or not at all, so a redelivered task finds either the step done or
-nothing of it. The instance row is the fence: it is inserted (a duplicate start hits the primary
-key) or updated only ``WHERE checkpoint = <the one this step started from> AND status = Running``,
-so a stale or cancelled run cannot overwrite newer state. Terminal requests never change: every
-status UPDATE carries ``status NOT IN (terminal)``.
+nothing of it. The instance row is the fence: it is updated only ``WHERE checkpoint = <the one this
+step started from> AND status = Running``, so a stale, duplicated or cancelled run cannot overwrite
+newer state. Terminal requests never change: every status UPDATE carries ``status NOT IN
+(terminal)``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ class Target:
     version: int
     queue: str
     workflow_properties: dict[str, Any]
-    is_new: bool
     expected_checkpoint: int
     attempt: int = 1
     request_id: str | None = None
@@ -205,24 +204,6 @@ def _save_instance(
         "updated_at": now,
         "finished_at": now if finished else None,
     }
-    if target.is_new:
-        session.add(
-            WorkflowInstance(
-                id=target.instance_id,
-                definition_id=target.definition_id,
-                definition_version_id=target.version_id,
-                version=target.version,
-                request_id=target.request_id,
-                parent_id=target.parent_id,
-                correlation_id=target.correlation_id,
-                name=target.name,
-                incident_count=len(result.incidents),
-                created_at=now,
-                **values,
-            )
-        )
-        session.flush()  # a duplicate start fails here, on the primary key
-        return
     changed = session.execute(
         update(WorkflowInstance)
         .where(
@@ -446,11 +427,10 @@ def _notify_parent(
             instance_id=link.output["parentId"],
             bookmark_id=link.output["bookmarkId"],
             client_key=target.client_key,
-            payload={
-                "workflowInstanceId": target.instance_id,
-                "status": sub_status,
-                "output": result.output,
-            },
+            # Elsa resumes a waiting DispatchWorkflow with the child's output (its ``result``),
+            # whatever the child's final sub-status.
+            payload=result.output,
+            options={"childInstanceId": target.instance_id, "childSubStatus": sub_status},
             created_at=now,
             next_attempt_at=now,
         )

@@ -85,19 +85,31 @@ def recover_stalled(
     for instance in stalled:
         queue = _queue_of(session, instance.definition_version_id)
         args: dict[str, Any] = {"instance_id": instance.id}
-        if instance.checkpoint == 0:
-            task = RUN_CHILD
-        else:
+        if instance.checkpoint == 0 and instance.parent_id is not None:
+            task = RUN_CHILD  # a dispatched child that never started
+        elif instance.checkpoint == 0 and instance.request_id is not None:
+            task, args = RUN_REQUEST, {"request_id": instance.request_id}  # a first step lost
+        elif (instance.state or {}).get("retry"):
             last = session.scalar(
                 select(func.max(ActivityExecution.attempt)).where(
                     ActivityExecution.instance_id == instance.id
                 )
             )
-            task = RESUME_INSTANCE
-            args["retry"] = int(last or 1)
+            task = RESUME_INSTANCE  # a scheduled retry whose row is gone
+            args["retry"] = int(last or 1) + 1
+        else:
+            logger.warning(
+                "instance %s is stalled with nothing to redo",
+                instance.id,
+                extra={"instance_id": instance.id},
+            )
+            continue
         row = outbox.enqueue(
             session,
-            outbox_id=ids.outbox_id_for("recover", instance.id, str(instance.checkpoint)),
+            # One row per stall: the same checkpoint may stall again after a recovery.
+            outbox_id=ids.outbox_id_for(
+                "recover", instance.id, str(instance.checkpoint), _iso(instance.heartbeat_at)
+            ),
             task_name=task,
             queue=queue,
             args=args,
@@ -143,6 +155,10 @@ def recover_stalled(
             extra={"request_id": request.id},
         )
     return written
+
+
+def _iso(value: dt.datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
 
 
 def _queue_of(session: Session, version_id: str | None) -> str:

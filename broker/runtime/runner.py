@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import exc, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from broker.engine.engine import Engine, EngineServices
@@ -39,6 +39,7 @@ from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
     InstanceStatus,
+    InstanceSubStatus,
     Request,
     RequestEvent,
     RequestStatus,
@@ -94,11 +95,30 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         return dispatch_remote(rt, request_id, outbox_id, published)
 
     def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
-        if instance is not None:
+        if instance is not None and instance.checkpoint > 0:
             return None  # the first step was saved by an earlier delivery
         request = session.get(Request, request_id)
         if request is None or RequestStatus(request.status).terminal:
             return None
+        if instance is None:
+            # The row exists while the first step runs, so it heartbeats and recovery sees it;
+            # a delivery that finds it at checkpoint 0 redoes the step that was never saved.
+            session.add(
+                WorkflowInstance(
+                    id=instance_id,
+                    definition_id=published.definition_id,
+                    definition_version_id=published.version_id,
+                    version=published.version,
+                    request_id=request_id,
+                    correlation_id=request_id,
+                    name=published.name,
+                    status=InstanceStatus.RUNNING.value,
+                    sub_status=InstanceSubStatus.EXECUTING.value,
+                    checkpoint=0,
+                    heartbeat_at=utcnow(),
+                )
+            )
+            session.flush()
         start_processing(session, request_id, instance_id)
         definition = rt.definitions.parse(published)
         target = Target(
@@ -108,7 +128,6 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             version=published.version,
             queue=published.queue,
             workflow_properties=dict(published.document.get("customProperties") or {}),
-            is_new=True,
             expected_checkpoint=0,
             request_id=request_id,
             client_key=request.client_key,
@@ -202,7 +221,6 @@ def _target_for(instance: WorkflowInstance, published: Any, *, client_key: str |
         version=published.version,
         queue=published.queue,
         workflow_properties=dict(published.document.get("customProperties") or {}),
-        is_new=False,
         expected_checkpoint=instance.checkpoint,
         request_id=instance.request_id,
         client_key=client_key,
@@ -226,6 +244,9 @@ def advance(
     """Lock the instance, plan the step from what is saved, run it, save it with the outbox row
     marked done, then publish the rows the step wrote."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
+    # Loading the registry publishes workflow files (write transactions): do it before this
+    # task opens its own, or SQLite's single writer would wait on itself.
+    _ = rt.registry
     lock = rt.locks.acquire(
         f"instance:{instance_id}", ttl=rt.settings.lock_ttl, timeout=LOCK_WAIT_SECONDS
     )
@@ -246,14 +267,14 @@ def advance(
                 _consume_item(session, consumed_item)
                 logger.info("nothing to do for instance %s", instance_id, extra=log)
                 return Outcome.SKIPPED
-        with _heartbeat(rt, instance_id, outbox_id, lock, exists=not step.target.is_new):
+        with _heartbeat(rt, instance_id, outbox_id, lock):
             result = step.run(build_engine(rt))
         try:
             with transaction(rt.factory) as session:
                 saved = save_step(session, rt.settings, step.target, result)
                 outbox.mark_done(session, outbox_id)
                 _consume_item(session, consumed_item)
-        except (StaleStep, exc.IntegrityError):
+        except StaleStep:
             logger.warning(
                 "instance %s moved on; this step's result is dropped", instance_id, extra=log
             )
@@ -286,9 +307,7 @@ def _consume_item(session: Session, item_id: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _heartbeat(
-    rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any, *, exists: bool
-) -> Iterator[None]:
+def _heartbeat(rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any) -> Iterator[None]:
     """Beat while the engine runs: instance heartbeat, outbox lease and lock TTL."""
     stop = threading.Event()
     interval = max(0.5, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
@@ -297,13 +316,12 @@ def _heartbeat(
         while not stop.wait(interval):
             try:
                 with transaction(rt.factory) as session:
-                    if exists:
-                        session.execute(
-                            update(WorkflowInstance)
-                            .where(WorkflowInstance.id == instance_id)
-                            .values(heartbeat_at=utcnow())
-                            .execution_options(synchronize_session=False)
-                        )
+                    session.execute(
+                        update(WorkflowInstance)
+                        .where(WorkflowInstance.id == instance_id)
+                        .values(heartbeat_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
                     if outbox_id is not None:
                         outbox.extend_lease(session, outbox_id, rt.settings.outbox_lease)
                 lock.extend(rt.settings.lock_ttl)

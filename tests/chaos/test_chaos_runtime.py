@@ -5,6 +5,7 @@
 3. The relay's lock holder SIGSTOPped past its TTL: after a takeover, the stale holder publishes
    nothing (epochs in the publish log only grow).
 4. One task delivered twice at the same time: one effect.
+5. SIGTERM while a step runs: the worker drains (finishes and saves the step) before it exits.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tests.integration.runtime.harness import (
     outbox_rows_enqueue,
     prepare,
     process_env,
+    request_status,
     runtime_env,
     sink_workflow,
     submit_request,
@@ -413,3 +415,36 @@ def test_a_task_delivered_twice_at_once_has_one_effect(
             instance_id = ids.instance_id_for_request(request_id)
             calls = [k for p, k in sink.calls if p == "/dup" and k and k.startswith(instance_id)]
             assert len(calls) == 1, (request_id, calls)
+
+
+# 5. SIGTERM drains --------------------------------------------------------------------------------
+
+
+def test_sigterm_lets_the_running_step_finish_and_save_before_the_worker_exits(
+    tmp_path: Path,
+) -> None:
+    var_dir = tmp_path / "var"
+    with Sink() as sink:
+        sink.delay["/slow"] = 2.0
+        write_workflow(tmp_path / "wf", sink_workflow("slow", "Slow", sink.url("/slow")))
+        env = runtime_env(
+            var_dir, workflows=tmp_path / "wf", database_url=f"sqlite:///{var_dir / 'broker.db'}"
+        )
+        settings = Settings.from_env(env)
+        factory, registry = prepare(settings)
+        registry.stop()
+        worker = Worker(env, tmp_path / "worker.log", beat=False).start()
+        try:
+            # Given a step in flight (the sink holds its call for two seconds)
+            request_id = submit_request(
+                factory, registry, "Slow", publisher=make_publisher(settings, factory)
+            )
+            wait_until(lambda: "/slow" in sink.arrived, timeout=30, what="the call to be in flight")
+            # When the worker is asked to stop
+            worker.terminate()
+            assert worker.proc is not None
+            worker.proc.wait(timeout=settings.drain_timeout + 10)
+            # Then it finished and saved the step before exiting
+            assert request_status(factory, request_id) == "Completed", worker.tail()
+        finally:
+            worker.stop()

@@ -95,6 +95,29 @@ def write_workflows(folder: Path, sink: Sink) -> None:
             request_type="Parent",
         ),
         workflow("child", [post_to("call", sink.url("/child"))]),
+        workflow(
+            "bulk",
+            [
+                activity(
+                    "fan-out",
+                    "Elsa.BulkDispatchWorkflows",
+                    workflowDefinitionId=literal("child"),
+                    waitForCompletion=literal(True),
+                    items=obj([{"n": 1}, {"n": 2}, {"n": 3}]),
+                ),
+                set_output("out", "bulk", "done"),
+            ],
+            request_type="Bulk",
+        ),
+        workflow(
+            "self-signal",
+            [
+                activity("publish", "Elsa.PublishEvent", eventName=literal("ping")),
+                activity("wait", "Elsa.Event", eventName=literal("ping")),
+                set_output("out", "signal", "received"),
+            ],
+            request_type="SelfSignal",
+        ),
         {
             **workflow(
                 "task-call",

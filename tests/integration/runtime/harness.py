@@ -107,6 +107,7 @@ class Sink:
         self.fail: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
         self.delay: dict[str, float] = {}  # seconds each call on the path takes
+        self.arrived: list[str] = []  # paths, as calls arrive (before any delay)
         sink = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -116,6 +117,7 @@ class Sink:
                 key = self.headers.get("Idempotency-Key")
                 with contextlib.suppress(ValueError):
                     sink.bodies[self.path].append(json.loads(raw or b"null"))
+                sink.arrived.append(self.path)
                 pause = sink.delay.get(self.path)
                 if pause:
                     time.sleep(pause)  # a slow downstream, so work is in flight when killed
@@ -352,6 +354,11 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signum)
 
+    def terminate(self) -> None:
+        """SIGTERM to the main process only: Celery's warm shutdown, which drains its pool."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         """SIGKILL the worker and its pool children at once (a crash, not a shutdown)."""
         self.signal(signal.SIGKILL)
@@ -362,7 +369,7 @@ class Worker:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import select
 
 from broker.errors import Conflict
 from broker.runtime import deadletters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
+from broker.runtime.process import make_publisher
 from broker.runtime.runner import complete_from_callback
+from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
 from tests.integration.runtime.conftest import Stack
 from tests.integration.runtime.harness import (
+    Sink,
     event_types,
+    prepare,
     request_status,
+    running_worker,
+    runtime_env,
+    sink_workflow,
     submit_request,
     wait_until,
+    write_workflow,
 )
 
 pytestmark = pytest.mark.slow
@@ -181,6 +191,34 @@ def test_a_parent_waits_for_its_dispatched_child(stack: Stack) -> None:
     assert any(k.startswith(children[0].id) for k in stack.sink.keys("/child"))
 
 
+def test_bulk_dispatch_waits_for_every_child(stack: Stack) -> None:
+    # Given a workflow that dispatches three children and waits for all of them
+    request_id = submit_request(stack.factory, stack.registry, "Bulk", publisher=stack.publisher)
+    # When they all run
+    wait_status(stack, request_id, "Completed")
+    # Then three child instances finished, each chosen before dispatch (one sink key each)
+    parent_id = ids.instance_id_for_request(request_id)
+    with transaction(stack.factory, write=False) as session:
+        children = session.scalars(
+            select(WorkflowInstance).where(WorkflowInstance.parent_id == parent_id)
+        ).all()
+    assert sorted(c.sub_status for c in children) == ["Finished"] * 3
+    keys = stack.sink.keys("/child")
+    assert all(sum(k.startswith(c.id) for k in keys) == 1 for c in children)
+
+
+def test_a_published_event_resumes_the_workflow_waiting_for_it(stack: Stack) -> None:
+    # Given a workflow that publishes "ping" (correlated to itself) and then waits for "ping"
+    request_id = submit_request(
+        stack.factory, stack.registry, "SelfSignal", publisher=stack.publisher
+    )
+    # When the event goes through the outbox step and the bookmark queue
+    wait_status(stack, request_id, "Completed")
+    # Then the wait was resumed by it
+    with transaction(stack.factory, write=False) as session:
+        assert session.get(Request, request_id).result == {"signal": "received"}
+
+
 def test_run_task_calls_a_listed_celery_task_and_resumes_with_its_result(stack: Stack) -> None:
     # Given a workflow that calls the Celery task "sample.double" with {"n": 21}
     request_id = submit_request(
@@ -234,3 +272,37 @@ def _sub_status(stack: Stack, request_id: str) -> str | None:
                 WorkflowInstance.id == ids.instance_id_for_request(request_id)
             )
         )
+
+
+def test_a_request_type_added_while_the_worker_runs_is_served(tmp_path: Path) -> None:
+    # Given a worker watching an empty workflow folder
+    var_dir, folder = tmp_path / "var", tmp_path / "wf"
+    folder.mkdir()
+    env = runtime_env(
+        var_dir,
+        database_url=f"sqlite:///{var_dir / 'broker.db'}",
+        workflows=folder,
+        BROKER_WATCH_WORKFLOWS="true",
+    )
+    settings = Settings.from_env(env)
+    factory, registry = prepare(settings)
+    with Sink() as sink, running_worker(env, tmp_path / "worker.log") as worker:
+        wait_until(lambda: "ready" in worker.tail(), timeout=WAIT, what="the worker")
+        # When a workflow with its own queue is saved into the folder
+        write_workflow(folder, sink_workflow("late", "LateType", sink.url("/late")))
+        registry.load()
+        wait_until(
+            lambda: "starts consuming queue broker.latetype" in worker.tail(200),
+            timeout=WAIT,
+            what="the worker to pick up the new queue",
+        )
+        request_id = submit_request(
+            factory, registry, "LateType", publisher=make_publisher(settings, factory)
+        )
+        # Then its requests are served without a restart
+        wait_until(
+            lambda: request_status(factory, request_id) == "Completed",
+            timeout=WAIT,
+            what="completion",
+        )
+    registry.stop()

@@ -1,0 +1,384 @@
+"""The runner, recovery, bookmark queue and purge in-process, on SQLite and PostgreSQL.
+
+No worker and no transport: tasks are called directly and a recording sender stands in for Celery,
+so each test controls exactly which delivery happens when.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from broker.errors import Conflict
+from broker.runtime import bookmarks, deadletters, ids, recovery, runner
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.outcome import Outcome
+from broker.runtime.persist import finish_request
+from broker.runtime.process import Runtime
+from broker.runtime.requests import cancel
+from broker.settings import Settings
+from broker.store.db import dispose_engines, transaction
+from broker.store.models import (
+    BookmarkQueueItem,
+    DeadLetter,
+    OutboxRow,
+    Request,
+    WorkflowInstance,
+    utcnow,
+)
+from tests.integration.runtime.harness import (
+    Sink,
+    activity,
+    event_types,
+    literal,
+    prepare,
+    request_status,
+    runtime_env,
+    set_output,
+    sink_workflow,
+    submit_request,
+    wait_until,
+    workflow,
+    write_workflow,
+)
+
+
+class RecordingSender:
+    def __init__(self) -> None:
+        self.sent: list[OutboxRow] = []
+
+    def send(self, row: OutboxRow) -> None:
+        self.sent.append(row)
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    with Sink() as running:
+        yield running
+
+
+@pytest.fixture
+def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
+    dispose_engines()
+    folder = tmp_path / "wf"
+    write_workflow(folder, sink_workflow("call", "Call", sink.url("/effect")))
+    write_workflow(
+        folder,
+        workflow(
+            "approval",
+            [
+                activity("wait", "Elsa.Event", eventName=literal("approval")),
+                set_output("out", "decision", "approved"),
+            ],
+            request_type="Approval",
+        ),
+    )
+    settings = Settings.from_env(
+        runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
+    )
+    factory, registry = prepare(settings)
+    yield Runtime(
+        settings,
+        factory=factory,
+        registry=registry,
+        sender=RecordingSender(),
+        locks=FileLockProvider(tmp_path / "locks"),
+    )
+    dispose_engines()
+
+
+def sent(rt: Runtime) -> list[OutboxRow]:
+    sender = rt.sender
+    assert isinstance(sender, RecordingSender)
+    return sender.sent
+
+
+def submit(rt: Runtime, request_type: str) -> tuple[str, str]:
+    """A submitted request and the id of its run_request row (published on the fast path)."""
+    request_id = submit_request(rt.factory, rt.registry, request_type, publisher=rt.publisher)
+    return request_id, sent(rt)[-1].id
+
+
+def test_a_redelivered_task_finds_its_work_done(rt: Runtime, sink: Sink) -> None:
+    # Given a request whose task ran to completion
+    request_id, row_id = submit(rt, "Call")
+    assert runner.run_request(rt, request_id, row_id) is Outcome.DONE
+    # When the same message is delivered again
+    again = runner.run_request(rt, request_id, row_id)
+    # Then nothing runs twice
+    assert again is Outcome.SKIPPED
+    assert len(sink.calls) == 1
+    assert event_types(rt.factory, request_id) == [
+        "RequestSubmitted",
+        "RequestProcessing",
+        "RequestCompleted",
+    ]
+
+
+def test_a_busy_instance_postpones_the_row_instead_of_running_it(rt: Runtime) -> None:
+    # Given another worker holding the instance's lock
+    request_id, row_id = submit(rt, "Call")
+    instance_id = ids.instance_id_for_request(request_id)
+    held = rt.locks.acquire(f"instance:{instance_id}", ttl=30, timeout=0)
+    assert held is not None
+    try:
+        runner.LOCK_WAIT_SECONDS, saved_wait = 0.1, runner.LOCK_WAIT_SECONDS
+        # When the task arrives
+        outcome = runner.run_request(rt, request_id, row_id)
+    finally:
+        runner.LOCK_WAIT_SECONDS = saved_wait
+        held.release()
+    # Then its row goes back to pending, due a little later, for the relay
+    assert outcome is Outcome.BUSY
+    with transaction(rt.factory, write=False) as session:
+        row = session.get(OutboxRow, row_id)
+        assert row is not None
+        assert row.state == "pending"
+        assert row.available_at > utcnow()
+    assert request_status(rt.factory, request_id) == "Queued"
+
+
+def test_a_cancelled_request_is_never_resumed_or_changed(rt: Runtime) -> None:
+    # Given a request suspended on an event, then cancelled by its client
+    request_id, row_id = submit(rt, "Approval")
+    runner.run_request(rt, request_id, row_id)
+    with transaction(rt.factory) as session:
+        cancel(session, request_id, client_id=None, source="test")
+        bookmarks.enqueue_stimulus(
+            session, item_id="late-event", name="approval", payload=None, correlation_id=request_id
+        )
+    # When the late event is processed and delivered
+    with transaction(rt.factory) as session:
+        report, _ = bookmarks.process_due_items(session, rt.settings)
+    assert report.matched == 0  # the cancelled instance's bookmarks are gone
+    # Then the request stays Cancelled, and a terminal status never changes again
+    assert request_status(rt.factory, request_id) == "Cancelled"
+    with transaction(rt.factory) as session:
+        assert (
+            finish_request(session, request_id, sub_status="Finished", output=1, error=None) is None
+        )
+    assert request_status(rt.factory, request_id) == "Cancelled"
+
+
+def test_an_event_resumes_only_the_bookmark_it_names(rt: Runtime) -> None:
+    # Given two requests suspended on the same event name
+    first, first_row = submit(rt, "Approval")
+    second, second_row = submit(rt, "Approval")
+    runner.run_request(rt, first, first_row)
+    runner.run_request(rt, second, second_row)
+    # When an event arrives for the first one's correlation id
+    with transaction(rt.factory) as session:
+        bookmarks.enqueue_stimulus(
+            session, item_id="ev-1", name="approval", payload={"ok": 1}, correlation_id=first
+        )
+    with transaction(rt.factory) as session:
+        report, written = bookmarks.process_due_items(session, rt.settings)
+    assert report.matched == 1
+    (resume,) = _rows(rt, written)
+    outcome = runner.resume_instance(
+        rt,
+        resume.args["instance_id"],
+        resume.id,
+        bookmark_id=resume.args["bookmark_id"],
+        queue_item_id=resume.args["queue_item_id"],
+    )
+    # Then only that request completes
+    assert outcome is Outcome.DONE
+    assert request_status(rt.factory, first) == "Completed"
+    assert request_status(rt.factory, second) == "Processing"
+    # And the same stimulus delivered twice resumes nothing more
+    again = runner.resume_instance(
+        rt,
+        resume.args["instance_id"],
+        resume.id,
+        bookmark_id=resume.args["bookmark_id"],
+        queue_item_id=resume.args["queue_item_id"],
+    )
+    assert again is Outcome.SKIPPED
+
+
+def _rows(rt: Runtime, row_ids: list[str]) -> list[OutboxRow]:
+    with transaction(rt.factory, write=False) as session:
+        rows = list(session.scalars(select(OutboxRow).where(OutboxRow.id.in_(row_ids))))
+        session.expunge_all()
+        return rows
+
+
+def test_an_unmatched_stimulus_waits_then_expires_into_a_dead_letter(rt: Runtime) -> None:
+    # Given a stimulus no bookmark waits for
+    with transaction(rt.factory) as session:
+        bookmarks.enqueue_stimulus(session, item_id="orphan", name="nobody", payload={"x": 1})
+    # When the queue is processed within the TTL, it waits
+    with transaction(rt.factory) as session:
+        report, _ = bookmarks.process_due_items(session, rt.settings)
+    assert report.waiting == 1
+    # When it is older than the TTL
+    with transaction(rt.factory) as session:
+        item = session.get(BookmarkQueueItem, "orphan")
+        assert item is not None
+        item.created_at = utcnow() - dt.timedelta(seconds=rt.settings.bookmark_queue_ttl + 1)
+        item.next_attempt_at = utcnow()
+    with transaction(rt.factory) as session:
+        report, _ = bookmarks.process_due_items(session, rt.settings)
+    # Then it is a bookmark dead letter named Expired, and gone from the queue
+    assert report.expired == 1
+    with transaction(rt.factory, write=False) as session:
+        letter = session.scalars(select(DeadLetter).where(DeadLetter.source_id == "orphan")).one()
+        assert (letter.kind, letter.reason, letter.name) == ("bookmark", "Expired", "nobody")
+        assert session.get(BookmarkQueueItem, "orphan") is None
+
+
+def test_recovery_redispatches_stalled_instances_and_forgotten_requests(
+    rt: Runtime, sink: Sink
+) -> None:
+    long_ago = utcnow() - dt.timedelta(seconds=rt.settings.inactivity_threshold + 5)
+    # Given a queued request whose row was lost
+    forgotten, forgotten_row = submit(rt, "Call")
+    # And an instance with a retry scheduled, whose retry row was lost
+    sink.fail["/effect"] = 1
+    retrying, retrying_row = submit(rt, "Call")
+    runner.run_request(rt, retrying, retrying_row)
+    retrying_instance = ids.instance_id_for_request(retrying)
+    with transaction(rt.factory) as session:
+        session.execute(
+            update(OutboxRow)
+            .where(OutboxRow.id.in_([forgotten_row]) | (OutboxRow.instance_id == retrying_instance))
+            .values(state="done")
+        )
+        session.execute(update(Request).values(updated_at=long_ago))
+        session.execute(update(WorkflowInstance).values(heartbeat_at=long_ago))
+    # When recovery runs twice
+    with transaction(rt.factory) as session:
+        first = recovery.recover_stalled(session, rt.settings)
+    with transaction(rt.factory) as session:
+        second = recovery.recover_stalled(session, rt.settings)
+    # Then each got one new row, and the second run added nothing
+    rows = {r.task_name: r for r in _rows(rt, first)}
+    assert set(rows) == {"broker.run_request", "broker.resume_instance"}
+    assert rows["broker.run_request"].args == {"request_id": forgotten}
+    assert rows["broker.resume_instance"].args == {"instance_id": retrying_instance, "retry": 2}
+    assert second == []
+    # And both complete from their new rows (the sink works again)
+    sink.fail["/effect"] = 0
+    runner.run_request(rt, forgotten, rows["broker.run_request"].id)
+    resume = rows["broker.resume_instance"]
+    runner.resume_instance(rt, retrying_instance, resume.id, retry=2)
+    assert request_status(rt.factory, forgotten) == "Completed"
+    assert request_status(rt.factory, retrying) == "Completed"
+
+
+def test_a_first_step_that_was_never_saved_runs_again(rt: Runtime, sink: Sink) -> None:
+    # Given a first step that crashed after its instance row was written (checkpoint 0)
+    request_id, row_id = submit(rt, "Call")
+    instance_id = ids.instance_id_for_request(request_id)
+    with transaction(rt.factory) as session:
+        session.add(
+            WorkflowInstance(
+                id=instance_id,
+                definition_id="call",
+                definition_version_id="x",
+                version=1,
+                request_id=request_id,
+                status="Running",
+                sub_status="Executing",
+                checkpoint=0,
+            )
+        )
+    # When the row is delivered again
+    outcome = runner.run_request(rt, request_id, row_id)
+    # Then the step runs and is saved
+    assert outcome is Outcome.DONE
+    assert request_status(rt.factory, request_id) == "Completed"
+    assert len(sink.calls) == 1
+
+
+def test_replaying_a_request_that_is_not_faulted_conflicts(rt: Runtime) -> None:
+    request_id, row_id = submit(rt, "Call")
+    runner.run_request(rt, request_id, row_id)
+    with transaction(rt.factory) as session:
+        deadletters.record(
+            session,
+            dead_letter_id="dl-1",
+            kind="request",
+            reason="Exhausted",
+            request_id=request_id,
+            instance_id=ids.instance_id_for_request(request_id),
+        )
+    with pytest.raises(Conflict), transaction(rt.factory) as session:
+        deadletters.replay(session, "dl-1")
+    assert request_status(rt.factory, request_id) == "Completed"
+
+
+def test_purge_clears_old_state_but_keeps_what_replay_needs(rt: Runtime) -> None:
+    # Given a long-finished instance and an old dead letter
+    done, done_row = submit(rt, "Call")
+    runner.run_request(rt, done, done_row)
+    long_ago = utcnow() - dt.timedelta(seconds=rt.settings.result_retention + 5)
+    with transaction(rt.factory) as session:
+        session.execute(update(WorkflowInstance).values(finished_at=long_ago))
+        deadletters.record(session, dead_letter_id="old", kind="outbox", reason="Undeliverable")
+        session.flush()
+        session.execute(
+            update(DeadLetter).values(
+                created_at=utcnow() - dt.timedelta(seconds=rt.settings.dead_letter_ttl + 5)
+            )
+        )
+    # When the purge runs
+    with transaction(rt.factory) as session:
+        report = recovery.purge_old(session, rt.settings)
+    # Then the old dead letter and the finished state are gone; the request record stays
+    assert report.dead_letters == 1
+    assert report.states == 1
+    with transaction(rt.factory, write=False) as session:
+        instance = session.get(WorkflowInstance, ids.instance_id_for_request(done))
+        assert instance is not None
+        assert instance.state is None
+        record: Any = session.get(Request, done)
+        assert record.status == "Completed"
+
+
+def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: Sink) -> None:
+    # Given a step whose HTTP call takes three seconds
+    sink.delay["/effect"] = 3.0
+    request_id, row_id = submit(rt, "Call")
+    instance_id = ids.instance_id_for_request(request_id)
+    with transaction(rt.factory) as session:
+        session.execute(
+            update(OutboxRow)
+            .where(OutboxRow.id == row_id)
+            .values(state="dispatched", lease_expires_at=utcnow())
+        )
+    worker = threading.Thread(target=runner.run_request, args=(rt, request_id, row_id))
+    worker.start()
+    try:
+        wait_until(lambda: "/effect" in sink.arrived, timeout=10, what="the call")
+        with transaction(rt.factory, write=False) as session:
+            instance = session.get(WorkflowInstance, instance_id)
+            assert instance is not None
+            started = instance.heartbeat_at
+
+        # When it runs, Then the instance's heartbeat moves and the row's lease is extended
+        def beaten() -> bool:
+            with transaction(rt.factory, write=False) as session:
+                current = session.get(WorkflowInstance, instance_id)
+                row = session.get(OutboxRow, row_id)
+                assert current is not None
+                assert row is not None
+                return bool(
+                    current.heartbeat_at
+                    and started
+                    and current.heartbeat_at > started
+                    and row.lease_expires_at
+                    and row.lease_expires_at > utcnow()
+                )
+
+        wait_until(beaten, timeout=10, what="a heartbeat")
+    finally:
+        worker.join(15)
+    assert request_status(rt.factory, request_id) == "Completed"

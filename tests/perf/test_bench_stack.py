@@ -1,0 +1,60 @@
+"""``broker bench`` on production's backends: a tiny run on PostgreSQL + Redis, both sides.
+
+The full benchmark is ``make bench``; this only proves the harness starts the stack on a fresh
+database and its own Redis database, measures every figure and cleans up after itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from broker.bench.commands import Options, run_bench
+from broker.bench.report import last_line
+from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+
+
+def bench_databases() -> set[str]:
+    admin = sa.create_engine(PG_ADMIN_URL)
+    try:
+        with admin.connect() as conn:
+            rows = conn.execute(sa.text("SELECT datname FROM pg_database"))
+            return {name for (name,) in rows if name.startswith("broker_bench_")}
+    finally:
+        admin.dispose()
+
+
+def test_tiny_run_on_postgres_and_redis_measures_both_sides_and_cleans_up(tmp_path: Path) -> None:
+    # Given PostgreSQL and Redis on loopback
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    require_service("Redis", "127.0.0.1", 6379)
+    before = bench_databases()
+    options = Options(
+        requests=20,
+        light=3,
+        memory_requests=25,
+        ingress_seconds=0.5,
+        ingress_limit=20,
+        threads=2,
+        engine_seconds=0.05,
+        timeout=240,
+        output=tmp_path / "latest.json",
+        pg_admin_url=PG_ADMIN_URL,
+        redis_url=REDIS_URL,
+    )
+    # When a tiny benchmark runs
+    result = run_bench(options)
+    # Then every figure was measured on both sides
+    assert result.broker.e2e is not None
+    assert result.broker.e2e.completed == 20
+    assert result.raw.e2e is not None
+    assert result.raw.e2e.completed == 20
+    assert result.memory is not None
+    assert result.memory.high_requests >= 25
+    assert "nan" not in last_line(result)
+    # And its database is gone again
+    assert bench_databases() == before

@@ -1,0 +1,269 @@
+"""The benchmark harness's pieces: percentile math, the report and its last line, process control,
+and one tiny end-to-end run on the embedded default."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from broker.bench.commands import Options, bench, run_bench
+from broker.bench.processes import Child, Deadline, children_of, stop_child, tree_rss_bytes
+from broker.bench.report import (
+    Ingress,
+    Latency,
+    Memory,
+    Report,
+    Side,
+    Throughput,
+    last_line,
+    percentile,
+    ratio,
+    render,
+)
+from broker.errors import BrokerError
+
+LAST_LINE = re.compile(
+    r"^e2e_ratio=(\d+\.\d{2}|nan) light_p50_ratio=(\d+\.\d{2}|nan) ingress_rps=(\d+|nan)$"
+)
+
+
+def report(broker: Side, raw: Side, memory: Memory | None = None) -> Report:
+    return Report(
+        backend="test",
+        concurrency=2,
+        cpus=2,
+        options={},
+        engine=[
+            {
+                "scenario": "5-activity sequence",
+                "activities_per_run": 6,
+                "runs": 10,
+                "seconds": 1.0,
+                "runs_per_second": 10_000.0,
+                "activities_per_second": 60_000,
+            }
+        ],
+        broker=broker,
+        raw=raw,
+        memory=memory,
+        started_at="2026-01-01T00:00:00+00:00",
+        seconds=1.0,
+    )
+
+
+def side(ingress_rate: float, e2e_rate: float, light_p50: float) -> Side:
+    return Side(
+        ingress=Ingress(int(ingress_rate * 2), 0, 2.0, Latency.of([0.01])),
+        e2e=Throughput(int(e2e_rate * 4), int(e2e_rate * 4), 0, 4.0, Latency.of([0.1, 0.2])),
+        light=Latency.of([light_p50]),
+    )
+
+
+# Percentiles ---------------------------------------------------------------------------------
+
+
+def test_percentile_interpolates_between_the_nearest_ranks() -> None:
+    # Given four samples
+    samples = [4.0, 1.0, 3.0, 2.0]
+    # Then the median lies halfway between the middle two, and the ends are the extremes
+    assert percentile(samples, 0.5) == 2.5
+    assert percentile(samples, 0.0) == 1.0
+    assert percentile(samples, 1.0) == 4.0
+    assert percentile(samples, 0.99) == pytest.approx(3.97)
+
+
+def test_percentile_of_one_sample_is_that_sample_and_of_none_is_nan() -> None:
+    assert percentile([7.0], 0.99) == 7.0
+    assert math.isnan(percentile([], 0.5))
+
+
+def test_percentile_refuses_a_fraction_outside_zero_and_one() -> None:
+    with pytest.raises(ValueError, match="fraction"):
+        percentile([1.0], 50)
+
+
+def test_latency_summary_reports_milliseconds_and_null_when_empty() -> None:
+    # Given a distribution from 1 ms to 100 ms
+    latency = Latency.of([i / 1000 for i in range(1, 101)])
+    # Then its summary is in milliseconds
+    shown = latency.as_ms()
+    assert shown["count"] == 100
+    assert shown["p50_ms"] == 50.5
+    assert shown["max_ms"] == 100.0
+    # And an empty one has no numbers rather than NaN (JSON has no NaN)
+    assert Latency.of([]).as_ms()["p99_ms"] is None
+
+
+def test_ratio_is_nan_when_a_side_is_missing_or_zero() -> None:
+    assert ratio(1.0, 4.0) == 0.25
+    assert math.isnan(ratio(1.0, 0.0))
+    assert math.isnan(ratio(math.nan, 2.0))
+
+
+# The report ----------------------------------------------------------------------------------
+
+
+def test_last_line_has_the_exact_format_with_broker_over_raw_ratios() -> None:
+    # Given a broker at half the raw throughput, twice the raw light-load p50, 1234.4 accepted/s
+    result = report(broker=side(1234.4, 100.0, 0.020), raw=side(5000.0, 200.0, 0.010))
+    # When the last line is formatted
+    line = last_line(result)
+    # Then it reads exactly so
+    assert line == "e2e_ratio=0.50 light_p50_ratio=2.00 ingress_rps=1234"
+    assert LAST_LINE.match(line)
+
+
+def test_last_line_says_nan_for_figures_not_measured() -> None:
+    # Given a run without the raw Celery side
+    result = report(broker=side(800.0, 100.0, 0.02), raw=Side())
+    # Then the ratios are nan and the ingress rate is still given
+    assert last_line(result) == "e2e_ratio=nan light_p50_ratio=nan ingress_rps=800"
+
+
+def test_report_json_has_ratios_targets_and_no_nan(tmp_path: Path) -> None:
+    # Given a run that meets the throughput goal and misses the latency and ingress goals
+    memory = Memory(
+        low_requests=1000, low_rss=100 * 2**20, high_requests=5000, high_rss=105 * 2**20
+    )
+    result = report(broker=side(500.0, 150.0, 0.05), raw=side(3000.0, 200.0, 0.01), memory=memory)
+    # When it is written
+    out = tmp_path / "bench" / "latest.json"
+    result.write(out)
+    document = json.loads(out.read_text())
+    # Then the file holds the ratios, the memory growth and a verdict per target
+    assert document["version"] == 1
+    assert document["ratios"] == {"e2e_throughput": 0.75, "light_p50": 5.0, "ingress": 0.167}
+    assert document["memory"]["growth_percent"] == 5.0
+    verdicts = {t["name"]: t["met"] for t in document["targets"]}
+    assert verdicts == {
+        "e2e throughput vs raw Celery": True,
+        "light-load p50 vs raw Celery": False,
+        "ingress accepted/s": False,
+        "worker RSS growth": True,
+        "engine 5-step activities/s": True,
+    }
+    # And it is strict JSON (a missing figure is null, never NaN)
+    json.dumps(document, allow_nan=False)
+
+
+def test_report_json_is_strict_when_the_raw_side_is_missing() -> None:
+    document = report(broker=side(500.0, 150.0, 0.05), raw=Side()).as_dict()
+    json.dumps(document, allow_nan=False)
+    assert document["raw_celery"]["e2e"] is None
+    assert {t["name"]: t["met"] for t in document["targets"]}[
+        "e2e throughput vs raw Celery"
+    ] is None
+
+
+def test_table_shows_both_sides_and_the_ratio() -> None:
+    # Given a report
+    result = report(broker=side(500.0, 150.0, 0.05), raw=side(3000.0, 200.0, 0.01))
+    # When it is rendered for people
+    console = Console(record=True, width=120)
+    console.print(render(result))
+    text = console.export_text()
+    # Then the figures and the ratio appear side by side
+    assert "e2e completions/s" in text
+    assert "150" in text
+    assert "200" in text
+    assert "0.75" in text
+    assert "5-activity sequence" in text
+
+
+def test_memory_growth_is_relative_to_the_low_mark() -> None:
+    assert Memory(1000, 200, 5000, 230).growth_percent == pytest.approx(15.0)
+
+
+def test_options_put_the_low_memory_mark_at_a_fifth_capped_at_one_thousand() -> None:
+    assert Options(memory_requests=5000).memory_low == 1000
+    assert Options(memory_requests=500).memory_low == 100
+    assert Options(memory_requests=20000).memory_low == 1000
+
+
+# Processes -----------------------------------------------------------------------------------
+
+
+def test_deadline_check_raises_once_expired() -> None:
+    Deadline(60).check("waiting")
+    with pytest.raises(BrokerError, match="timed out"):
+        Deadline(0).check("waiting")
+
+
+def test_stop_child_stops_the_leader_and_every_member_of_its_group(tmp_path: Path) -> None:
+    # Given a leader that ignores SIGTERM and has a child of its own, in its own group
+    script = "import signal, subprocess, sys, time\n" + (
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not children_of(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        grandchildren = children_of(process.pid)
+        assert grandchildren
+        # Then its memory counts the child too
+        assert tree_rss_bytes(process.pid) > 0
+        # When it is stopped with a short grace
+        stop_child(Child("stubborn", process, tmp_path / "log"), grace=0.5)
+        # Then the leader and its child are gone
+        assert process.poll() is not None
+        deadline = time.monotonic() + 5
+        while any(Path(f"/proc/{pid}").exists() for pid in grandchildren):
+            assert time.monotonic() < deadline, "the grandchild survived"
+            time.sleep(0.05)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_command_help_names_the_options() -> None:
+    result = CliRunner().invoke(bench, ["--help"])
+    assert result.exit_code == 0
+    for option in ("--embedded", "--requests", "--light", "--memory-requests", "--quick"):
+        assert option in result.output
+
+
+# A tiny real run -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tiny_embedded_run_measures_both_sides(tmp_path: Path) -> None:
+    # Given a run of 20 requests on the embedded default, with every phase cut short
+    options = Options(
+        embedded=True,
+        requests=20,
+        light=3,
+        memory_requests=0,
+        ingress_seconds=0.5,
+        ingress_limit=20,
+        threads=2,
+        engine_seconds=0.05,
+        timeout=240,
+        output=tmp_path / "latest.json",
+    )
+    # When it runs
+    result = run_bench(options)
+    # Then both sides ran every request to the end
+    assert result.broker.e2e is not None
+    assert result.broker.e2e.completed == 20
+    assert result.raw.e2e is not None
+    assert result.raw.e2e.completed == 20
+    assert result.broker.light is not None
+    assert result.broker.light.count == 3
+    assert result.broker.ingress is not None
+    assert result.broker.ingress.accepted > 0
+    # And the last line carries real numbers
+    assert LAST_LINE.match(last_line(result))
+    assert "nan" not in last_line(result)
