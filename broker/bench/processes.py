@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,15 +134,25 @@ def tail(path: Path, lines: int = 30) -> str:
 
 @contextlib.contextmanager
 def alarm(deadline: Deadline) -> Iterator[None]:
-    """A backstop for the deadline: SIGALRM raises in the main thread if a wait forgot to check."""
+    """A backstop for the deadline: SIGALRM raises in the main thread if a wait forgot to check.
+
+    An alarm set before (pytest-timeout's, say) is put back afterwards with its remaining time.
+    Off the main thread, where signals cannot be handled, the deadline checks alone bound the run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
     def _expired(_signum: int, _frame: Any) -> None:
         raise BrokerError(f"benchmark timed out after {deadline.seconds:.0f}s")
 
     previous = signal.signal(signal.SIGALRM, _expired)
-    signal.alarm(max(1, int(deadline.remaining()) + 30))
+    earlier = signal.alarm(max(1, int(deadline.remaining()) + 30))
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+        if earlier:
+            signal.alarm(max(1, earlier - int(time.monotonic() - started)))

@@ -23,15 +23,13 @@ from broker.errors import Conflict
 from broker.runtime import deadletters, ids, journal, outbox
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_TASK
 from broker.runtime.retry import policy_for
+from broker.runtime.statuses import finish_request
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
     InstanceStatus,
     InstanceSubStatus,
-    Request,
-    RequestEvent,
-    RequestStatus,
     StepResult,
     Timer,
     WorkflowInstance,
@@ -40,7 +38,6 @@ from broker.store.models import (
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
 #: StepResult keys the runtime keeps beside the engine's state
 PARENT_LINK = "parent-link"
 PENDING_START = "pending-start"
@@ -435,75 +432,3 @@ def _notify_parent(
             next_attempt_at=now,
         )
     )
-
-
-def finish_request(
-    session: Session,
-    request_id: str,
-    *,
-    sub_status: str,
-    output: Any,
-    error: str | None,
-    now: dt.datetime | None = None,
-    source: str = "worker",
-) -> str | None:
-    """Move a request to its terminal status (guarded); answers the status set, or None when the
-    request was already terminal (the change is then ignored and logged)."""
-    now = now or utcnow()
-    if sub_status == InstanceSubStatus.FINISHED.value:
-        status, event, values = RequestStatus.COMPLETED, "RequestCompleted", {"result": output}
-    elif sub_status == InstanceSubStatus.CANCELLED.value:
-        status, event, values = RequestStatus.CANCELLED, "RequestCancelled", {}
-    else:
-        status, event = RequestStatus.FAULTED, "RequestFaulted"
-        values = {"error_detail": error or "Faulted"}
-    changed = session.execute(
-        update(Request)
-        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
-        .values(status=status.value, updated_at=now, completed_at=now, **values)
-        .execution_options(synchronize_session=False)
-    ).rowcount  # type: ignore[attr-defined]
-    if not changed:
-        logger.warning(
-            "request %s is already terminal; %s ignored",
-            request_id,
-            event,
-            extra={"request_id": request_id},
-        )
-        return None
-    session.add(
-        RequestEvent(
-            request_id=request_id,
-            timestamp=now,
-            event_type=event,
-            source=source,
-            message=error if status is RequestStatus.FAULTED else None,
-            properties={"status": status.value},
-        )
-    )
-    return status.value
-
-
-def start_processing(
-    session: Session, request_id: str, instance_id: str | None, *, message: str | None = None
-) -> bool:
-    """Queued -> Processing with a RequestProcessing event; False when it was not Queued."""
-    now = utcnow()
-    changed = session.execute(
-        update(Request)
-        .where(Request.id == request_id, Request.status == RequestStatus.QUEUED.value)
-        .values(status=RequestStatus.PROCESSING.value, instance_id=instance_id, updated_at=now)
-        .execution_options(synchronize_session=False)
-    ).rowcount  # type: ignore[attr-defined]
-    if changed:
-        session.add(
-            RequestEvent(
-                request_id=request_id,
-                timestamp=now,
-                event_type="RequestProcessing",
-                source="worker",
-                message=message,
-                properties={"instanceId": instance_id} if instance_id else None,
-            )
-        )
-    return bool(changed)

@@ -18,9 +18,9 @@ from sqlalchemy import select
 
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import finish_request, start_processing
 from broker.runtime.process import Runtime
 from broker.runtime.retry import policy_for
+from broker.runtime.statuses import finish_request, start_processing
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent
 

@@ -24,16 +24,10 @@ from broker.engine.engine import Engine, EngineServices
 from broker.errors import BadRequest, Conflict, NotFound
 from broker.runtime import ids, outbox
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import (
-    PENDING_START,
-    StaleStep,
-    Target,
-    finish_request,
-    save_step,
-    start_processing,
-)
+from broker.runtime.persist import PENDING_START, StaleStep, Target, save_step
 from broker.runtime.process import Runtime
 from broker.runtime.remote import dispatch_remote
+from broker.runtime.statuses import finish_request, start_processing
 from broker.store.db import transaction
 from broker.store.models import (
     Bookmark,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +17,14 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from broker.bench.commands import Options, bench, run_bench
-from broker.bench.processes import Child, Deadline, children_of, stop_child, tree_rss_bytes
+from broker.bench.processes import (
+    Child,
+    Deadline,
+    alarm,
+    children_of,
+    stop_child,
+    tree_rss_bytes,
+)
 from broker.bench.report import (
     Ingress,
     Latency,
@@ -196,6 +204,26 @@ def test_deadline_check_raises_once_expired() -> None:
     Deadline(60).check("waiting")
     with pytest.raises(BrokerError, match="timed out"):
         Deadline(0).check("waiting")
+
+
+def test_alarm_puts_back_an_earlier_alarm_and_its_handler() -> None:
+    # Given an alarm and a handler of someone else's (pytest-timeout's, say)
+    def handler(_signum: int, _frame: object) -> None:
+        raise AssertionError("the earlier alarm fired")
+
+    old_handler = signal.signal(signal.SIGALRM, handler)
+    old_alarm = signal.alarm(1000)
+    try:
+        # When a benchmark's alarm comes and goes
+        with alarm(Deadline(60)):
+            assert signal.getsignal(signal.SIGALRM) is not handler
+        # Then the earlier handler and alarm are back
+        assert signal.getsignal(signal.SIGALRM) is handler
+        assert 990 <= signal.alarm(0) <= 1000
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_alarm:
+            signal.alarm(old_alarm)
 
 
 def test_stop_child_stops_the_leader_and_every_member_of_its_group(tmp_path: Path) -> None:

@@ -188,11 +188,11 @@ def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
     assert report.published == 3
 
 
-def test_a_takeover_waits_for_a_batch_that_passed_the_fence(
-    settings: Settings, factory: sessionmaker[Session]
-) -> None:
-    if not settings.database_url.startswith("postgresql"):
-        pytest.skip("SQLite serializes writers with BEGIN IMMEDIATE; the row lock is PostgreSQL's")
+def test_a_takeover_waits_for_a_batch_that_passed_the_fence(postgres_url: str) -> None:
+    # PostgreSQL only: SQLite serializes writers with BEGIN IMMEDIATE instead of a row lock.
+    dispose_engines()
+    upgrade(postgres_url)
+    factory = make_session_factory(make_engine(postgres_url))
     # Given relay A inside a batch that passed the fence, with its lease already expired
     with transaction(factory) as session:
         epoch_a = acquire_lease(session, outbox.RELAY_LEASE, "relay-a", 0.01)
@@ -224,6 +224,7 @@ def test_a_takeover_waits_for_a_batch_that_passed_the_fence(
     threading.Timer(0.3, release.set).start()
     for thread in threads:
         thread.join(15)
+    dispose_engines()
     # Then B's takeover happened only after A's batch committed
     assert order == ["A committed", "B took over"]
 

@@ -19,9 +19,9 @@ from broker.errors import Conflict
 from broker.runtime import bookmarks, deadletters, ids, recovery, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import finish_request
 from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel
+from broker.runtime.statuses import finish_request
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
