@@ -21,7 +21,11 @@ LAZY_COMMANDS = {
     "workflows": ("broker.workflow_commands", "workflows", "List, validate and draw workflows."),
     "run": ("broker.supervise", "run", "Start ingress, internal, worker and beat together."),
     "requests": ("broker.ops_commands", "requests", "Submit, inspect, watch and cancel requests."),
-    "dead-letters": ("broker.ops_commands", "dead_letters", "List, replay and delete dead letters."),
+    "dead-letters": (
+        "broker.ops_commands",
+        "dead_letters",
+        "List, replay and delete dead letters.",
+    ),
     "instances": ("broker.ops_commands", "instances", "Inspect and cancel workflow instances."),
     "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
     "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),

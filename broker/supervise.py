@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,22 +123,30 @@ def _ensure_dev_certificates(settings: Settings) -> None:
 
 
 def quick_start_text(settings: Settings) -> str:
+    """Ready-to-paste commands: submit the shipped invoice example, poll it, approve it."""
     folder = Path(settings.tls_client_ca).parent
     port = settings.public_bind.rsplit(":", 1)[1]
     tls = (
         f"--cacert {folder}/ca.pem --cert {folder}/{DEV_CLIENT}.pem --key {folder}/{DEV_CLIENT}.key"
     )
+    base = f"https://localhost:{port}"
     body = (
         '{"requestType": "InvoiceProcess", "keys": {"InvoiceNumber": "INV-1", '
-        '"VendorCode": "V-9"}, "payload": {"amount": 250}}'
+        '"VendorCode": "V-9"}, "payload": {"amount": 5000}}'
     )
+    approve = '{"correlationId": "\'$ID\'", "payload": {"decision": "approved"}}'
     return "\n".join(
         [
             "",
-            "Broker is starting. Try it (in another terminal):",
+            "The broker is starting. Try it from another terminal (in this folder):",
+            f"  ID=$(curl -s {tls} -H 'Content-Type: application/json' \\",
+            f"       -d '{body}' {base}/requests \\",
+            "       | python3 -c 'import json,sys; "
+            "print(json.load(sys.stdin)[\"correlationId\"])')",
+            f"  curl -s {tls} {base}/requests/$ID        # Processing, subStatus Suspended",
             f"  curl -s {tls} -H 'Content-Type: application/json' \\",
-            f"       -d '{body}' https://localhost:{port}/requests",
-            f"  curl -s {tls} https://localhost:{port}/requests/<correlationId>",
+            f"       -d '{approve}' {base}/events/approval",
+            f"  curl -s {tls} {base}/requests/$ID        # Completed, decision approved",
             f"Health: curl -s http://{settings.internal_bind}/healthz",
             "Stop everything with Ctrl-C.",
             "",
@@ -186,9 +195,13 @@ class Supervisor:
         return code
 
     def stop(self) -> None:
-        """SIGTERM every role's group, wait for the grace period, then SIGKILL what is left."""
+        """SIGTERM every role, wait for the grace period, then SIGKILL whatever is left of their
+        process groups."""
         for child in self.children.values():
-            _signal_group(child.pid, signal.SIGTERM)
+            # The leader only: gunicorn and Celery stop their own workers and pool gracefully;
+            # signalling the pool directly would turn a warm shutdown into a stuck one.
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for name, child in self.children.items():
             try:
@@ -253,7 +266,16 @@ def run(prepare_only: bool) -> None:
     if prepare_only:
         return
     click.echo(quick_start_text(settings), err=True)
+    _share_metrics_folder(settings)
     sys.exit(Supervisor(roles(settings)).run())
+
+
+def _share_metrics_folder(settings: Settings) -> None:
+    """One empty prometheus-client multiprocess folder for every role (read by the library)."""
+    folder = (settings.var_path / "prometheus").resolve()
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # noqa: TID251 - for the children
 
 
 @click.command(context_settings={"ignore_unknown_options": True})

@@ -4,10 +4,12 @@ Task bodies here are thin doors onto ``broker.runtime``: open a transaction, tak
 the runtime, map errors. ``broker`` never imports this package.
 """
 
+from broker.runtime.locks import warn_if_local_locks
 from broker.runtime.process import Runtime, set_runtime
 from broker.settings import get_settings
 from tasks.celery_app import create_app
 
+warn_if_local_locks(get_settings())
 app = create_app()
 celery = app
 # The worker's runtime publishes through this app (its connection pool is the worker's own).

@@ -39,6 +39,10 @@ def worker_queues(runtime: Runtime) -> list[str]:
 
 
 def _consume_workflow_queues(sender: Any, instance: Any, **_: Any) -> None:
+    if instance.app.amqp.queues._consume_from is not None:
+        # The operator chose the queues (`-Q`): a dedicated worker consumes only those.
+        logger.info("worker %s consumes only the queues given with -Q", sender)
+        return
     runtime = get_runtime()
     consumed = set(worker_queues(runtime))
     for queue in sorted(consumed):

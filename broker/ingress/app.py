@@ -112,6 +112,9 @@ def _session_factory(settings: Settings) -> sessionmaker[Session]:
 
 
 def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
+    from broker.runtime.locks import warn_if_local_locks
+
+    warn_if_local_locks(settings)
     app = Flask(f"broker.ingress.{listener}")
     app.config.update(
         # One byte over the limit: werkzeug stops a chunked body silently at the maximum, so

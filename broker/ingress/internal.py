@@ -17,7 +17,7 @@ from broker.errors import Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
-from broker.runtime import requests as runtime
+from broker.runtime import runner
 from broker.runtime.celery_config import transport_options
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def record_result(request_id: str) -> tuple[str, int]:
     status, result, error = parse_callback(read_json(svc.settings))
     try:
         with transaction() as session:
-            runtime.record_result(session, request_id, status=status, result=result, error=error)
+            runner.complete_from_callback(session, request_id, status.value, result, error)
     except Exception:
         metrics.CALLBACKS.labels(outcome="refused").inc()
         raise

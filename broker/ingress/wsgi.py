@@ -65,8 +65,14 @@ class LazyApp:
 
 def _public() -> Flask:
     from broker.ingress.app import create_public_app
+    from broker.runtime.process import make_publisher
+    from broker.store import db
 
-    return create_public_app(get_settings())
+    settings = get_settings()
+    factory = db.make_session_factory(db.make_engine(settings.database_url))
+    # The fast path: publish right after the submission commits (the relay covers failures).
+    publisher = make_publisher(settings, factory)
+    return create_public_app(settings, session_factory=factory, publisher=publisher)
 
 
 def _internal() -> Flask:

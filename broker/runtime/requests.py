@@ -386,53 +386,6 @@ def cancel_instances(session: Session, instance_ids: Iterable[str]) -> list[str]
     return list(changed)
 
 
-def record_result(
-    session: Session, request_id: str, *, status: RequestStatus, result: Any, error: str | None
-) -> Request:
-    """Finish a request from a remote executor's callback; ``Conflict`` when already terminal."""
-    if not status.terminal or status is RequestStatus.CANCELLED:
-        raise BadRequest("status must be Completed or Faulted", field="status")
-    record = session.get(Request, request_id)
-    if record is None:
-        raise NotFound(f"Request '{request_id}' not found")
-    now = utcnow()
-    values: dict[str, Any] = {"status": status.value, "updated_at": now, "completed_at": now}
-    if status is RequestStatus.COMPLETED:
-        values["result"] = result
-    else:
-        values["error_detail"] = error or "Faulted"
-    changed = session.execute(
-        update(Request)
-        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    ).rowcount  # type: ignore[attr-defined]
-    if not changed:
-        session.refresh(record)
-        logger.warning(
-            "late callback for request %s ignored: already %s",
-            request_id,
-            record.status,
-            extra={"request_id": request_id},
-        )
-        raise Conflict(f"Request '{request_id}' is already {record.status}", status=record.status)
-    session.add(
-        RequestEvent(
-            request_id=request_id,
-            timestamp=now,
-            event_type="CallbackReceived",
-            source="callback",
-            message=f"Remote executor reported {status}",
-            properties={"status": status.value},
-        )
-    )
-    session.refresh(record)
-    return record
-
-
-# Runtime pause ------------------------------------------------------------------------------------
-
-
 def is_paused(session: Session) -> bool:
     flag = session.get(RuntimeFlag, PAUSED_FLAG)
     return bool(flag is not None and flag.value)

@@ -1,0 +1,56 @@
+"""The worker's queue selection: every workflow queue by default, only `-Q` queues when given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from broker.registry import WorkflowRegistry
+from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE
+from broker.runtime.process import Runtime, set_runtime
+from broker.settings import Settings
+from tasks.celery_app import _consume_workflow_queues, create_app
+
+
+@pytest.fixture
+def runtime(settings: Settings) -> Iterator[Runtime]:
+    registry = WorkflowRegistry(settings)
+    registry.load()
+    rt = Runtime(settings, registry=registry)
+    set_runtime(rt)
+    yield rt
+    set_runtime(None)
+
+
+def _consumed(app: object) -> set[str]:
+    return set(app.amqp.queues.consume_from)  # type: ignore[attr-defined]
+
+
+def test_a_worker_without_q_consumes_every_workflow_queue(
+    settings: Settings, runtime: Runtime
+) -> None:
+    # Given a worker started without -Q
+    app = create_app(settings)
+    # When it finishes its setup
+    _consume_workflow_queues("w1@host", SimpleNamespace(app=app))
+    # Then it consumes the default, maintenance and each request type's queue
+    assert {
+        DEFAULT_QUEUE,
+        MAINTENANCE_QUEUE,
+        "broker.invoiceprocess",
+        "broker.benchfivesteps",
+    } <= _consumed(app)
+
+
+def test_a_worker_started_with_q_consumes_only_those_queues(
+    settings: Settings, runtime: Runtime
+) -> None:
+    # Given a worker dedicated to the invoice queue (`-Q broker.invoiceprocess`)
+    app = create_app(settings)
+    app.amqp.queues.select(["broker.invoiceprocess"])
+    # When it finishes its setup
+    _consume_workflow_queues("w2@host", SimpleNamespace(app=app))
+    # Then it did not widen the operator's choice
+    assert _consumed(app) == {"broker.invoiceprocess"}
