@@ -20,8 +20,8 @@ import datetime as dt
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, ParamSpec
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ParamSpec, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -133,6 +133,49 @@ def record_retry(request_type: str) -> None:
 def record_activity(activity_type: str, seconds: float) -> None:
     """One activity execution took ``seconds``."""
     ACTIVITY_DURATION.labels(activity_type=activity_type).observe(max(seconds, 0.0))
+
+
+class JournalEntry(Protocol):
+    """What ``record_journal`` reads of an engine journal entry (``broker.engine.results``)."""
+
+    @property
+    def activity_instance_id(self) -> str: ...
+    @property
+    def activity_type(self) -> str: ...
+    @property
+    def event_name(self) -> str: ...
+    @property
+    def timestamp(self) -> dt.datetime: ...
+
+
+#: journal events that end an execution the engine started in the same step
+_CLOSING_EVENTS = frozenset({"Completed", "Faulted"})
+
+
+@_never_raise
+def record_journal(entries: Iterable[JournalEntry]) -> None:
+    """Observe the activity durations of one engine step from its journal's own timestamps.
+
+    An activity started and completed (or faulted) within the step counts once, from ``Started``
+    to its end, composite activities including their children. One that suspends (a bookmark) or
+    waits for a retry is not observed when it ends in a later step: that span would be waiting
+    time, not run time. Reading the journal after the step keeps the engine's loop untouched.
+    """
+    started: dict[str, dt.datetime] = {}
+    children: dict[str, Any] = {}
+    for entry in entries:
+        event = entry.event_name
+        if event == "Started":
+            started[entry.activity_instance_id] = entry.timestamp
+        elif event in _CLOSING_EVENTS:
+            began = started.pop(entry.activity_instance_id, None)
+            if began is None:
+                continue
+            kind = entry.activity_type
+            child = children.get(kind)
+            if child is None:
+                child = children[kind] = ACTIVITY_DURATION.labels(activity_type=kind)
+            child.observe(max((entry.timestamp - began).total_seconds(), 0.0))
 
 
 @contextlib.contextmanager

@@ -21,7 +21,12 @@ from tasks.celery_app import door
 def relay_outbox() -> dict[str, Any]:
     rt = get_runtime()
     report = outbox.relay(rt.settings, rt.factory, rt.sender, rt.locks)
-    return {"published": report.published, "dead": report.dead, "skipped": report.skipped}
+    return {
+        "published": report.published,
+        "dead": report.dead,
+        "skipped": report.skipped,
+        "paused": report.paused,
+    }
 
 
 @door(name=PROCESS_BOOKMARK_QUEUE)

@@ -1,26 +1,39 @@
 """Task doors that run workflows: a few lines each, all logic in ``broker.runtime``.
 
 Each is idempotent (DESIGN section 7) and takes the consumed outbox row's id, which is also the
-Celery task id: a duplicate delivery finds the row done and returns.
+Celery task id: a duplicate delivery finds the row done and returns. While an operator has paused
+the runtime, a door hands its row back to the outbox instead of running it (the relay publishes
+it again after the resume).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime import runner, usertasks
+from broker.runtime import outbox, runner, usertasks
 from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.runtime.process import get_runtime
 from tasks.celery_app import door
 
+#: what a door answers when the pause held its row back
+HELD = "held"
+
+
+def _held(outbox_id: str | None) -> bool:
+    return outbox.hold_if_paused(get_runtime().factory, outbox_id)
+
 
 @door(name=RUN_REQUEST)
 def run_request(request_id: str, outbox_id: str | None = None) -> str:
+    if _held(outbox_id):
+        return HELD
     return runner.run_request(get_runtime(), request_id, outbox_id).value
 
 
 @door(name=RUN_CHILD)
 def run_child(instance_id: str, outbox_id: str | None = None) -> str:
+    if _held(outbox_id):
+        return HELD
     return runner.run_child(get_runtime(), instance_id, outbox_id).value
 
 
@@ -32,6 +45,8 @@ def resume_instance(
     queue_item_id: str | None = None,
     retry: int | None = None,
 ) -> str:
+    if _held(outbox_id):
+        return HELD
     return runner.resume_instance(
         get_runtime(),
         instance_id,
@@ -51,6 +66,8 @@ def run_task(
     bookmark_id: str,
     outbox_id: str | None = None,
 ) -> Any:
+    if _held(outbox_id):
+        return None
     return usertasks.run_task(
         get_runtime(),
         self.app,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response, jsonify
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest
 from broker.ingress import dead_letters, instances
@@ -17,7 +19,7 @@ from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime import requests as runtime
 from broker.runtime.requests import iso
-from broker.store.models import DeadLetterKind, RuntimeFlag
+from broker.store.models import DeadLetterKind, OutboxRow, OutboxState, RuntimeFlag
 
 logger = logging.getLogger(__name__)
 
@@ -159,10 +161,27 @@ def cancel_instance(instance_id: str) -> tuple[Response, int]:
 # Runtime ------------------------------------------------------------------------------------------
 
 
-def _runtime_view(flag: RuntimeFlag | None) -> dict[str, object]:
+def _runtime_view(session: Session) -> dict[str, object]:
+    """The pause flag and the outbox's open work: ``inFlight`` rows were handed to a worker and
+    not finished yet, ``pending`` rows wait to be published. Paused with nothing in flight is
+    drained: no workflow step runs anywhere."""
+    flag = session.get(RuntimeFlag, runtime.PAUSED_FLAG)
+    paused = bool(flag is not None and flag.value)
+    counts: dict[str, int] = {
+        str(state): int(count)
+        for state, count in session.execute(
+            select(OutboxRow.state, func.count())
+            .where(OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]))
+            .group_by(OutboxRow.state)
+        )
+    }
+    in_flight = int(counts.get(OutboxState.DISPATCHED.value, 0))
     return {
-        "paused": bool(flag is not None and flag.value),
+        "paused": paused,
         "updatedAt": iso(flag.updated_at) if flag is not None else None,
+        "inFlight": in_flight,
+        "pending": int(counts.get(OutboxState.PENDING.value, 0)),
+        "drained": paused and in_flight == 0,
     }
 
 
@@ -170,7 +189,7 @@ def _runtime_view(flag: RuntimeFlag | None) -> dict[str, object]:
 @require_scope("read:workflow-runtime")
 def runtime_status() -> Response:
     with transaction(write=False) as session:
-        return jsonify(_runtime_view(session.get(RuntimeFlag, runtime.PAUSED_FLAG)))
+        return jsonify(_runtime_view(session))
 
 
 @bp.post("/workflow-runtime/pause")
@@ -187,7 +206,8 @@ def resume() -> Response:
 
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
-        body = _runtime_view(runtime.set_paused(session, paused))
+        runtime.set_paused(session, paused)
+        body = _runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id
     )

@@ -17,6 +17,7 @@ from broker.errors import Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
+from broker.metrics import record_finished
 from broker.runtime import runner
 from broker.runtime.celery_config import transport_options
 
@@ -43,10 +44,16 @@ def record_result(request_id: str) -> tuple[str, int]:
     status, result, error = parse_callback(read_json(svc.settings))
     try:
         with transaction() as session:
-            runner.complete_from_callback(session, request_id, status.value, result, error)
+            finished = runner.complete_from_callback(
+                session, request_id, status.value, result, error
+            )
+            request_type, submitted_at = finished.request_type, finished.submitted_at
+            finished_at = finished.completed_at
     except Exception:
         metrics.CALLBACKS.labels(outcome="refused").inc()
         raise
+    # Counted once committed, as the worker counts the requests it finishes itself.
+    record_finished(request_type, status.value, submitted_at, finished_at)
     metrics.CALLBACKS.labels(outcome=status.value.lower()).inc()
     logger.info(
         "callback finished request %s as %s", request_id, status, extra={"request_id": request_id}

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from broker.errors import NotFound
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.process import Runtime
@@ -28,6 +29,7 @@ from broker.store.db import transaction
 from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
+    InstanceStatus,
     Timer,
     WorkflowDefinition,
     WorkflowInstance,
@@ -134,29 +136,45 @@ def process_due_items(session: Session, settings: Settings) -> tuple[QueueReport
 
 
 def _dispatch(session: Session, item: BookmarkQueueItem, now: dt.datetime) -> list[str]:
+    """One resume row per matched bookmark. A bookmark of a finished instance is no match (it
+    lost a race with the instance's last step); one whose instance is gone is a broken store and
+    fails the item, so its attempts count towards a ``Failed`` dead letter instead of the
+    stimulus vanishing."""
     written = []
     for bookmark in matching_bookmarks(session, item):
         instance = session.get(WorkflowInstance, bookmark.instance_id)
-        queue = DEFAULT_QUEUE
-        if instance is not None:
-            definition = session.get(WorkflowDefinition, instance.definition_version_id)
-            queue = (definition.queue if definition is not None else None) or DEFAULT_QUEUE
+        if instance is None:
+            raise NotFound(
+                f"bookmark {bookmark.id} names workflow instance {bookmark.instance_id}, "
+                "which does not exist",
+                bookmarkId=bookmark.id,
+            )
+        if instance.status != InstanceStatus.RUNNING.value:
+            continue
         row = outbox.enqueue(
             session,
             outbox_id=ids.outbox_id_for("resume", item.id, bookmark.id),
             task_name=RESUME_INSTANCE,
-            queue=queue,
+            queue=_queue_of(session, instance),
             args={
                 "instance_id": bookmark.instance_id,
                 "bookmark_id": bookmark.id,
                 "queue_item_id": item.id,
             },
             instance_id=bookmark.instance_id,
-            request_id=instance.request_id if instance is not None else None,
+            request_id=instance.request_id,
             available_at=now,
         )
         written.append(row.id)
     return written
+
+
+def _queue_of(session: Session, instance: WorkflowInstance | None) -> str:
+    """The queue of the instance's workflow version (a dedicated worker may serve it)."""
+    if instance is None or not instance.definition_version_id:
+        return DEFAULT_QUEUE
+    definition = session.get(WorkflowDefinition, instance.definition_version_id)
+    return (definition.queue if definition is not None else None) or DEFAULT_QUEUE
 
 
 def _failed(
@@ -262,7 +280,7 @@ def fire_due_timers(session: Session, *, now: dt.datetime | None = None) -> list
             session,
             outbox_id=ids.outbox_id_for("timer", timer.id),
             task_name=RESUME_INSTANCE,
-            queue=DEFAULT_QUEUE,
+            queue=_queue_of(session, instance),
             args={"instance_id": timer.instance_id, "bookmark_id": timer.bookmark_id},
             instance_id=timer.instance_id,
             request_id=instance.request_id if instance is not None else None,

@@ -10,6 +10,10 @@ lock keeps relays from working in parallel; the epoch makes a paused former hold
 batch starts with a fence UPDATE on the lease row inside the transaction that claims, publishes and
 marks rows, so a holder whose lease was taken over cannot commit, and on PostgreSQL the row lock
 makes a takeover wait until a batch that passed the fence has committed.
+
+While an operator has paused the runtime, the relay publishes nothing and the task doors hand
+their rows back (``hold_if_paused``): queued work waits in SQL, work already running finishes
+(the drain), and after the resume the relay publishes what was held.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
 from broker.runtime import deadletters, ids
+from broker.runtime.requests import is_paused
 from broker.settings import Settings
 from broker.store.db import acquire_lease, release_lease, transaction
 from broker.store.models import Lease, OutboxRow, OutboxState, utcnow
@@ -38,6 +43,9 @@ RELAY_LEASE = "outbox-relay"
 RELAY_LOCK = "outbox-relay"
 #: batches one relay run may publish before it yields to the next beat tick
 MAX_BATCHES_PER_RUN = 20
+#: seconds a row held back by the pause waits before it is due again (the relay still waits for
+#: the resume; this only spaces the retries out)
+PAUSED_DELAY = 1.0
 
 
 class Sender(Protocol):
@@ -134,6 +142,23 @@ def postpone(session: Session, outbox_id: str, *, delay: float, error: str | Non
     )
 
 
+def hold_if_paused(factory: sessionmaker[Session], outbox_id: str | None) -> bool:
+    """While the runtime is paused, hand the row back to pending and answer True (the task must
+    not run it); False when the runtime is running. A row-less call (``outbox_id`` None) is never
+    held: there would be nothing to pick it up again."""
+    if outbox_id is None:
+        return False
+    with transaction(factory, write=False) as session:
+        if not is_paused(session):
+            return False
+    with transaction(factory) as session:
+        postpone(session, outbox_id, delay=PAUSED_DELAY, error="runtime paused")
+    logger.info(
+        "runtime paused; outbox row %s held back", outbox_id, extra={"outbox_id": outbox_id}
+    )
+    return True
+
+
 def extend_lease(session: Session, outbox_id: str, lease: float) -> None:
     """Keep a row that is being worked on from being republished (the worker's heartbeat)."""
     session.execute(
@@ -177,6 +202,7 @@ class RelayReport:
     failed: int = 0
     skipped: bool = False
     epoch: int | None = None
+    paused: bool = False
 
 
 def relay_owner() -> str:
@@ -242,6 +268,9 @@ def relay_batch(
     """
     if not fence(session, RELAY_LEASE, owner, epoch, settings.lock_ttl):
         raise LockLost("the outbox relay lease was taken over", owner=owner, epoch=epoch)
+    if is_paused(session):
+        # Checked per batch, inside the fenced transaction: a pause stops the next batch.
+        return RelayReport(epoch=epoch, paused=True)
     rows = claim_due(session, limit=settings.outbox_batch_size)
     if observer is not None:
         observer(epoch, rows)
@@ -302,8 +331,13 @@ def relay(
                 dead=total.dead + report.dead,
                 failed=total.failed + report.failed,
                 epoch=epoch,
+                paused=report.paused,
             )
-            if report.failed or report.published + report.dead < settings.outbox_batch_size:
+            if (
+                report.paused
+                or report.failed
+                or report.published + report.dead < settings.outbox_batch_size
+            ):
                 break
             _extend(lock, settings.lock_ttl)
         with transaction(factory) as session:

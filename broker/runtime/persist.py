@@ -66,15 +66,21 @@ class Target:
     parent_id: str | None = None
     correlation_id: str | None = None
     name: str | None = None
+    #: the request's type and submission time, for the metrics recorded after commit
+    request_type: str | None = None
+    submitted_at: dt.datetime | None = None
 
 
 @dataclasses.dataclass
 class Saved:
-    """What the save produced: new outbox rows to publish after commit, and the new checkpoint."""
+    """What the save produced: new outbox rows to publish after commit, the new checkpoint, and
+    what the metrics recorded after commit need (the request's terminal status, a retry)."""
 
     outbox_ids: list[str] = dataclasses.field(default_factory=list)
     checkpoint: int = 0
     request_status: str | None = None
+    finished_at: dt.datetime | None = None
+    retry_scheduled: bool = False
 
 
 def save_step(session: Session, settings: Settings, target: Target, result: Any) -> Saved:
@@ -100,6 +106,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
                 "activityId": result.retry.activity_id,
             }
         else:
+            saved.retry_scheduled = True
             delay = policy.delay(target.attempt + 1, hint=result.retry.delay)
             saved.outbox_ids.append(
                 outbox.enqueue(
@@ -166,6 +173,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
                 error=(fault or {}).get("message"),
                 now=now,
             )
+            saved.finished_at = now
     return saved
 
 

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
@@ -342,6 +342,8 @@ def cancel(session: Session, request_id: str, *, client_id: str | None, source: 
         select(WorkflowInstance.id).where(WorkflowInstance.request_id == request_id)
     ).all()
     cancel_instances(session, roots)
+    # A start that was not taken yet (the row names the request, not an instance) is closed too.
+    _close_open_work(session, OutboxRow.request_id == request_id, now)
     session.refresh(record)
     logger.info("cancelled request %s", request_id, extra={"request_id": request_id})
     return record
@@ -350,7 +352,10 @@ def cancel(session: Session, request_id: str, *, client_id: str | None, source: 
 def cancel_instances(session: Session, instance_ids: Iterable[str]) -> list[str]:
     """Mark running instances and all their descendants Cancelled; answers the ids changed.
 
-    Their bookmarks and unfired timers go too, so no stimulus can resume a cancelled instance.
+    Their bookmarks and unfired timers go too, so no stimulus can resume a cancelled instance, and
+    their open outbox rows are closed, so a worker that receives one finds it finished and neither
+    starts a child nor resumes or retries the instance. A step already running when the cancel
+    commits cannot save: its save is fenced on ``status = Running``.
     """
     now = utcnow()
     seen: set[str] = set()
@@ -383,7 +388,24 @@ def cancel_instances(session: Session, instance_ids: Iterable[str]) -> list[str]
             delete(Timer).where(Timer.instance_id.in_(changed), Timer.fired_at.is_(None))
         )
         session.execute(delete(Bookmark).where(Bookmark.instance_id.in_(changed)))
+        _close_open_work(session, OutboxRow.instance_id.in_(changed), now)
     return list(changed)
+
+
+def _close_open_work(session: Session, which: ColumnElement[bool], now: dt.datetime) -> None:
+    session.execute(
+        update(OutboxRow)
+        .where(
+            which, OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value])
+        )
+        .values(
+            state=OutboxState.DONE.value,
+            finished_at=now,
+            lease_expires_at=None,
+            last_error="cancelled",
+        )
+        .execution_options(synchronize_session=False)
+    )
 
 
 def is_paused(session: Session) -> bool:

@@ -20,11 +20,12 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from broker import metrics
 from broker.engine.engine import Engine, EngineServices
 from broker.errors import BadRequest, Conflict, NotFound
 from broker.runtime import ids, outbox
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import PENDING_START, StaleStep, Target, save_step
+from broker.runtime.persist import PENDING_START, Saved, StaleStep, Target, save_step
 from broker.runtime.process import Runtime
 from broker.runtime.remote import dispatch_remote
 from broker.runtime.statuses import finish_request, start_processing
@@ -81,9 +82,12 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             outbox.mark_done(session, outbox_id)
             return Outcome.SKIPPED
         version_id = request.definition_version_id
+        request_type, submitted_at = request.request_type, request.submitted_at
     published = rt.registry.get_version(version_id) if version_id else None
     if published is None:
-        _fault_request(rt, request_id, outbox_id, f"workflow version {version_id!r} is unknown")
+        error = f"workflow version {version_id!r} is unknown"
+        if _fault_request(rt, request_id, outbox_id, error):
+            metrics.record_finished(request_type, RequestStatus.FAULTED, submitted_at)
         return Outcome.DONE
     if published.executor == "elsa":
         return dispatch_remote(rt, request_id, outbox_id, published)
@@ -127,6 +131,8 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             client_key=request.client_key,
             correlation_id=request_id,
             name=published.name,
+            request_type=request.request_type,
+            submitted_at=request.submitted_at,
         )
         workflow_input = {"keys": dict(request.keys or {}), "payload": request.payload or {}}
         return Step(
@@ -192,9 +198,7 @@ def resume_instance(
         request = session.get(Request, instance.request_id) if instance.request_id else None
         if request is not None and RequestStatus(request.status).terminal:
             return None
-        target = _target_for(
-            instance, published, client_key=request.client_key if request else None
-        )
+        target = _target_for(instance, published, client_key=None, request=request)
         state = dict(instance.state)
         if retry is not None:
             return Step(dataclasses.replace(target, attempt=retry), lambda e: e.retry(state))
@@ -207,7 +211,14 @@ def resume_instance(
     return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)
 
 
-def _target_for(instance: WorkflowInstance, published: Any, *, client_key: str | None) -> Target:
+def _target_for(
+    instance: WorkflowInstance,
+    published: Any,
+    *,
+    client_key: str | None,
+    request: Request | None = None,
+) -> Target:
+    """The target of a step on a saved instance; ``request`` is the one it serves, if any."""
     return Target(
         instance_id=instance.id,
         definition_id=published.definition_id,
@@ -217,10 +228,12 @@ def _target_for(instance: WorkflowInstance, published: Any, *, client_key: str |
         workflow_properties=dict(published.document.get("customProperties") or {}),
         expected_checkpoint=instance.checkpoint,
         request_id=instance.request_id,
-        client_key=client_key,
+        client_key=request.client_key if request is not None else client_key,
         parent_id=instance.parent_id,
         correlation_id=instance.correlation_id,
         name=instance.name,
+        request_type=request.request_type if request is not None else None,
+        submitted_at=request.submitted_at if request is not None else None,
     )
 
 
@@ -288,7 +301,28 @@ def advance(
             lock.release()
     if saved.outbox_ids:
         rt.publisher.publish(saved.outbox_ids)
+    _record_step(step.target, saved, result)
     return Outcome.DONE
+
+
+def _record_step(target: Target, saved: Saved, result: Any) -> None:
+    """The metrics of a committed step: activity durations, a scheduled retry, a terminal request.
+
+    Recorded only after the commit, so a step rolled back or dropped as stale counts nothing. A
+    child workflow serves no request: its retries are labelled with its definition id.
+    """
+    try:
+        metrics.record_journal(result.journal)
+        if saved.retry_scheduled:
+            metrics.record_retry(target.request_type or target.definition_id)
+        if saved.request_status and target.request_type and target.submitted_at:
+            metrics.record_finished(
+                target.request_type, saved.request_status, target.submitted_at, saved.finished_at
+            )
+    except Exception:
+        logger.warning(
+            "metrics of instance %s were not recorded", target.instance_id, exc_info=True
+        )
 
 
 def _consume_item(session: Session, item_id: str | None) -> None:
@@ -331,11 +365,13 @@ def _heartbeat(rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any) 
         thread.join(timeout=5)
 
 
-def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: str) -> None:
+def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: str) -> bool:
+    """Fault a request that cannot run; answers whether this call moved it to Faulted."""
     with transaction(rt.factory) as session:
-        finish_request(session, request_id, sub_status="Faulted", output=None, error=error)
+        set_to = finish_request(session, request_id, sub_status="Faulted", output=None, error=error)
         outbox.mark_done(session, outbox_id)
     logger.error("request %s faulted: %s", request_id, error, extra={"request_id": request_id})
+    return set_to is not None
 
 
 # Remote results -----------------------------------------------------------------------------------

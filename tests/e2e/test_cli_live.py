@@ -2,7 +2,9 @@
 
 The CLI gets the listeners' environment, so ``--url`` and ``--ca`` come from the settings
 defaults (``https://localhost:<port of BROKER_PUBLIC_BIND>``, ``BROKER_TLS_CLIENT_CA``); only the
-client certificate is named. No worker runs here, so a submitted request stays Queued.
+client certificate is named. Until the last test no worker runs, so a submitted request stays
+Queued; the last one starts a real ``celery -A tasks worker`` on the listeners' transport and
+database and watches a request through to Completed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tests.e2e.conftest import Server
+from tests.integration.runtime.harness import running_worker
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +86,22 @@ def test_outbox_status_reads_the_brokers_database(broker_server: Server) -> None
     assert status.returncode == 0, status.stderr
     outbox = json.loads(status.stdout)["outbox"]
     assert outbox["pending"] + outbox["dispatched"] + outbox["done"] >= 1
+
+
+def test_cli_watch_exits_zero_when_a_worker_completes_the_request(broker_server: Server) -> None:
+    # Given a worker on the listeners' transport and database (no beat: the fast path suffices)
+    log = broker_server.root / "cli-worker.log"
+    with running_worker(broker_server.env, log, beat=False, concurrency=1, name="cli") as worker:
+        # When an operator submits through the CLI and watches the request
+        submitted = broker(broker_server, "requests", "submit", "InvoiceProcess", "--json",
+                           "--key", "InvoiceNumber=INV-RUN", "--key", "VendorCode=V-2")  # fmt: skip
+        assert submitted.returncode == 0, submitted.stderr
+        request_id = json.loads(submitted.stdout)["correlationId"]
+        watched = broker(broker_server, "requests", "watch", request_id, "--timeout", "45",
+                         "--interval", "0.2")  # fmt: skip
+        # Then watch follows it to Completed and exits 0
+        assert watched.returncode == 0, f"{watched.stdout}{watched.stderr}\n{worker.tail()}"
+    assert watched.stdout.splitlines()[-1].split()[1] == "Completed"
+    record = json.loads(broker(broker_server, "requests", "get", request_id, "--json").stdout)
+    assert record["status"] == "Completed"
+    assert record["workflow"]["subStatus"] == "Finished"

@@ -3,6 +3,7 @@ multiprocess mode sums what other processes recorded."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -19,9 +20,27 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics
+from broker.engine.results import JournalEntry
+from broker.ingress import create_internal_app
+from broker.runtime import ids, runner
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.outcome import Outcome
+from broker.runtime.process import Runtime
+from broker.settings import Settings
 from broker.store import db
-from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, utcnow
+from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow
 from tests.conftest import PROJECT_ROOT
+from tests.integration.runtime.harness import (
+    Sink,
+    activity,
+    literal,
+    prepare,
+    runtime_env,
+    sink_workflow,
+    submit_request,
+    workflow,
+    write_workflow,
+)
 
 
 def sample(name: str, **labels: str) -> float:
@@ -219,3 +238,192 @@ def test_multiprocess_render_sums_what_other_processes_recorded(tmp_path: Path) 
     # Then both are summed, and nothing of this process's own registry leaks in
     assert samples[("broker_requests_accepted_total", (("request_type", "MultiProcess"),))] == 2
     assert not any(name.startswith("python_") for name, _ in samples)
+
+
+# Activity durations from a step's journal ---------------------------------------------------------
+
+
+def entry(instance: str, kind: str, event: str, at: float) -> JournalEntry:
+    stamp = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=at)
+    return JournalEntry(f"a-{instance}", instance, kind, None, event, None, stamp)
+
+
+def test_record_journal_observes_each_activity_from_started_to_its_end() -> None:
+    # Given a step in which one activity completed after 2s and another faulted after 0.5s
+    done, failed = unique_type(), unique_type()
+    journal = [
+        entry("1", done, "Started", 0),
+        entry("2", failed, "Started", 1),
+        entry("2", failed, "Faulted", 1.5),
+        entry("1", done, "Completed", 2),
+    ]
+    # When the runtime records the step
+    metrics.record_journal(journal)
+    # Then each is observed once with its own span
+    assert sample("broker_activity_duration_seconds_count", activity_type=done) == 1
+    assert sample("broker_activity_duration_seconds_sum", activity_type=done) == 2
+    assert sample("broker_activity_duration_seconds_count", activity_type=failed) == 1
+    assert sample("broker_activity_duration_seconds_sum", activity_type=failed) == 0.5
+
+
+def test_record_journal_ignores_waits_that_open_or_close_in_another_step() -> None:
+    # Given a step that suspends on an event, and the later step that completes it
+    kind = unique_type()
+    metrics.record_journal([entry("1", kind, "Started", 0)])
+    metrics.record_journal([entry("1", kind, "Completed", 86400)])
+    # Then the day of waiting is not counted as run time
+    assert sample("broker_activity_duration_seconds_count", activity_type=kind) == 0
+
+
+# Wired through the runtime ------------------------------------------------------------------------
+
+
+class RecordingSender:
+    def __init__(self) -> None:
+        self.sent: list[OutboxRow] = []
+
+    def send(self, row: OutboxRow) -> None:
+        self.sent.append(row)
+
+
+@dataclasses.dataclass(frozen=True)
+class Wired:
+    rt: Runtime
+    sink: Sink
+    ok: str
+    flaky: str
+    broken: str
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> Iterator[Wired]:
+    """An in-process runtime on SQLite with three request types named for this test only."""
+    tag = uuid.uuid4().hex[:8]
+    folder = tmp_path / "wf"
+    with Sink() as sink:
+        sink.fail["/flaky"] = 1
+        write_workflow(folder, sink_workflow("ok", f"Ok{tag}", sink.url("/ok")))
+        write_workflow(
+            folder,
+            sink_workflow(
+                "flaky",
+                f"Flaky{tag}",
+                sink.url("/flaky"),
+                retry={"maxAttempts": 3, "initialDelay": 0.1, "maxDelay": 0.2},
+            ),
+        )
+        write_workflow(
+            folder,
+            workflow(
+                "broken",
+                [activity("boom", "Elsa.Fault", message=literal("ledger refused"))],
+                request_type=f"Broken{tag}",
+            ),
+        )
+        database_url = f"sqlite:///{tmp_path / 'broker.db'}"
+        settings = Settings.from_env(
+            runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
+        )
+        factory, registry = prepare(settings)
+        rt = Runtime(
+            settings,
+            factory=factory,
+            registry=registry,
+            sender=RecordingSender(),
+            locks=FileLockProvider(tmp_path / "locks"),
+        )
+        try:
+            yield Wired(rt, sink, f"Ok{tag}", f"Flaky{tag}", f"Broken{tag}")
+        finally:
+            db.dispose_engines()
+
+
+def run(wired: Wired, request_type: str) -> tuple[str, Outcome]:
+    """Submit a request and run its first step, as the worker's task would."""
+    rt = wired.rt
+    request_id = submit_request(rt.factory, rt.registry, request_type, publisher=rt.publisher)
+    sender = rt.sender
+    assert isinstance(sender, RecordingSender)
+    return request_id, runner.run_request(rt, request_id, sender.sent[-1].id)
+
+
+def test_a_completed_request_counts_once_with_its_latency_and_activity_durations(
+    wired: Wired,
+) -> None:
+    http_before = sample(
+        "broker_activity_duration_seconds_count", activity_type="Elsa.SendHttpRequest"
+    )
+    # Given a request whose workflow runs to completion
+    request_id, outcome = run(wired, wired.ok)
+    assert outcome is Outcome.DONE
+    # When its task is delivered a second time
+    assert runner.run_request(wired.rt, request_id, None) is Outcome.SKIPPED
+    # Then it is counted once as completed, with one latency observation
+    assert sample("broker_requests_completed_total", request_type=wired.ok) == 1
+    assert sample("broker_requests_faulted_total", request_type=wired.ok) == 0
+    assert sample("broker_request_latency_seconds_count", request_type=wired.ok) == 1
+    # And the HTTP call it made was observed as an activity duration
+    http_after = sample(
+        "broker_activity_duration_seconds_count", activity_type="Elsa.SendHttpRequest"
+    )
+    assert http_after == http_before + 1
+
+
+def test_a_faulted_workflow_counts_as_faulted(wired: Wired) -> None:
+    _, outcome = run(wired, wired.broken)
+    assert outcome is Outcome.DONE
+    assert sample("broker_requests_faulted_total", request_type=wired.broken) == 1
+    assert sample("broker_requests_completed_total", request_type=wired.broken) == 0
+    assert sample("broker_request_latency_seconds_count", request_type=wired.broken) == 1
+
+
+def test_a_scheduled_retry_is_counted_and_the_retried_request_completes(wired: Wired) -> None:
+    # Given a request whose HTTP call fails once with 503
+    request_id, _ = run(wired, wired.flaky)
+    # Then a retry is counted and the request is not finished yet
+    assert sample("broker_retries_total", request_type=wired.flaky) == 1
+    assert sample("broker_request_latency_seconds_count", request_type=wired.flaky) == 0
+    # When the retry runs (as its outbox row would deliver it)
+    instance_id = ids.instance_id_for_request(request_id)
+    assert runner.resume_instance(wired.rt, instance_id, None, retry=2) is Outcome.DONE
+    # Then the request completes, counted once, and no further retry is counted
+    assert sample("broker_requests_completed_total", request_type=wired.flaky) == 1
+    assert sample("broker_retries_total", request_type=wired.flaky) == 1
+
+
+def test_a_remote_callback_counts_the_request_it_finishes(tmp_path: Path) -> None:
+    # Given a Processing request of a remotely executed type
+    kind = unique_type()
+    settings = Settings.from_env({
+        "BROKER_VAR_DIR": str(tmp_path / "var"),
+        "BROKER_DATABASE_URL": f"sqlite:///{tmp_path / 'broker.db'}",
+        "BROKER_CALLBACK_SECRET": "s3cret",
+        "BROKER_WATCH_WORKFLOWS": "false",
+    })  # fmt: skip
+    db.upgrade(settings.database_url)
+    factory = db.make_session_factory(db.make_engine(settings.database_url))
+    with db.transaction(factory) as session:
+        session.add(
+            Request(
+                id="r-1",
+                client_id="A",
+                client_key="a",
+                request_type=kind,
+                request_type_key=kind.lower(),
+                keys={},
+                status="Processing",
+            )
+        )
+    client = create_internal_app(settings, session_factory=factory).test_client()
+    callback = {"status": "Completed", "result": 1}
+    secret = {"X-Callback-Secret": "s3cret"}
+    try:
+        # When the executor reports completion, and then (late) reports it again
+        first = client.post("/internal/requests/r-1/result", headers=secret, json=callback)
+        again = client.post("/internal/requests/r-1/result", headers=secret, json=callback)
+    finally:
+        db.dispose_engines()
+    # Then the request is counted once
+    assert (first.status_code, again.status_code) == (204, 409)
+    assert sample("broker_requests_completed_total", request_type=kind) == 1
+    assert sample("broker_request_latency_seconds_count", request_type=kind) == 1

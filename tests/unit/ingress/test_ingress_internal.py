@@ -51,7 +51,8 @@ def test_callback_completes_the_request_and_records_the_audit_event(
         {"ok": 1},
         True,
     )
-    assert events == ["CallbackReceived"]
+    # The callback and the terminal status are both in the audit trail
+    assert sorted(events) == ["CallbackReceived", "RequestCompleted"]
 
 
 def test_faulted_callback_keeps_the_error(

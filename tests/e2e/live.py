@@ -1,0 +1,621 @@
+"""A full running stack for end-to-end tests: every role as its own process, on free ports.
+
+``start_stack`` starts what the README starts in production, each as a subprocess in its own
+session (stopped by its process-group id): the public listener (gunicorn, mutual TLS with
+certificates generated for the stack), the internal listener (gunicorn, plain HTTP), one
+``celery -A tasks worker`` and one or more ``celery -A tasks beat``. It answers a ``LiveStack``
+with an HTTPS client per certificate, a session factory on the stack's database, a local HTTP
+sink (the ledger and every test effect) and helpers to restart the worker and the beats.
+
+Clients: ``DevClient`` is registered in the database with every admin scope (as ``broker run``
+does), ``ClientB`` is allowlisted in ``clients.json`` without scopes and ``Reader`` with the read
+scopes only. The workflow folder holds a copy of ``workflows/*.json`` (the invoice's ledger
+pointed at the sink) and the test workflows of ``test_workflows``. Backends: SQLite with the
+filesystem transport and file locks by default, or any database, queue and lock URLs given
+(the tests pass the conftest fixtures' PostgreSQL and Redis).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker import certs
+from broker.store import db
+from tests.conftest import PROJECT_ROOT, free_port
+from tests.integration.runtime.harness import (
+    Sink,
+    activity,
+    literal,
+    obj,
+    post_to,
+    set_output,
+    workflow,
+    write_workflow,
+)
+
+DEV = "DevClient"
+OTHER = "ClientB"
+READER = "Reader"
+READ_SCOPES = tuple(s for s in certs.ADMIN_SCOPES if s.startswith("read:"))
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+CALLBACK_SECRET = "live-callback-secret"
+#: the request types of the test workflows, open to DevClient and ClientB
+TEST_TYPES = (
+    "Approval",
+    "LateWait",
+    "Delayed",
+    "TwoStep",
+    "Parent",
+    "SinkCall",
+    "Broken",
+    "Load",
+)
+#: short intervals keep the tests fast; each is a documented setting
+FAST = {
+    "BROKER_OUTBOX_RELAY_INTERVAL": "0.3",
+    "BROKER_BOOKMARK_QUEUE_INTERVAL": "0.3",
+    "BROKER_TIMER_INTERVAL": "0.3",
+    "BROKER_RECOVERY_INTERVAL": "5",
+    "BROKER_INACTIVITY_THRESHOLD": "30",
+    "BROKER_HEARTBEAT_INTERVAL": "1",
+    "BROKER_LOCK_TTL": "10",
+    "BROKER_OUTBOX_LEASE": "15",
+    "BROKER_RETRY_INITIAL_DELAY": "0.2",
+    "BROKER_RETRY_MAX_DELAY": "1",
+    "BROKER_HTTP_TIMEOUT": "5",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: Any
+    text: str
+
+
+class Service:
+    """One role as a subprocess in its own session; ``stop`` signals its whole group."""
+
+    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = dict(env)
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+
+    def start(self) -> Service:
+        with self.log.open("ab") as sink:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=PROJECT_ROOT,
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started_at = time.monotonic()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = STOP_TIMEOUT, *, group: bool = False) -> None:
+        """SIGTERM (Celery's warm shutdown, gunicorn's graceful stop), SIGKILL after ``timeout``;
+        then the group, so no pool child outlives its parent. ``group`` sends the SIGTERM to
+        the whole group at once (pool children too): quicker, for the end of a test."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            if group:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+            else:
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_for_log(self, marker: str, *, since: int = 0, timeout: float = START_TIMEOUT) -> None:
+        """Wait until ``marker`` appears in the log after offset ``since``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker in self.log_text()[since:]:
+                return
+            if not self.running:
+                raise RuntimeError(f"{self.name} exited early:\n{self.tail()}")
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not log {marker!r} in time:\n{self.tail()}")
+
+
+@dataclasses.dataclass
+class LiveStack:
+    root: Path
+    env: dict[str, str]
+    public_port: int
+    internal_port: int
+    factory: sessionmaker[Session]
+    sink: Sink
+    services: dict[str, Service]
+    beats: int = 1
+
+    # HTTP -----------------------------------------------------------------------------------------
+
+    def context(self, client: str) -> ssl.SSLContext:
+        folder = self.root / "certs"
+        context = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+        context.load_cert_chain(folder / f"{client}.pem", folder / f"{client}.key")
+        return context
+
+    def call(
+        self,
+        client: str,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        """One call to the public listener presenting ``client``'s certificate."""
+        conn = http.client.HTTPSConnection(
+            "localhost", self.public_port, timeout=30, context=self.context(client)
+        )
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            conn.request(
+                method,
+                path,
+                body=payload,
+                headers={"Content-Type": "application/json", **(headers or {})},
+            )
+            response = conn.getresponse()
+            raw = response.read()
+        finally:
+            conn.close()
+        text = raw.decode(errors="replace")
+        content_type = response.getheader("Content-Type", "")
+        parsed = json.loads(raw) if raw and "json" in content_type else text
+        return Response(response.status, dict(response.getheaders()), parsed, text)
+
+    def submit(
+        self,
+        request_type: str,
+        keys: dict[str, str] | None = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        client: str = DEV,
+        idempotency_key: str | None = None,
+    ) -> str:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body: dict[str, Any] = {"requestType": request_type, "keys": keys or {}}
+        if payload is not None:
+            body["payload"] = payload
+        response = self.call(client, "POST", "/requests", body, headers=headers)
+        assert response.status in (200, 202), response
+        return str(response.body["correlationId"])
+
+    def request(self, request_id: str, client: str = DEV) -> dict[str, Any]:
+        response = self.call(client, "GET", f"/requests/{request_id}")
+        assert response.status == 200, response
+        return dict(response.body)
+
+    def event(
+        self, name: str, correlation_id: str, payload: Any = None, *, client: str = DEV
+    ) -> Response:
+        body: dict[str, Any] = {"correlationId": correlation_id}
+        if payload is not None:
+            body["payload"] = payload
+        return self.call(client, "POST", f"/events/{name}", body)
+
+    def wait_request(
+        self,
+        request_id: str,
+        check: Callable[[dict[str, Any]], bool],
+        *,
+        timeout: float = 30.0,
+        what: str = "",
+    ) -> dict[str, Any]:
+        """Poll ``GET /requests/{id}`` until ``check`` holds; fail with the logs after
+        ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.request(request_id)
+            if check(view):
+                return view
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"request {request_id} never became {what or check}: {view}\n{self.tails()}"
+                )
+            time.sleep(0.1)
+
+    def wait_status(self, request_id: str, status: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        return self.wait_request(
+            request_id, lambda v: v["status"] == status, timeout=timeout, what=status
+        )
+
+    def wait_suspended(self, request_id: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        return self.wait_request(
+            request_id,
+            lambda v: v["status"] == "Processing" and v["workflow"]["subStatus"] == "Suspended",
+            timeout=timeout,
+            what="Processing/Suspended",
+        )
+
+    # Processes ------------------------------------------------------------------------------------
+
+    @property
+    def worker(self) -> Service:
+        return self.services["worker"]
+
+    def beat(self, index: int = 1) -> Service:
+        return self.services[f"beat{index}"]
+
+    def restart_worker(self) -> None:
+        self.worker.stop()
+        self.start_worker()
+
+    def start_worker(self) -> None:
+        service = _worker(self.env, self.root)
+        self.services["worker"] = service
+        offset = len(service.log_text())
+        service.start()
+        service.wait_for_log(" ready.", since=offset)
+
+    def restart_beats(self) -> None:
+        for index in range(1, self.beats + 1):
+            self.beat(index).stop()
+        for index in range(1, self.beats + 1):
+            self.start_beat(index)
+
+    def start_beat(self, index: int) -> None:
+        service = _beat(self.env, self.root, index)
+        self.services[f"beat{index}"] = service
+        offset = len(service.log_text())
+        service.start()
+        service.wait_for_log("beat: Starting", since=offset)
+
+    def tails(self) -> str:
+        return "\n".join(
+            f"--- {name} ---\n{service.tail()}" for name, service in self.services.items()
+        )
+
+    def stop(self) -> None:
+        for service in reversed(list(self.services.values())):
+            service.stop(group=True)
+
+
+# Building a stack ---------------------------------------------------------------------------------
+
+
+def test_workflows(sink: Sink) -> list[dict[str, Any]]:
+    """The workflows of the long-running tests (request types in ``TEST_TYPES``)."""
+    fault_fast = {"maxAttempts": 2, "initialDelay": 0.1, "maxDelay": 0.2}
+    return [
+        workflow(
+            "approval",
+            [
+                activity("wait", "Elsa.Event", eventName=literal("approval")),
+                set_output("out", "decision", "approved"),
+            ],
+            request_type="Approval",
+        ),
+        workflow(
+            "late-wait",
+            [
+                activity("delay", "Elsa.Delay", timeSpan=literal("00:00:01")),
+                activity("wait", "Elsa.Event", eventName=literal("go")),
+                set_output("out", "result", "went"),
+            ],
+            request_type="LateWait",
+        ),
+        workflow(
+            "delayed",
+            [
+                activity("delay", "Elsa.Delay", timeSpan=literal("00:00:02")),
+                set_output("out", "result", "later"),
+            ],
+            request_type="Delayed",
+        ),
+        workflow(
+            "two-step",
+            [
+                activity("first", "Elsa.Event", eventName=literal("first")),
+                activity("second", "Elsa.Event", eventName=literal("second")),
+                set_output("out", "result", "both"),
+            ],
+            request_type="TwoStep",
+        ),
+        workflow(
+            "parent",
+            [
+                activity(
+                    "dispatch",
+                    "Elsa.DispatchWorkflow",
+                    workflowDefinitionId=literal("waiting-child"),
+                    waitForCompletion=literal(True),
+                    input=obj({"n": 1}),
+                ),
+                set_output("out", "parent", "done"),
+            ],
+            request_type="Parent",
+        ),
+        workflow(
+            "waiting-child",
+            [
+                activity("wait", "Elsa.Event", eventName=literal("child-go")),
+                post_to("call", sink.url("/child")),
+            ],
+        ),
+        workflow(
+            "sink-call",
+            [post_to("call", sink.url("/effect")), set_output("out", "result", {"ok": True})],
+            request_type="SinkCall",
+        ),
+        workflow(
+            "broken",
+            [post_to("call", sink.url("/broken")), set_output("out", "result", {"ok": True})],
+            request_type="Broken",
+            retry=fault_fast,
+        ),
+        workflow(
+            "load",
+            [
+                post_to("call", sink.url("/load")),
+                activity("delay", "Elsa.Delay", timeSpan=literal("00:00:01")),
+                activity("wait", "Elsa.Event", eventName=literal("load-go")),
+                set_output("out", "result", "loaded"),
+            ],
+            request_type="Load",
+        ),
+    ]
+
+
+def write_workflows(folder: Path, sink: Sink) -> None:
+    """The shipped workflows (the invoice's ledger pointed at the sink) and the test ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sorted((PROJECT_ROOT / "workflows").glob("*.json")):
+        document = json.loads(source.read_text())
+        for variable in document.get("variables") or []:
+            if variable.get("name") == "LedgerUrl":
+                variable["value"] = sink.url("/ledger")
+        (folder / source.name).write_text(json.dumps(document, indent=2))
+    for document in test_workflows(sink):
+        write_workflow(folder, document)
+
+
+def write_clients(folder: Path, certs_folder: Path) -> dict[str, str]:
+    """``clients.json`` (ClientB, Reader) and ``requestTypes.json``; DevClient goes in the
+    database like ``broker run`` registers it."""
+    clients = [
+        {
+            "clientId": OTHER,
+            "thumbprint": certs.thumbprint(certs_folder / f"{OTHER}.pem"),
+            "description": "a second client, without admin scopes",
+            "scopes": [],
+        },
+        {
+            "clientId": READER,
+            "thumbprint": certs.thumbprint(certs_folder / f"{READER}.pem"),
+            "description": "an operator who may only look",
+            "scopes": list(READ_SCOPES),
+        },
+    ]
+    rules: list[dict[str, Any]] = [
+        {
+            "clientId": DEV,
+            "requestType": "InvoiceProcess",
+            "requiredKeys": ["InvoiceNumber", "VendorCode"],
+            "allowAdditionalKeys": False,
+        }
+    ]
+    for client in (DEV, OTHER):
+        rules += [
+            {
+                "clientId": client,
+                "requestType": name,
+                "requiredKeys": [],
+                "allowAdditionalKeys": True,
+            }
+            for name in TEST_TYPES
+        ]
+    (folder / "clients.json").write_text(json.dumps({"clients": clients}, indent=2))
+    (folder / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}, indent=2))
+    return {
+        "BROKER_CLIENTS_FILE": str(folder / "clients.json"),
+        "BROKER_REQUEST_TYPES_FILE": str(folder / "requestTypes.json"),
+    }
+
+
+def _python_env(broker_env: Mapping[str, str]) -> dict[str, str]:
+    inherited = {
+        k: v
+        for k, v in os.environ.items()  # noqa: TID251 - the children's PATH, HOME
+        if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_", "CELERY_"))
+    }
+    return {**inherited, **broker_env, "PYTHONPATH": str(PROJECT_ROOT)}
+
+
+def _gunicorn(env: Mapping[str, str], root: Path, name: str, conf: str, app: str) -> Service:
+    argv = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-c",
+        str(PROJECT_ROOT / "config" / conf),
+        "--workers",
+        "1",
+        "--threads",
+        "8",
+        app,
+    ]
+    return Service(name, argv, env, root / f"{name}.log")
+
+
+def _worker(env: Mapping[str, str], root: Path) -> Service:
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "worker",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        "2",
+        "--hostname",
+        f"live-{os.getpid()}@127.0.0.1",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    return Service("worker", argv, env, root / "worker.log")
+
+
+def _beat(env: Mapping[str, str], root: Path, index: int) -> Service:
+    # Each beat keeps its own schedule file: two beats sharing one would corrupt it, and the
+    # point of running two is that nothing but the jobs' own locks keeps them apart.
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks",
+        "beat",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(root / "var" / f"celerybeat-schedule-{index}"),
+    ]
+    return Service(f"beat{index}", argv, env, root / f"beat{index}.log")
+
+
+def _wait_listening(service: Service, port: int) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if not service.running:
+            raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{service.name} did not listen on {port} in time:\n{service.tail()}")
+
+
+def start_stack(
+    root: Path,
+    *,
+    database_url: str | None = None,
+    queue_url: str = "filesystem://",
+    lock_url: str | None = None,
+    beats: int = 1,
+    **extra: str,
+) -> LiveStack:
+    """Start a stack under ``root`` (SQLite, filesystem transport and file locks unless URLs are
+    given); ``extra`` BROKER_* keys override the defaults (e.g. shorter TTLs). The caller stops
+    it with ``LiveStack.stop`` (``running_stack`` does)."""
+    var_dir, certs_folder, config = root / "var", root / "certs", root / "config"
+    for folder in (var_dir, config):
+        folder.mkdir(parents=True, exist_ok=True)
+    certs.init_ca(certs_folder)
+    certs.issue_server(certs_folder, "localhost")
+    for name in (DEV, OTHER, READER):
+        certs.issue_client(certs_folder, name)
+    sink = Sink().__enter__()
+    try:
+        write_workflows(root / "workflows", sink)
+        public_port, internal_port = free_port(), free_port()
+        broker_env = {
+            "BROKER_VAR_DIR": str(var_dir),
+            "BROKER_DATABASE_URL": database_url or f"sqlite:///{var_dir / 'broker.db'}",
+            "BROKER_QUEUE_URL": queue_url,
+            "BROKER_LOCK_URL": lock_url or f"file://{var_dir / 'locks'}",
+            "BROKER_WORKFLOW_PATHS": str(root / "workflows"),
+            "BROKER_WATCH_WORKFLOWS": "false",
+            "BROKER_PUBLIC_BIND": f"127.0.0.1:{public_port}",
+            "BROKER_INTERNAL_BIND": f"127.0.0.1:{internal_port}",
+            "BROKER_TLS_CERT": str(certs_folder / "server.pem"),
+            "BROKER_TLS_KEY": str(certs_folder / "server.key"),
+            "BROKER_TLS_CLIENT_CA": str(certs_folder / "ca.pem"),
+            "BROKER_CALLBACK_SECRET": CALLBACK_SECRET,
+            "BROKER_HTTP_ALLOWLIST": f"127.0.0.1:{sink.port}",
+            "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+            "BROKER_LOG_FORMAT": "text",
+            **write_clients(config, certs_folder),
+            **FAST,
+            **extra,
+        }
+        db.upgrade(broker_env["BROKER_DATABASE_URL"])
+        db.dispose_engines()
+        from broker.settings import Settings
+
+        settings = Settings.from_env(broker_env)
+        certs.register_dev_client(settings, certs_folder / f"{DEV}.pem", DEV)
+        env = _python_env(broker_env)
+        factory = db.make_session_factory(db.make_engine(settings.database_url))
+        stack = LiveStack(root, env, public_port, internal_port, factory, sink, {}, beats=beats)
+    except BaseException:
+        sink.__exit__(None, None, None)
+        raise
+    try:
+        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.ingress.wsgi:public")
+        internal = _gunicorn(
+            env, root, "internal", "gunicorn_internal.conf.py", "broker.ingress.wsgi:internal"
+        )
+        stack.services.update(public=public.start(), internal=internal.start())
+        # The worker publishes the workflows first (the listeners then find them in the store).
+        stack.start_worker()
+        for index in range(1, beats + 1):
+            stack.start_beat(index)
+        _wait_listening(public, public_port)
+        _wait_listening(internal, internal_port)
+    except BaseException:
+        stack.stop()
+        sink.__exit__(None, None, None)
+        raise
+    return stack
+
+
+@contextlib.contextmanager
+def running_stack(root: Path, **options: Any) -> Iterator[LiveStack]:
+    """``start_stack`` as a context: every process stopped by its id and the sink closed."""
+    stack = start_stack(root, **options)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+        stack.sink.__exit__(None, None, None)
+        db.dispose_engines()

@@ -1,0 +1,248 @@
+"""/metrics on a live stack: every series is there, and it moves when requests flow.
+
+The public listener (gunicorn, 2 workers, mutual TLS), the internal listener and a
+``celery -A tasks worker --beat`` (prefork, 2 children) run as subprocesses sharing one
+``PROMETHEUS_MULTIPROC_DIR``, as ``broker run`` starts them. Acceptances are counted in the
+public workers, outcomes, retries and activity durations in the pool children, and the internal
+listener's ``/metrics`` sums them all and reads the backlog gauges from the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.store import db
+from tests.conftest import PROJECT_ROOT, free_port
+from tests.e2e.conftest import Server
+from tests.e2e.support import make_pki, write_config
+from tests.integration.runtime.harness import (
+    Sink,
+    Worker,
+    activity,
+    literal,
+    post_to,
+    process_env,
+    runtime_env,
+    set_output,
+    wait_until,
+    workflow,
+    write_workflow,
+)
+
+pytestmark = pytest.mark.slow
+
+QUICK_RETRY = {"maxAttempts": 2, "initialDelay": 0.1, "maxDelay": 0.3}
+TYPES = ("MetricsOk", "MetricsFault", "MetricsFlaky", "MetricsBroken")
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def write_workflows(folder: Path, sink: Sink) -> None:
+    """One request type per outcome: completes, faults, retries once, exhausts its retries."""
+    for document in (
+        workflow("metrics-ok", [set_output("out", "result", "ok")], request_type="MetricsOk"),
+        workflow(
+            "metrics-fault",
+            [activity("boom", "Elsa.Fault", message=literal("refused by the ledger"))],
+            request_type="MetricsFault",
+        ),
+        workflow(
+            "metrics-flaky",
+            [post_to("call", sink.url("/flaky")), set_output("out", "result", "ok")],
+            request_type="MetricsFlaky",
+            retry=QUICK_RETRY,
+        ),
+        workflow(
+            "metrics-broken",
+            [post_to("call", sink.url("/broken")), set_output("out", "result", "ok")],
+            request_type="MetricsBroken",
+            retry=QUICK_RETRY,
+        ),
+    ):
+        write_workflow(folder, document)
+
+
+def start_listener(
+    root: Path, env: dict[str, str], name: str, app: str, port: int, workers: int
+) -> subprocess.Popen[bytes]:
+    conf = "gunicorn.conf.py" if name == "public" else "gunicorn_internal.conf.py"
+    with (root / f"{name}.log").open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "config" / conf),
+             "--workers", str(workers), "--threads", "4", app],
+            cwd=PROJECT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def listening() -> bool:
+        assert process.poll() is None, (root / f"{name}.log").read_text()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    wait_until(listening, timeout=60, interval=0.1, what=f"the {name} listener")
+    return process
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Worker]]:
+    root = tmp_path_factory.mktemp("metrics")
+    pki = make_pki(root / "certs")
+    config = write_config(root / "config", pki)
+    rules = [
+        {"clientId": "ClientA", "requestType": kind, "requiredKeys": [],
+         "allowAdditionalKeys": True}
+        for kind in TYPES
+    ]  # fmt: skip
+    (root / "config" / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}))
+    public_port, internal_port = free_port(), free_port()
+    metrics_dir = root / "prometheus"
+    metrics_dir.mkdir()
+    with Sink() as sink:
+        sink.fail["/flaky"] = 1
+        sink.fail["/broken"] = -1
+        write_workflows(root / "workflows", sink)
+        broker_env = runtime_env(
+            root / "var",
+            database_url=f"sqlite:///{root / 'broker.db'}",
+            workflows=root / "workflows",
+            BROKER_CLIENTS_FILE=config["BROKER_CLIENTS_FILE"],
+            BROKER_REQUEST_TYPES_FILE=str(root / "config" / "requestTypes.json"),
+            BROKER_TLS_CERT=str(pki.folder / "server.pem"),
+            BROKER_TLS_KEY=str(pki.folder / "server.key"),
+            BROKER_TLS_CLIENT_CA=str(pki.ca),
+            BROKER_PUBLIC_BIND=f"127.0.0.1:{public_port}",
+            BROKER_INTERNAL_BIND=f"127.0.0.1:{internal_port}",
+        )
+        (root / "var").mkdir()
+        db.upgrade(broker_env["BROKER_DATABASE_URL"])
+        db.dispose_engines()
+        env = {
+            k: v
+            for k, v in process_env(broker_env).items()
+            if not k.startswith(("GUNICORN_", "PROMETHEUS_"))
+        }
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        server = Server(pki, root, env, public_port, internal_port, [])
+        worker = Worker(env, root / "worker.log", beat=True, concurrency=2)
+        try:
+            server.processes.append(
+                start_listener(root, env, "public", "broker.ingress.wsgi:public", public_port, 2)
+            )
+            server.processes.append(
+                start_listener(
+                    root, env, "internal", "broker.ingress.wsgi:internal", internal_port, 1
+                )
+            )
+            worker.start()
+            yield server, worker
+        finally:
+            worker.stop()
+            for process in server.processes:
+                stop(process)
+
+
+def scrape(server: Server) -> Samples:
+    response = server.internal("GET", "/metrics")
+    assert response.status == 200
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.body)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def activity_count(samples: Samples) -> float:
+    return sum(
+        v for (name, _), v in samples.items() if name == "broker_activity_duration_seconds_count"
+    )
+
+
+def test_metrics_expose_every_series_and_move_when_requests_flow(
+    live: tuple[Server, Worker],
+) -> None:
+    server, worker = live
+    before = scrape(server)
+    # Given one request of each kind: completes, faults, retries once, runs out of retries
+    submitted: dict[str, str] = {}
+    for kind in TYPES:
+        response = server.call("ClientA", "POST", "/requests", {"requestType": kind, "keys": {}})
+        assert response.status == 202, response.body
+        submitted[kind] = response.body["correlationId"]
+    # And a stimulus that no workflow waits for (it stays in the bookmark queue)
+    event = server.call("ClientA", "POST", "/events/NobodyWaits", {"correlationId": "nobody"})
+    assert event.status == 202, event.body
+
+    def status(kind: str) -> str:
+        return str(server.call("ClientA", "GET", f"/requests/{submitted[kind]}").body["status"])
+
+    expected = {
+        "MetricsOk": "Completed",
+        "MetricsFault": "Faulted",
+        "MetricsFlaky": "Completed",
+        "MetricsBroken": "Faulted",
+    }
+    try:
+        wait_until(
+            lambda: {kind: status(kind) for kind in TYPES} == expected,
+            timeout=60,
+            interval=0.3,
+            what="every request to finish",
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{worker.tail()}") from exc
+    # When /metrics is scraped on the internal listener
+    after = scrape(server)
+    # Then acceptances (counted in the public workers) are summed per type
+    for kind in TYPES:
+        assert value(after, "broker_requests_accepted_total", request_type=kind) == 1, kind
+        assert value(after, "broker_request_latency_seconds_count", request_type=kind) == 1, kind
+        assert value(before, "broker_request_latency_seconds_count", request_type=kind) == 0
+    # And outcomes and retries (counted in the worker's pool children) by type
+    assert value(after, "broker_requests_completed_total", request_type="MetricsOk") == 1
+    assert value(after, "broker_requests_completed_total", request_type="MetricsFlaky") == 1
+    assert value(after, "broker_requests_faulted_total", request_type="MetricsFault") == 1
+    assert value(after, "broker_requests_faulted_total", request_type="MetricsBroken") == 1
+    assert value(after, "broker_retries_total", request_type="MetricsFlaky") == 1
+    assert value(after, "broker_retries_total", request_type="MetricsBroken") == 1
+    assert value(after, "broker_retries_total", request_type="MetricsOk") == 0
+    # And activity durations by activity type
+    assert value(after, "broker_activity_duration_seconds_count", activity_type="Elsa.SetOutput")
+    assert activity_count(after) > activity_count(before)
+    # And the backlog gauges read from the database: the exhausted request's dead letter, the
+    # unmatched stimulus, and the outbox series
+    assert value(after, "broker_dead_letters", kind="request") == (
+        value(before, "broker_dead_letters", kind="request") + 1
+    )
+    for kind in ("outbox", "bookmark"):
+        assert ("broker_dead_letters", (("kind", kind),)) in after
+    assert value(after, "broker_bookmark_queue_depth") >= 1
+    assert value(before, "broker_bookmark_queue_depth") == 0
+    assert ("broker_outbox_pending", ()) in after
+    assert ("broker_outbox_oldest_pending_age_seconds", ()) in after
+    assert value(after, "broker_backlog_database_up") == 1
+    # And every process wrote its own file into the shared folder
+    assert len(os.listdir(server.env["PROMETHEUS_MULTIPROC_DIR"])) >= 3

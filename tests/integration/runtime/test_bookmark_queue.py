@@ -1,0 +1,407 @@
+"""The bookmark queue, timers, their dead letters and the purge, on SQLite and PostgreSQL.
+
+No worker: the jobs run in-process against a migrated database with a recording sender, so each
+test controls the clock of a run and looks at the rows it leaves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import Conflict
+from broker.ingress import dead_letters
+from broker.runtime import bookmarks, ids, recovery
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.process import Runtime
+from broker.runtime.requests import cancel_instances
+from broker.settings import Settings
+from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.models import (
+    Bookmark,
+    BookmarkQueueItem,
+    DeadLetter,
+    OutboxRow,
+    Timer,
+    WorkflowInstance,
+    utcnow,
+)
+from tests.integration.runtime.harness import runtime_env
+
+
+class RecordingSender:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send(self, row: OutboxRow) -> None:
+        self.sent.append(row.id)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings.from_env(
+        runtime_env(
+            tmp_path,
+            database_url=database_url,
+            workflows=tmp_path / "wf",
+            BROKER_BOOKMARK_QUEUE_TTL="60",
+            BROKER_BOOKMARK_QUEUE_MAX_DELIVERY_ATTEMPTS="3",
+            BROKER_BOOKMARK_QUEUE_INTERVAL="1",
+            BROKER_DEAD_LETTER_TTL="3600",
+        )
+    )
+
+
+@pytest.fixture
+def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    dispose_engines()
+    upgrade(settings.database_url)
+    yield make_session_factory(make_engine(settings.database_url))
+    dispose_engines()
+
+
+@pytest.fixture
+def sender() -> RecordingSender:
+    return RecordingSender()
+
+
+@pytest.fixture
+def rt(settings: Settings, factory: sessionmaker[Session], sender: RecordingSender) -> Runtime:
+    locks = FileLockProvider(Path(settings.var_dir) / "locks")
+    return Runtime(settings, factory=factory, locks=locks, sender=sender)
+
+
+def waiting_instance(
+    factory: sessionmaker[Session],
+    instance_id: str,
+    *,
+    event: str = "approval",
+    client_key: str = "clienta",
+    due_at: dt.datetime | None = None,
+    parent_id: str | None = None,
+) -> str:
+    """A running, suspended instance with one bookmark (an event, or a timer when ``due_at``);
+    answers the bookmark id."""
+    bookmark_id = ids.derive("bookmark", instance_id)
+    now = utcnow()
+    with transaction(factory) as session:
+        session.add(
+            WorkflowInstance(
+                id=instance_id,
+                definition_id="approval",
+                definition_version_id="approval-v1",
+                version=1,
+                parent_id=parent_id,
+                correlation_id=f"corr-{instance_id}",
+                status="Running",
+                sub_status="Suspended",
+                checkpoint=1,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.add(
+            Bookmark(
+                id=bookmark_id,
+                instance_id=instance_id,
+                activity_id="wait",
+                activity_instance_id=f"{instance_id}-wait",
+                name="Elsa.Delay" if due_at else bookmarks.EVENT_BOOKMARK,
+                hash=ids.derive("hash", instance_id),
+                payload={"eventName": event}
+                if due_at is None
+                else {"resumeAt": due_at.isoformat()},
+                correlation_id=f"corr-{instance_id}",
+                client_key=client_key,
+                created_at=now,
+            )
+        )
+        if due_at is not None:
+            session.add(
+                Timer(
+                    id=ids.timer_id_for(bookmark_id),
+                    instance_id=instance_id,
+                    bookmark_id=bookmark_id,
+                    due_at=due_at,
+                )
+            )
+    return bookmark_id
+
+
+def post_event(
+    factory: sessionmaker[Session],
+    item_id: str,
+    name: str,
+    correlation_id: str,
+    *,
+    client_key: str = "clienta",
+    payload: Any = None,
+) -> None:
+    with transaction(factory) as session:
+        bookmarks.enqueue_stimulus(
+            session,
+            item_id=item_id,
+            name=name,
+            payload=payload,
+            correlation_id=correlation_id,
+            client_key=client_key,
+        )
+
+
+def item(factory: sessionmaker[Session], item_id: str) -> BookmarkQueueItem | None:
+    with transaction(factory, write=False) as session:
+        found = session.get(BookmarkQueueItem, item_id)
+        if found is not None:
+            session.expunge(found)
+        return found
+
+
+def make_due(factory: sessionmaker[Session], item_id: str) -> None:
+    with transaction(factory) as session:
+        found = session.get(BookmarkQueueItem, item_id)
+        assert found is not None
+        found.next_attempt_at = utcnow() - dt.timedelta(seconds=1)
+
+
+def letters(factory: sessionmaker[Session]) -> list[DeadLetter]:
+    with transaction(factory, write=False) as session:
+        found = list(session.scalars(select(DeadLetter).order_by(DeadLetter.created_at)))
+        session.expunge_all()
+        return found
+
+
+def count_rows(factory: sessionmaker[Session]) -> int:
+    with transaction(factory, write=False) as session:
+        return int(session.scalar(select(func.count()).select_from(OutboxRow)) or 0)
+
+
+# Matching -----------------------------------------------------------------------------------------
+
+
+def test_event_resumes_the_waiting_bookmark_once_even_when_the_job_runs_twice(
+    rt: Runtime, factory: sessionmaker[Session], sender: RecordingSender
+) -> None:
+    # Given an instance waiting for "approval" and that event for its correlation id
+    bookmark_id = waiting_instance(factory, "i1")
+    post_event(factory, "e1", "Approval", "corr-i1")
+    # When the queue job runs twice (as two beats would make it)
+    first = bookmarks.process_queue(rt)
+    make_due(factory, "e1")
+    second = bookmarks.process_queue(rt)
+    # Then one resume row names the bookmark and the item, and it was published once
+    assert first.matched == 1
+    assert second.matched == 1  # the same match again finds its row: nothing new is written
+    expected = ids.outbox_id_for("resume", "e1", bookmark_id)
+    with transaction(factory, write=False) as session:
+        rows = session.scalars(select(OutboxRow)).all()
+        assert [r.id for r in rows] == [expected]
+        assert rows[0].args == {
+            "instance_id": "i1",
+            "bookmark_id": bookmark_id,
+            "queue_item_id": "e1",
+        }
+    assert sender.sent == [expected]
+
+
+def test_event_that_matches_nothing_yet_stays_queued(
+    rt: Runtime, factory: sessionmaker[Session]
+) -> None:
+    # Given an event with no bookmark waiting for it
+    post_event(factory, "e1", "approval", "corr-late")
+    # When the queue job runs
+    report = bookmarks.process_queue(rt)
+    # Then the item waits for the next run and nothing was written
+    assert report.waiting == 1
+    assert report.matched == 0
+    queued = item(factory, "e1")
+    assert queued is not None
+    assert queued.delivery_attempts == 0
+    assert queued.next_attempt_at > queued.created_at
+    assert count_rows(factory) == 0
+    # When the workflow suspends on the event later, and the item is due again
+    waiting_instance(factory, "late")
+    with transaction(factory) as session:
+        bm = session.scalars(select(Bookmark).where(Bookmark.instance_id == "late")).one()
+        bm.correlation_id = "corr-late"
+    make_due(factory, "e1")
+    # Then the item resumes it
+    assert bookmarks.process_queue(rt).matched == 1
+
+
+def test_event_of_another_client_does_not_match(
+    rt: Runtime, factory: sessionmaker[Session]
+) -> None:
+    # Given clienta's instance waiting for "approval"
+    waiting_instance(factory, "i1", client_key="clienta")
+    # When clientb sends "approval" naming clienta's correlation id
+    post_event(factory, "e1", "approval", "corr-i1", client_key="clientb")
+    report = bookmarks.process_queue(rt)
+    # Then nothing is resumed
+    assert report.matched == 0
+    assert report.waiting == 1
+    assert count_rows(factory) == 0
+
+
+# Dead letters -------------------------------------------------------------------------------------
+
+
+def test_item_older_than_the_ttl_becomes_an_expired_dead_letter(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given an event queued longer ago than the TTL, that still matches nothing
+    post_event(factory, "e1", "approval", "corr-none", payload={"secret": "x"})
+    with transaction(factory) as session:
+        found = session.get(BookmarkQueueItem, "e1")
+        assert found is not None
+        found.created_at = utcnow() - dt.timedelta(seconds=settings.bookmark_queue_ttl + 1)
+    # When the queue job runs
+    report = bookmarks.process_queue(rt)
+    # Then the item left the queue as an Expired, replayable dead letter holding its stimulus
+    assert report.expired == 1
+    assert item(factory, "e1") is None
+    (letter,) = letters(factory)
+    assert (letter.kind, letter.reason, letter.source_id) == ("bookmark", "Expired", "e1")
+    assert letter.replayable
+    assert letter.data is not None
+    assert letter.data["payload"] == {"secret": "x"}
+    # And its view shows no payload
+    assert "secret" not in str(dead_letters.view(letter))
+
+
+def test_failing_item_counts_attempts_and_is_dead_lettered_as_failed_at_the_maximum(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given a bookmark whose instance row is gone, and an event for it
+    waiting_instance(factory, "gone")
+    with transaction(factory) as session:
+        instance = session.get(WorkflowInstance, "gone")
+        session.delete(instance)
+    post_event(factory, "e1", "approval", "corr-gone")
+    # When the queue job keeps failing on it
+    for attempt in range(1, settings.bookmark_queue_max_delivery_attempts):
+        assert bookmarks.process_queue(rt).failed == 1
+        queued = item(factory, "e1")
+        # Then each failure counts an attempt and backs off
+        assert queued is not None
+        assert queued.delivery_attempts == attempt
+        assert queued.last_error is not None
+        assert "does not exist" in queued.last_error
+        assert queued.next_attempt_at > utcnow()
+        make_due(factory, "e1")
+    assert bookmarks.process_queue(rt).failed == 1
+    # And at the maximum it is a Failed dead letter, and no resume was written
+    assert item(factory, "e1") is None
+    (letter,) = letters(factory)
+    assert letter.reason == "Failed"
+    assert letter.attempts == settings.bookmark_queue_max_delivery_attempts
+    assert count_rows(factory) == 0
+
+
+def test_replaying_a_bookmark_dead_letter_queues_a_new_item_once(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given an expired event for a workflow that now waits for it
+    post_event(factory, "e1", "approval", "corr-i1", payload={"decision": "yes"})
+    with transaction(factory) as session:
+        found = session.get(BookmarkQueueItem, "e1")
+        assert found is not None
+        found.created_at = utcnow() - dt.timedelta(seconds=settings.bookmark_queue_ttl + 1)
+    bookmarks.process_queue(rt)
+    (letter,) = letters(factory)
+    waiting_instance(factory, "i1")
+    # When an operator replays it
+    with transaction(factory) as session:
+        replayed = dead_letters.replay(session, letter.id, ("bookmark",))
+    # Then a new item carries the same stimulus and resumes the workflow
+    new = item(factory, replayed.new_id)
+    assert new is not None
+    assert new.payload == {"decision": "yes"}
+    assert new.client_key == "clienta"
+    assert bookmarks.process_queue(rt).matched == 1
+    # And the letter cannot be replayed twice
+    with pytest.raises(Conflict), transaction(factory) as session:
+        dead_letters.replay(session, letter.id, ("bookmark",))
+
+
+def test_purge_removes_dead_letters_older_than_their_ttl_only(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given an old and a fresh dead letter
+    now = utcnow()
+    with transaction(factory) as session:
+        for name, age in (("old", settings.dead_letter_ttl + 60), ("fresh", 60.0)):
+            letter = DeadLetter(
+                id=name,
+                kind="bookmark",
+                reason="Expired",
+                created_at=now - dt.timedelta(seconds=age),
+            )
+            session.add(letter)
+    # When the purge runs
+    with transaction(factory) as session:
+        report = recovery.purge_old(session, settings, now=now)
+    # Then only the old one is gone
+    assert report.dead_letters == 1
+    assert [letter.id for letter in letters(factory)] == ["fresh"]
+
+
+# Timers -------------------------------------------------------------------------------------------
+
+
+def test_timer_fires_once_and_not_before_it_is_due(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a timer due in ten seconds
+    due = utcnow() + dt.timedelta(seconds=10)
+    bookmark_id = waiting_instance(factory, "t1", due_at=due)
+    # When the timer job runs before it is due
+    with transaction(factory) as session:
+        early = bookmarks.fire_due_timers(session, now=due - dt.timedelta(seconds=1))
+    # Then nothing fires
+    assert early == []
+    # When it runs at the due time, and again
+    with transaction(factory) as session:
+        fired = bookmarks.fire_due_timers(session, now=due)
+    with transaction(factory) as session:
+        again = bookmarks.fire_due_timers(session, now=due + dt.timedelta(seconds=5))
+    # Then it fired once, with one resume row for its bookmark
+    assert fired == [ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))]
+    assert again == []
+    with transaction(factory, write=False) as session:
+        timer = session.scalars(select(Timer)).one()
+        assert timer.fired_at == due
+        row = session.get(OutboxRow, fired[0])
+        assert row is not None
+        assert row.args == {"instance_id": "t1", "bookmark_id": bookmark_id}
+
+
+# Cancellation -------------------------------------------------------------------------------------
+
+
+def test_cancel_removes_bookmarks_timers_and_open_work_of_the_whole_tree(
+    rt: Runtime, factory: sessionmaker[Session]
+) -> None:
+    # Given a parent waiting on a timer, its child waiting on an event with a resume row queued
+    waiting_instance(factory, "parent", due_at=utcnow() + dt.timedelta(seconds=60))
+    waiting_instance(factory, "child", parent_id="parent")
+    post_event(factory, "e1", "approval", "corr-child")
+    assert bookmarks.process_queue(rt).matched == 1
+    # When the parent is cancelled
+    with transaction(factory) as session:
+        changed = cancel_instances(session, ["parent"])
+    # Then both are Cancelled, with no bookmarks, timers or open outbox rows left
+    assert sorted(changed) == ["child", "parent"]
+    with transaction(factory, write=False) as session:
+        subs = session.scalars(select(WorkflowInstance.sub_status)).all()
+        assert set(subs) == {"Cancelled"}
+        assert session.scalars(select(Bookmark)).all() == []
+        assert session.scalars(select(Timer)).all() == []
+        states = session.scalars(select(OutboxRow.state)).all()
+        assert states
+        assert set(states) == {"done"}
