@@ -61,7 +61,13 @@ class Step:
 
 def build_engine(rt: Runtime) -> Engine:
     services = EngineServices(http=rt.http, mailer=rt.mailer, write_line=_write_line)
-    return Engine(rt.definitions, services, flowchart_mode=rt.settings.flowchart_mode)
+    return Engine(
+        rt.definitions,
+        services,
+        flowchart_mode=rt.settings.flowchart_mode,
+        js_time_limit=rt.settings.js_time_limit,
+        js_memory_limit=rt.settings.js_memory_limit,
+    )
 
 
 def _write_line(text: str) -> None:

@@ -10,9 +10,9 @@ sink (the ledger and every test effect) and helpers to restart the worker and th
 Clients: ``DevClient`` is registered in the database with every admin scope (as ``broker run``
 does), ``ClientB`` is allowlisted in ``clients.json`` without scopes and ``Reader`` with the read
 scopes only. The workflow folder holds a copy of ``workflows/*.json`` (the invoice's ledger
-pointed at the sink) and the test workflows of ``test_workflows``. Backends: SQLite with the
-filesystem transport and file locks by default, or any database, queue and lock URLs given
-(the tests pass the conftest fixtures' PostgreSQL and Redis).
+pointed at the sink) and the workflows of ``long_running_workflows``. Backends: SQLite with the
+filesystem transport and file locks by default, or any database, queue and lock URLs given (the
+tests pass the conftest fixtures' PostgreSQL and Redis).
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ class LiveStack:
 # Building a stack ---------------------------------------------------------------------------------
 
 
-def test_workflows(sink: Sink) -> list[dict[str, Any]]:
+def long_running_workflows(sink: Sink) -> list[dict[str, Any]]:
     """The workflows of the long-running tests (request types in ``TEST_TYPES``)."""
     fault_fast = {"maxAttempts": 2, "initialDelay": 0.1, "maxDelay": 0.2}
     return [
@@ -411,7 +411,7 @@ def write_workflows(folder: Path, sink: Sink) -> None:
             if variable.get("name") == "LedgerUrl":
                 variable["value"] = sink.url("/ledger")
         (folder / source.name).write_text(json.dumps(document, indent=2))
-    for document in test_workflows(sink):
+    for document in long_running_workflows(sink):
         write_workflow(folder, document)
 
 

@@ -350,7 +350,7 @@ def test_cancel_of_a_parent_cancels_its_waiting_child(live: LiveStack) -> None:
     assert live.call(OTHER, "POST", f"/requests/{request_id}/cancel").status == 403
 
 
-# Dead letters (a stack with a two-second bookmark-queue TTL) ---------------------------------------
+# Dead letters (a stack with a two-second bookmark-queue TTL) -------------------------------------
 
 
 def bookmark_letters(stack: LiveStack, **query: str) -> list[dict[str, Any]]:
