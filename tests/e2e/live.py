@@ -54,6 +54,7 @@ READER = "Reader"
 READ_SCOPES = tuple(s for s in certs.ADMIN_SCOPES if s.startswith("read:"))
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
+TEARDOWN_GRACE = 3.0
 CALLBACK_SECRET = "live-callback-secret"
 #: the request types of the test workflows, open to DevClient and ClientB
 TEST_TYPES = (
@@ -312,8 +313,9 @@ class LiveStack:
         )
 
     def stop(self) -> None:
+        """The end of a test: nothing left to drain, so a short grace and then the groups go."""
         for service in reversed(list(self.services.values())):
-            service.stop(group=True)
+            service.stop(TEARDOWN_GRACE, group=True)
 
 
 # Building a stack ---------------------------------------------------------------------------------

@@ -118,6 +118,13 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
             what=f"Flower to list {WORKER}",
         )
         assert "broker.run_request" in workers["registered"]
+        # Flower's event receiver has the worker's heartbeats, so no task event can be missed
+        wait_until(
+            lambda: (api(port, "/api/workers?status=true") or {}).get(WORKER),
+            timeout=WAIT,
+            interval=0.5,
+            what=f"Flower to receive the events of {WORKER}",
+        )
         # When a request is submitted and published on the fast path
         request_id = submit_request(
             factory,
