@@ -124,6 +124,9 @@ KEYS: tuple[Key, ...] = (
       "acknowledge host-local file locks when distributed (silences the startup warning)"),
     K("BROKER_LOG_LEVEL", "log_level", "INFO", _str, "logging level"),
     K("BROKER_LOG_FORMAT", "log_format", "json", _str, "`json` (one object per line) or `text`"),
+    K("BROKER_WORKER_METRICS_BIND", "worker_metrics_bind", "", _str,
+      "`host:port` where each Celery worker serves its own `/metrics` (for workers on other "
+      "hosts than the internal listener); empty: off"),
     K("BROKER_WORKER_CONCURRENCY", "worker_concurrency", "2", _int,
       "worker processes started by `broker run`"),
     # Workflow execution
@@ -222,6 +225,7 @@ class Settings:
     allow_local_locks: bool
     log_level: str
     log_format: str
+    worker_metrics_bind: str
     worker_concurrency: int
     task_modules: tuple[str, ...]
     http_allowlist: tuple[str, ...]

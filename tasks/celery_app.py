@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from celery import Celery, shared_task
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_ready
 
 from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE, create_celery
 from broker.runtime.process import Runtime, get_runtime
@@ -68,3 +68,30 @@ celeryd_after_setup.connect(_consume_workflow_queues)
 def door(name: str, **options: Any) -> Callable[[F], F]:
     """``shared_task`` with a type: registers a task door under ``name`` on every app."""
     return cast(Callable[[F], F], shared_task(name=name, **options))
+
+
+def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
+    """Serve this worker's own metrics when BROKER_WORKER_METRICS_BIND is set.
+
+    The internal listener sums only the processes that share its PROMETHEUS_MULTIPROC_DIR, i.e.
+    on its own host; a worker elsewhere (another container, pod or machine) is scraped here.
+    """
+    bind = get_settings().worker_metrics_bind
+    if not bind:
+        return
+    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+
+    from broker.metrics import multiprocess_enabled
+
+    registry = REGISTRY
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry(auto_describe=False)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    host, _sep, port = bind.rpartition(":")
+    start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
+    logger.info("worker %s serves /metrics on %s", sender, bind)
+
+
+worker_ready.connect(_serve_worker_metrics)

@@ -102,6 +102,7 @@ def run_bench(options: Options) -> Report:
     """Run every phase and answer the report (nothing is printed but progress on stderr)."""
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     deadline = Deadline(options.timeout)
     with alarm(deadline):
         say(f"engine: {options.engine_seconds:g}s per scenario")
@@ -122,6 +123,7 @@ def run_bench(options: Options) -> Report:
         memory=memory,
         started_at=started_at,
         seconds=time.monotonic() - started,
+        load=(load_before, os.getloadavg()[0]),
     )
 
 

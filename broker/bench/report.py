@@ -201,6 +201,9 @@ class Report:
     memory: Memory | None
     started_at: str
     seconds: float
+    #: the 1-minute load average before and after the run: other work on the machine skews both
+    #: sides, so a reader can tell a quiet run from a busy one
+    load: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def e2e_ratio(self) -> float:
@@ -250,6 +253,7 @@ class Report:
             "backend": self.backend,
             "concurrency": self.concurrency,
             "cpus": self.cpus,
+            "load_average": {"start": _round(self.load[0], 2), "end": _round(self.load[1], 2)},
             "options": self.options,
             "engine": self.engine,
             "broker": self.broker.as_dict(),
@@ -308,7 +312,10 @@ def render(report: Report) -> Any:
     from rich.table import Table
 
     title = f"broker vs raw Celery: {report.backend}, concurrency {report.concurrency}"
-    sides = Table(title=title, title_justify="left")
+    caption = (
+        f"1-min load average: {_fmt(report.load[0], 2)} before, {_fmt(report.load[1], 2)} after"
+    )
+    sides = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     sides.add_column("figure")
     sides.add_column("broker", justify="right")
     sides.add_column("raw Celery", justify="right")

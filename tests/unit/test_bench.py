@@ -65,6 +65,7 @@ def report(broker: Side, raw: Side, memory: Memory | None = None) -> Report:
         memory=memory,
         started_at="2026-01-01T00:00:00+00:00",
         seconds=1.0,
+        load=(0.5, 1.25),
     )
 
 
@@ -149,6 +150,7 @@ def test_report_json_has_ratios_targets_and_no_nan(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     # Then the file holds the ratios, the memory growth and a verdict per target
     assert document["version"] == 1
+    assert document["load_average"] == {"start": 0.5, "end": 1.25}
     assert document["ratios"] == {"e2e_throughput": 0.75, "light_p50": 5.0, "ingress": 0.167}
     assert document["memory"]["growth_percent"] == 5.0
     verdicts = {t["name"]: t["met"] for t in document["targets"]}
