@@ -160,6 +160,8 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
     def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
         if instance is None or instance.checkpoint != 0:
             return None
+        if instance.status != InstanceStatus.RUNNING.value:
+            return None  # cancelled (with its parent) before its first step ran
         pending = session.get(StepResult, (instance_id, PENDING_START))
         start = dict(pending.output or {}) if pending is not None else {}
         published = rt.registry.get_definition(instance.definition_id)
