@@ -27,6 +27,7 @@ CONTEXT_FIELDS = (
     "queue_item_id",
     "outbox_id",
     "task_id",
+    "source",
     "process",
 )
 

@@ -1,0 +1,51 @@
+"""The audit trail as log lines: one structured line per committed RequestEvent.
+
+Every place that records an audit event adds a ``RequestEvent`` row; this module turns each one
+into a log line once its transaction has committed (never for a rolled-back one), so the logs and
+the audit history always agree and no call site has to remember to log. Payloads are not logged:
+only the event type, its message and the ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from broker.store.models import RequestEvent
+
+logger = logging.getLogger("broker.audit")
+
+_PENDING = "broker.audit.pending"
+
+
+@event.listens_for(Session, "before_flush")
+def _collect(session: Session, _context: Any, _instances: Any) -> None:
+    new = [obj for obj in session.new if isinstance(obj, RequestEvent)]
+    if new:
+        session.info.setdefault(_PENDING, []).extend(new)
+
+
+@event.listens_for(Session, "after_commit")
+def _emit(session: Session) -> None:
+    for audit in session.info.pop(_PENDING, ()):
+        properties = audit.properties or {}
+        logger.info(
+            "%s: %s",
+            audit.event_type,
+            audit.message or "-",
+            extra={
+                "event_type": audit.event_type,
+                "request_id": audit.request_id,
+                "correlation_id": audit.request_id,  # a request's correlation id is its id
+                "instance_id": properties.get("instanceId"),
+                "source": audit.source,
+            },
+        )
+
+
+@event.listens_for(Session, "after_rollback")
+def _discard(session: Session) -> None:
+    session.info.pop(_PENDING, None)
