@@ -7,6 +7,7 @@ RunTask modules, and make every worker consume the maintenance queue and each wo
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -14,6 +15,7 @@ from typing import Any, TypeVar, cast
 from celery import Celery, shared_task
 from celery.signals import celeryd_after_setup, worker_ready
 
+from broker.errors import StoreUnavailable
 from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE, create_celery
 from broker.runtime.process import Runtime, get_runtime
 from broker.settings import Settings, get_settings
@@ -65,9 +67,39 @@ def _consume_workflow_queues(sender: Any, instance: Any, **_: Any) -> None:
 celeryd_after_setup.connect(_consume_workflow_queues)
 
 
+#: While the database is unreachable a door is retried soon, with a capped backoff, instead of
+#: failing and waiting for the relay's lease (the outbox row stays open either way).
+STORE_RETRY = {
+    "autoretry_for": (StoreUnavailable,),
+    "retry_backoff": 1,
+    "retry_backoff_max": 10,
+    "retry_jitter": True,
+    "max_retries": 30,
+}
+
+
 def door(name: str, **options: Any) -> Callable[[F], F]:
     """``shared_task`` with a type: registers a task door under ``name`` on every app."""
     return cast(Callable[[F], F], shared_task(name=name, **options))
+
+
+def workflow_door(name: str, **options: Any) -> Callable[[F], F]:
+    """A door that runs workflow steps: retried quickly while the database is down."""
+    return door(name, **{**STORE_RETRY, **options})
+
+
+def maintenance_job(fn: F) -> F:
+    """A beat job skips a tick while the database is down: one warning, no traceback."""
+
+    @functools.wraps(fn)
+    def job(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StoreUnavailable as exc:
+            logger.warning("%s skipped this tick: %s", fn.__name__, exc)
+            return None
+
+    return cast(F, job)
 
 
 def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:

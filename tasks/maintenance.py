@@ -14,10 +14,11 @@ from broker.runtime.celery_config import (
     RELAY_OUTBOX,
 )
 from broker.runtime.process import get_runtime
-from tasks.celery_app import door
+from tasks.celery_app import door, maintenance_job
 
 
 @door(name=RELAY_OUTBOX)
+@maintenance_job
 def relay_outbox() -> dict[str, Any]:
     rt = get_runtime()
     report = outbox.relay(rt.settings, rt.factory, rt.sender, rt.locks)
@@ -30,22 +31,26 @@ def relay_outbox() -> dict[str, Any]:
 
 
 @door(name=PROCESS_BOOKMARK_QUEUE)
+@maintenance_job
 def process_bookmark_queue() -> dict[str, Any]:
     report = bookmarks.process_queue(get_runtime())
     return {"matched": report.matched, "expired": report.expired, "failed": report.failed}
 
 
 @door(name=FIRE_TIMERS)
+@maintenance_job
 def fire_timers() -> int:
     return bookmarks.fire_timers(get_runtime())
 
 
 @door(name=RECOVER_STALLED)
+@maintenance_job
 def recover_stalled() -> int:
     return len(recovery.recover(get_runtime()))
 
 
 @door(name=PURGE)
+@maintenance_job
 def purge() -> dict[str, int]:
     report = recovery.purge(get_runtime())
     return {"outboxRows": report.outbox_rows, "deadLetters": report.dead_letters}

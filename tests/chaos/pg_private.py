@@ -1,0 +1,227 @@
+"""A private PostgreSQL cluster for chaos tests: stopped and started at will, then removed.
+
+The shared PostgreSQL service on 127.0.0.1:5432 serves every other test, so a test that takes
+the database away mid-run brings its own: ``initdb`` in a fresh temporary folder, trust
+authentication, listening on 127.0.0.1 on a free port with its socket inside that folder, and
+``fsync`` off (the cluster lives for one test; durability across a machine crash is not what is
+tested). PostgreSQL refuses to run as root, so under root every server command runs as the
+``postgres`` account through ``runuser``, in a folder handed to that account.
+
+``find_binaries`` answers where the server programs are, or why they cannot be used: the test
+skips with that reason locally and fails under ``CI=true``, as ``require_service`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ON_CI, free_port
+
+#: the account the server runs as when the test runs as root
+SERVER_ACCOUNT = "postgres"
+SUPERUSER = "postgres"
+DATABASE = "broker"
+COMMAND_TIMEOUT = 60.0
+#: server options: small, quick, and loud enough in the log to explain a failure
+SERVER_OPTIONS = (
+    "-c fsync=off",
+    "-c synchronous_commit=off",
+    "-c full_page_writes=off",
+    "-c max_connections=200",
+    "-c shared_buffers=32MB",
+    "-c log_min_messages=warning",
+)
+
+
+def find_binaries() -> tuple[Path | None, str]:
+    """The newest ``/usr/lib/postgresql/<version>/bin`` holding ``initdb`` and ``pg_ctl`` (or
+    the ones on PATH), with an empty reason; None and the reason when the cluster cannot run."""
+    candidates = sorted(
+        (Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin")),
+        key=lambda p: _version_key(p.parent.name),
+        reverse=True,
+    )
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(Path(on_path).parent)
+    folder = next(
+        (c for c in candidates if (c / "initdb").is_file() and (c / "pg_ctl").is_file()), None
+    )
+    if folder is None:
+        return None, "the PostgreSQL server programs (initdb, pg_ctl) are not installed"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(SERVER_ACCOUNT)
+        except KeyError:
+            return None, f"running as root and there is no {SERVER_ACCOUNT!r} account to run as"
+        if shutil.which("runuser") is None:
+            return None, "running as root and runuser is missing"
+    return folder, ""
+
+
+def require_binaries() -> Path:
+    """The server programs' folder; skips (locally) or fails (under CI=true) without them."""
+    folder, reason = find_binaries()
+    if folder is not None:
+        return folder
+    if ON_CI:
+        pytest.fail(f"{reason} (CI=true: a missing service is a failure)")
+    pytest.skip(reason)
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+
+class PrivatePostgres:
+    """One throwaway cluster: ``start``, ``stop`` (fast shutdown), ``start`` again, ``destroy``."""
+
+    def __init__(self, binaries: Path) -> None:
+        self.binaries = binaries
+        self.port = free_port()
+        # Not under pytest's tmp_path: that folder is private to the test's user, and the server
+        # account must be able to reach its data directory.
+        self.folder = Path(tempfile.mkdtemp(prefix="broker-pg-"))
+        self.data = self.folder / "data"
+        self.log = self.folder / "server.log"
+        self._account: pwd.struct_passwd | None = None
+        if os.geteuid() == 0:
+            self._account = pwd.getpwnam(SERVER_ACCOUNT)
+            os.chown(self.folder, self._account.pw_uid, self._account.pw_gid)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def _run(
+        self, program: str, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.binaries / program), *args]
+        if self._account is not None:
+            argv = ["runuser", "-u", SERVER_ACCOUNT, "--", *argv]
+        result = subprocess.run(
+            argv,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"{program} {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}\n{self.log_tail()}"
+            )
+        return result
+
+    def create(self) -> None:
+        """``initdb`` the cluster, start it and create the test's database."""
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            SUPERUSER,
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        self.start()
+        self._run(
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            SUPERUSER,
+            "-d",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            f'CREATE DATABASE "{DATABASE}"',
+        )
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        options = " ".join(
+            (
+                f"-p {self.port}",
+                f"-k {self.folder}",
+                "-c listen_addresses=127.0.0.1",
+                *SERVER_OPTIONS,
+            )
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(COMMAND_TIMEOUT)),
+            "start",
+        )
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: roll back open transactions, cut every client off)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    @property
+    def running(self) -> bool:
+        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
+
+    def destroy(self) -> None:
+        """Stop the server however it is and remove the folder; safe to call twice."""
+        if self.data.is_dir():
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                if self.running:
+                    self.stop("immediate")
+            self._kill_leftover()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _kill_leftover(self) -> None:
+        # pg_ctl could not stop it (or timed out): the postmaster's pid file names the process.
+        pid_file = self.data / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(pid_file.read_text().splitlines()[0])
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)  # ProcessLookupError (an OSError) ends the wait
+                time.sleep(0.1)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@contextlib.contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A created and running private cluster, destroyed on exit whatever happened."""
+    cluster = PrivatePostgres(require_binaries())
+    try:
+        cluster.create()
+        yield cluster
+    finally:
+        cluster.destroy()
