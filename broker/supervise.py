@@ -142,7 +142,7 @@ def quick_start_text(settings: Settings) -> str:
             f"  ID=$(curl -s {tls} -H 'Content-Type: application/json' \\",
             f"       -d '{body}' {base}/requests \\",
             "       | python3 -c 'import json,sys; "
-            "print(json.load(sys.stdin)[\"correlationId\"])')",
+            'print(json.load(sys.stdin)["correlationId"])\')',
             f"  curl -s {tls} {base}/requests/$ID        # Processing, subStatus Suspended",
             f"  curl -s {tls} -H 'Content-Type: application/json' \\",
             f"       -d '{approve}' {base}/events/approval",
