@@ -41,11 +41,11 @@ fmt: install-dev
 test: install-dev services lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: install-dev
-	$(BIN)/python -m tests.perf.bench_engine
+bench: install-dev services
+	$(BIN)/broker bench $(BENCH_ARGS)
 
 flower: install
-	$(BIN)/broker flower
+	$(BIN)/broker flower $(FLOWER_ARGS)
 
 clean:
 	rm -rf var .mypy_cache .ruff_cache

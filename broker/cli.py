@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
     "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),
     "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
+    "bench": ("broker.bench.commands", "bench", "Benchmark the broker beside raw Celery."),
 }
 
 

@@ -45,6 +45,7 @@ QUICK = {
     "light": 30,
     "memory_requests": 500,
     "ingress_seconds": 2.0,
+    "ingress_limit": 400,
     "engine_seconds": 0.3,
 }
 
@@ -215,8 +216,6 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 @click.option(
     "--ingress-limit",
     type=click.IntRange(1),
-    default=20_000,
-    show_default=True,
     help="Most submissions in the ingress burst (the broker runs them all afterwards).",
 )
 @click.option("--concurrency", type=click.IntRange(1), default=2, show_default=True)
@@ -241,7 +240,7 @@ def bench(
     light: int | None,
     memory_requests: int | None,
     ingress_seconds: float | None,
-    ingress_limit: int,
+    ingress_limit: int | None,
     concurrency: int,
     threads: int,
     quick: bool,
@@ -265,11 +264,11 @@ def bench(
         "light": light,
         "memory_requests": memory_requests,
         "ingress_seconds": ingress_seconds,
+        "ingress_limit": ingress_limit,
     }
     base.update({k: v for k, v in given.items() if v is not None})
     base.update(
         embedded=embedded,
-        ingress_limit=ingress_limit,
         concurrency=concurrency,
         threads=threads,
         raw=not no_raw,

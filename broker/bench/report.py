@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from broker.bench.engine import FIVE_STEPS
+
 #: version of the JSON layout written to latest.json
 REPORT_VERSION = 1
 
@@ -270,10 +272,6 @@ class Report:
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.as_dict(), indent=2) + "\n")
-
-
-#: the engine scenario that the engine target refers to
-FIVE_STEPS = "5-activity sequence"
 
 
 def _target(name: str, goal: str, value: float, check: Any) -> Target:
