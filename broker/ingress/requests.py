@@ -48,12 +48,13 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             extra={"client_id": client.client_id, "request_type": rule.request_type},
         )
         raise UnknownRequestType(submission.request_type, client.client_id)
-    outcome = _submit(client.client_id, submission, workflow)
+    lease = svc.publisher.dispatch_lease
+    outcome = _submit(client.client_id, submission, workflow, lease)
     if not outcome.created:
         return jsonify(outcome.view), 200
     metrics.record_accepted(rule.request_type)
     try:
-        svc.publisher.publish(outcome.outbox_ids)
+        svc.publisher.publish_new(outcome.messages)
     except Exception:
         # Committed is accepted: the relay publishes what the fast path could not.
         logger.exception(
@@ -65,11 +66,19 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     return jsonify(body), 202, {"Location": f"/requests/{outcome.request_id}"}
 
 
-def _submit(client_id: str, submission: Submission, workflow: WorkflowLike) -> Submitted:
+def _submit(
+    client_id: str, submission: Submission, workflow: WorkflowLike, lease: float | None
+) -> Submitted:
+    """Record the submission; with a ``lease``, its row is inserted already dispatched because
+    the caller publishes it right after the commit (see ``runtime.submit``)."""
     try:
         with transaction() as session:
             return runtime.submit(
-                session, client_id=client_id, submission=submission, workflow=workflow
+                session,
+                client_id=client_id,
+                submission=submission,
+                workflow=workflow,
+                dispatch_lease=lease,
             )
     except IntegrityError:
         if submission.idempotency_key is None:
@@ -83,7 +92,11 @@ def _submit(client_id: str, submission: Submission, workflow: WorkflowLike) -> S
         )
     with transaction() as session:
         return runtime.submit(
-            session, client_id=client_id, submission=submission, workflow=workflow
+            session,
+            client_id=client_id,
+            submission=submission,
+            workflow=workflow,
+            dispatch_lease=lease,
         )
 
 

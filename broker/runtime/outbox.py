@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
 from broker.runtime import deadletters, ids
-from broker.runtime.requests import is_paused
+from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
 from broker.settings import Settings
 from broker.store.db import acquire_lease, release_lease, transaction
 from broker.store.models import Lease, OutboxRow, OutboxState, utcnow
@@ -148,9 +148,13 @@ def hold_if_paused(factory: sessionmaker[Session], outbox_id: str | None) -> boo
     held: there would be nothing to pick it up again."""
     if outbox_id is None:
         return False
-    with transaction(factory, write=False) as session:
-        if not is_paused(session):
-            return False
+    known = paused_if_known(factory)
+    if known is False:
+        return False
+    if known is None:
+        with transaction(factory, write=False) as session:
+            if not is_paused_cached(session):
+                return False
     with transaction(factory) as session:
         postpone(session, outbox_id, delay=PAUSED_DELAY, error="runtime paused")
     logger.info(

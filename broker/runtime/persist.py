@@ -130,7 +130,13 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
             )
     finished = status == InstanceStatus.FINISHED.value
     _save_instance(session, target, result, status, sub_status, fault, now, finished)
-    journal.append(session, target.instance_id, result.journal, attempt=target.attempt)
+    # The fence just passed at checkpoint 0: no step of this instance was ever saved, so it has no
+    # journal rows, bookmarks or timers yet (only save_step writes them) and needs no lookups.
+    fresh = target.expected_checkpoint == 0
+    sequence = 1 if fresh else journal.next_sequence(session, target.instance_id)
+    sequence += journal.append(
+        session, target.instance_id, result.journal, attempt=target.attempt, sequence=sequence
+    )
     if result.retry is not None:
         journal.record(
             session,
@@ -141,8 +147,9 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
             event_name="RetriesExhausted" if exhausted else "RetryScheduled",
             attempt=target.attempt,
             payload={"error": result.retry.error},
+            sequence=sequence,
         )
-    _save_bookmarks(session, target, result.bookmarks, now)
+    _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += _save_commands(session, target, result.commands, now)
     _save_children(session, target, result.child_instances, now)
     if exhausted is not None:
@@ -163,7 +170,8 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
             data={"queue": target.queue},
         )
     if finished:
-        _notify_parent(session, target, result, sub_status, now)
+        if target.parent_id is not None:  # only a child has a parent link to notify
+            _notify_parent(session, target, result, sub_status, now)
         if target.request_id is not None:
             saved.request_status = finish_request(
                 session,
@@ -231,9 +239,15 @@ def _save_instance(
         )
 
 
-def _save_bookmarks(session: Session, target: Target, bookmarks: Any, now: dt.datetime) -> None:
-    """Replace the instance's bookmarks with the open ones, and its unfired timers to match."""
-    session.execute(delete(Bookmark).where(Bookmark.instance_id == target.instance_id))
+def _save_bookmarks(
+    session: Session, target: Target, bookmarks: Any, now: dt.datetime, *, fresh: bool
+) -> None:
+    """Replace the instance's bookmarks with the open ones, and its unfired timers to match;
+    ``fresh``: the instance has none stored yet (its first step), so nothing is read or deleted."""
+    if fresh and not bookmarks:
+        return
+    if not fresh:
+        session.execute(delete(Bookmark).where(Bookmark.instance_id == target.instance_id))
     wanted_timers: dict[str, dt.datetime] = {}
     for bookmark in bookmarks:
         session.add(
@@ -252,10 +266,12 @@ def _save_bookmarks(session: Session, target: Target, bookmarks: Any, now: dt.da
         )
         if bookmark.due_at is not None:
             wanted_timers[bookmark.id] = _aware(bookmark.due_at)
-    existing = {
-        t.bookmark_id: t
-        for t in session.scalars(select(Timer).where(Timer.instance_id == target.instance_id))
-    }
+    existing: dict[str, Timer] = {}
+    if not fresh:
+        existing = {
+            t.bookmark_id: t
+            for t in session.scalars(select(Timer).where(Timer.instance_id == target.instance_id))
+        }
     for bookmark_id, timer in existing.items():
         if bookmark_id not in wanted_timers and timer.fired_at is None:
             session.delete(timer)

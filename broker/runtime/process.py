@@ -153,5 +153,11 @@ def set_runtime(runtime: Runtime | None) -> None:
 
 
 def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> Publisher:
-    """The fast-path publisher for the ingress: its own Celery app, configured like the workers'."""
-    return Publisher(settings, factory, CelerySender(create_celery(settings, set_as_current=False)))
+    """The fast-path publisher for the ingress: its own Celery app, configured like the workers'.
+
+    Without the task-sent event: the ingress sends one task per submission and the event is a
+    second message on the hot path; monitors still see every task through the workers' events.
+    """
+    app = create_celery(settings, set_as_current=False)
+    app.conf.task_send_sent_event = False
+    return Publisher(settings, factory, CelerySender(app))

@@ -16,12 +16,14 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
@@ -44,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 #: the RuntimeFlag row that pauses new submissions
 PAUSED_FLAG = "paused"
+#: seconds a process trusts the paused flag it last read (``is_paused_cached``): a pause set by
+#: another process reaches the ingress and the task doors within this delay
+PAUSED_CACHE_TTL = 1.0
 
 TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
 
@@ -61,17 +66,46 @@ class PinnedWorkflow(Protocol):
     def queue(self) -> str | None: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class OutboxMessage:
+    """What a fast path needs to send an outbox row it has just committed, without reading it
+    back: the row's id (the task id), task, queue and arguments."""
+
+    outbox_id: str
+    task_name: str
+    queue: str
+    args: Mapping[str, Any]
+    request_id: str | None = None
+
+
 class Publisher(Protocol):
     """Publishes committed outbox rows at once (the fast path; the relay covers failures)."""
 
+    @property
+    def dispatch_lease(self) -> float | None:
+        """Seconds a new submission's row may be inserted as already dispatched, because
+        ``publish_new`` sends it right after the commit (the relay republishes it when this lease
+        runs out without a result); None: insert it pending and leave it to ``publish``/the relay.
+        """
+        ...
+
     def publish(self, outbox_ids: Sequence[str]) -> None: ...
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        """Send rows committed just now by this caller (no read back, no write)."""
+        ...
 
 
 class NullPublisher:
     """Publishes nothing: rows stay pending until the outbox relay claims them."""
 
+    dispatch_lease: float | None = None
+
     def publish(self, outbox_ids: Sequence[str]) -> None:
         logger.debug("no publisher; %d outbox rows left to the relay", len(outbox_ids))
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        logger.debug("no publisher; %d outbox rows left to the relay", len(messages))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,18 +136,31 @@ class Submitted:
     created: bool
     view: dict[str, Any]
     outbox_ids: tuple[str, ...] = ()
+    #: the same rows, for a fast path that sends them without reading them back
+    messages: tuple[OutboxMessage, ...] = ()
 
 
 # Submission ---------------------------------------------------------------------------------------
 
 
 def submit(
-    session: Session, *, client_id: str, submission: Submission, workflow: PinnedWorkflow
+    session: Session,
+    *,
+    client_id: str,
+    submission: Submission,
+    workflow: PinnedWorkflow,
+    dispatch_lease: float | None = None,
 ) -> Submitted:
     """Record a new request (Queued), its RequestSubmitted event and its outbox row.
 
     With an idempotency key already used by this client, answers the earlier record when the body
     is the same and raises ``Conflict`` when it differs. Raises ``RuntimePaused`` while paused.
+
+    ``dispatch_lease`` (seconds): the caller publishes the row right after the commit
+    (``Publisher.publish_new``), so it is inserted already dispatched with that lease instead of
+    pending; this saves the fast path a read and a write transaction. If the publish is lost
+    (transport down, process killed after the commit), the relay republishes the row when the
+    lease runs out, as for any dispatched row whose consumer did not finish it.
     """
     client_key = client_id.lower()
     body_hash = submission.body_hash()
@@ -132,11 +179,13 @@ def submit(
                 extra={"request_id": earlier.id, "client_id": client_id},
             )
             return Submitted(earlier.id, created=False, view=request_view(session, earlier))
-    if is_paused(session):
+    if is_paused_cached(session):
         raise RuntimePaused("The workflow runtime is paused; try again later")
     now = utcnow()
     request_id = str(uuid.uuid4())
     outbox_id = str(uuid.uuid4())
+    queue = workflow.queue or DEFAULT_QUEUE
+    args = {"request_id": request_id}
     record = Request(
         id=request_id,
         client_id=client_id,
@@ -170,18 +219,24 @@ def submit(
             },
         )
     )
-    session.add(
-        OutboxRow(
-            id=outbox_id,
-            task_name=RUN_REQUEST,
-            queue=workflow.queue or DEFAULT_QUEUE,
-            args={"request_id": request_id},
-            state=OutboxState.PENDING.value,
-            request_id=request_id,
-            available_at=now,
-            created_at=now,
-        )
+    row = OutboxRow(
+        id=outbox_id,
+        task_name=RUN_REQUEST,
+        queue=queue,
+        args=args,
+        state=OutboxState.PENDING.value,
+        attempts=0,
+        request_id=request_id,
+        available_at=now,
+        created_at=now,
     )
+    if dispatch_lease is not None:
+        # What mark_dispatched would record after the publish, written with the row itself.
+        row.state = OutboxState.DISPATCHED.value
+        row.attempts = 1
+        row.dispatched_at = now
+        row.lease_expires_at = now + dt.timedelta(seconds=dispatch_lease)
+    session.add(row)
     session.flush()
     logger.info(
         "accepted request %s of type %s",
@@ -193,8 +248,13 @@ def submit(
             "request_type": submission.request_type,
         },
     )
+    message = OutboxMessage(outbox_id, RUN_REQUEST, queue, args, request_id)
     return Submitted(
-        request_id, created=True, view=request_view(session, record), outbox_ids=(outbox_id,)
+        request_id,
+        created=True,
+        view=request_view(session, record),
+        outbox_ids=(outbox_id,),
+        messages=(message,),
     )
 
 
@@ -413,6 +473,57 @@ def is_paused(session: Session) -> bool:
     return bool(flag is not None and flag.value)
 
 
+#: database (engine URL) -> (monotonic time read, paused); see ``is_paused_cached``
+_paused_cache: dict[str, tuple[float, bool]] = {}
+_paused_cache_lock = threading.Lock()
+
+
+def is_paused_cached(session: Session, *, ttl: float = PAUSED_CACHE_TTL) -> bool:
+    """``is_paused``, read at most once per ``ttl`` seconds per process and database.
+
+    The hot paths (every submission, every task door) ask this; a pause or resume made by another
+    process is seen within ``ttl``, one made by this process (``set_paused``) at once.
+    """
+    key = _cache_key(session.get_bind())
+    now = time.monotonic()
+    known = _fresh(key, now, ttl)
+    if known is not None:
+        return known
+    paused = is_paused(session)
+    with _paused_cache_lock:
+        _paused_cache[key] = (now, paused)
+    return paused
+
+
+def paused_if_known(
+    factory: sessionmaker[Session], *, ttl: float = PAUSED_CACHE_TTL
+) -> bool | None:
+    """The cached paused flag of ``factory``'s database while it is fresh, else None (then ask
+    ``is_paused_cached`` in a transaction): a fresh answer needs no connection at all."""
+    bind = factory.kw.get("bind")
+    if bind is None:
+        return None
+    return _fresh(_cache_key(bind), time.monotonic(), ttl)
+
+
+def _fresh(key: str, now: float, ttl: float) -> bool | None:
+    with _paused_cache_lock:
+        cached = _paused_cache.get(key)
+    if cached is not None and now - cached[0] < ttl:
+        return cached[1]
+    return None
+
+
+def forget_paused() -> None:
+    """Drop the cached paused flags (after a change, and for tests)."""
+    with _paused_cache_lock:
+        _paused_cache.clear()
+
+
+def _cache_key(bind: Engine | Connection) -> str:
+    return bind.engine.url.render_as_string(hide_password=True)
+
+
 def set_paused(session: Session, paused: bool) -> RuntimeFlag:
     """Pause or resume new work (a RuntimeFlag row every process reads)."""
     flag = session.get(RuntimeFlag, PAUSED_FLAG)
@@ -423,6 +534,7 @@ def set_paused(session: Session, paused: bool) -> RuntimeFlag:
         flag.value = paused
         flag.updated_at = utcnow()
     session.flush()
+    forget_paused()
     return flag
 
 

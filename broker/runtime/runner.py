@@ -77,26 +77,26 @@ def _write_line(text: str) -> None:
 # Entry points (one per task) ----------------------------------------------------------------------
 
 
+class _Divert(Exception):
+    """Raised by a plan when the request does not run here: its planning transaction is rolled
+    back, the lock released, and the caller handles it outside both."""
+
+    def __init__(self, request_type: str, submitted_at: Any, version_id: str | None) -> None:
+        super().__init__(version_id)
+        self.request_type, self.submitted_at, self.version_id = (
+            request_type,
+            submitted_at,
+            version_id,
+        )
+
+
 def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
-    """Start the workflow of a request (``broker.run_request``)."""
+    """Start the workflow of a request (``broker.run_request``).
+
+    The request is read once, in the planning transaction under the instance lock: a request whose
+    version is unknown (faulted) or that runs on a remote executor leaves it through ``_Divert``.
+    """
     instance_id = ids.instance_id_for_request(request_id)
-    with transaction(rt.factory) as session:
-        if outbox.is_finished(session, outbox_id):
-            return Outcome.SKIPPED
-        request = session.get(Request, request_id)
-        if request is None or RequestStatus(request.status).terminal:
-            outbox.mark_done(session, outbox_id)
-            return Outcome.SKIPPED
-        version_id = request.definition_version_id
-        request_type, submitted_at = request.request_type, request.submitted_at
-    published = rt.registry.get_version(version_id) if version_id else None
-    if published is None:
-        error = f"workflow version {version_id!r} is unknown"
-        if _fault_request(rt, request_id, outbox_id, error):
-            metrics.record_finished(request_type, RequestStatus.FAULTED, submitted_at)
-        return Outcome.DONE
-    if published.executor == "elsa":
-        return dispatch_remote(rt, request_id, outbox_id, published)
 
     def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
         if instance is not None and instance.checkpoint > 0:
@@ -104,6 +104,10 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         request = session.get(Request, request_id)
         if request is None or RequestStatus(request.status).terminal:
             return None
+        version_id = request.definition_version_id
+        published = rt.registry.get_version(version_id) if version_id else None
+        if published is None or published.executor == "elsa":
+            raise _Divert(request.request_type, request.submitted_at, version_id)
         if instance is None:
             # The row exists while the first step runs, so it heartbeats and recovery sees it;
             # a delivery that finds it at checkpoint 0 redoes the step that was never saved.
@@ -151,7 +155,16 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             ),
         )
 
-    return advance(rt, instance_id, outbox_id, plan)
+    try:
+        return advance(rt, instance_id, outbox_id, plan)
+    except _Divert as divert:
+        published = rt.registry.get_version(divert.version_id) if divert.version_id else None
+        if published is not None:
+            return dispatch_remote(rt, request_id, outbox_id, published)
+        error = f"workflow version {divert.version_id!r} is unknown"
+        if _fault_request(rt, request_id, outbox_id, error):
+            metrics.record_finished(divert.request_type, RequestStatus.FAULTED, divert.submitted_at)
+        return Outcome.DONE
 
 
 def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_internal_app, create_public_app
 from broker.ingress.auth import PEER_CERT
+from broker.runtime.requests import OutboxMessage
 from broker.settings import Settings
 from broker.store import db
 from tests.e2e.support import Pki, make_pki, settings_for, write_config
@@ -21,11 +22,17 @@ from tests.e2e.support import Pki, make_pki, settings_for, write_config
 class RecordingPublisher:
     """Remembers what the ingress asked to publish after commit."""
 
+    #: rows stay pending (the in-process tests have no relay to cover a lost publish)
+    dispatch_lease: float | None = None
+
     def __init__(self) -> None:
         self.published: list[str] = []
 
     def publish(self, outbox_ids: Sequence[str]) -> None:
         self.published.extend(outbox_ids)
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        self.published.extend(m.outbox_id for m in messages)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,209 @@
+"""The ingress's fast path on SQLite and PostgreSQL: a submission's row is inserted already
+dispatched and sent without being read back; a lost or failed send still reaches the relay."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import RuntimePaused
+from broker.runtime import outbox
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.process import make_publisher
+from broker.runtime.publisher import CelerySender, Publisher
+from broker.runtime.requests import (
+    NullPublisher,
+    Submission,
+    Submitted,
+    forget_paused,
+    is_paused_cached,
+    paused_if_known,
+    set_paused,
+    submit,
+)
+from broker.settings import Settings
+from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.models import OutboxRow, RuntimeFlag, utcnow
+from tests.integration.runtime.harness import runtime_env
+
+
+class RecordingSender:
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[tuple[str, str, str, dict[str, object]]] = []
+        self.fail = fail
+
+    def send(self, row: OutboxRow) -> None:
+        if self.fail:
+            raise ConnectionError("transport down")
+        self.sent.append((row.id, row.task_name, row.queue, dict(row.args)))
+
+
+class Pinned:
+    definition_id = "approval"
+    version = 1
+    version_id = "approval-v1"
+    queue = "broker.special"
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings.from_env(
+        runtime_env(
+            tmp_path, database_url=database_url, workflows=tmp_path, BROKER_OUTBOX_LEASE="60"
+        )
+    )
+
+
+@pytest.fixture
+def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    dispose_engines()
+    forget_paused()
+    upgrade(settings.database_url)
+    yield make_session_factory(make_engine(settings.database_url))
+    forget_paused()
+    dispose_engines()
+
+
+@pytest.fixture
+def locks(tmp_path: Path) -> FileLockProvider:
+    return FileLockProvider(tmp_path / "locks")
+
+
+def submit_one(factory: sessionmaker[Session], lease: float | None) -> Submitted:
+    with transaction(factory) as session:
+        return submit(
+            session,
+            client_id="TestClient",
+            submission=Submission(request_type="Approval", keys={}),
+            workflow=Pinned(),
+            dispatch_lease=lease,
+        )
+
+
+def row_of(factory: sessionmaker[Session], row_id: str) -> OutboxRow:
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, row_id)
+        assert row is not None
+        session.expunge(row)
+        return row
+
+
+def test_a_fast_path_submission_is_inserted_dispatched_and_sent_as_written(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given a publisher that takes the fast path
+    sender = RecordingSender()
+    publisher = Publisher(settings, factory, sender)
+    # When a submission is recorded with its lease and published
+    submitted = submit_one(factory, publisher.dispatch_lease)
+    publisher.publish_new(submitted.messages)
+    # Then its row was inserted dispatched, with one attempt and a lease of outbox_lease
+    (outbox_id,) = submitted.outbox_ids
+    row = row_of(factory, outbox_id)
+    assert (row.state, row.attempts) == ("dispatched", 1)
+    assert row.lease_expires_at is not None
+    assert row.dispatched_at is not None
+    lease = row.lease_expires_at - row.dispatched_at
+    assert lease == dt.timedelta(seconds=settings.outbox_lease)
+    # And the task sent is the one the row describes
+    assert sender.sent == [
+        (outbox_id, row.task_name, "broker.special", {"request_id": submitted.request_id})
+    ]
+
+
+def test_without_a_lease_the_submission_stays_pending_for_the_relay(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a caller without a fast path
+    # When it submits
+    submitted = submit_one(factory, NullPublisher().dispatch_lease)
+    # Then the row waits, pending and unattempted, for the relay
+    row = row_of(factory, submitted.outbox_ids[0])
+    assert (row.state, row.attempts, row.lease_expires_at) == ("pending", 0, None)
+
+
+def test_the_relay_republishes_a_lost_fast_path_send_when_its_lease_runs_out(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given a submission committed as dispatched whose send never happened (the process died)
+    submitted = submit_one(factory, settings.outbox_lease)
+    (outbox_id,) = submitted.outbox_ids
+    # When the relay looks before the lease runs out, then after it
+    with transaction(factory) as session:
+        early = [r.id for r in outbox.claim_due(session, limit=10)]
+    later = utcnow() + dt.timedelta(seconds=settings.outbox_lease + 1)
+    with transaction(factory) as session:
+        late = [r.id for r in outbox.claim_due(session, limit=10, now=later)]
+    # Then it leaves the row alone during the lease and claims it after
+    assert early == []
+    assert late == [outbox_id]
+
+
+def test_a_finished_fast_path_row_is_marked_done(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given a submission committed as dispatched
+    (outbox_id,) = submit_one(factory, settings.outbox_lease).outbox_ids
+    # When its consumer finishes it
+    with transaction(factory) as session:
+        finished = outbox.mark_done(session, outbox_id)
+    # Then the row is done and the relay never claims it again
+    assert finished
+    assert row_of(factory, outbox_id).state == "done"
+
+
+def test_a_failed_fast_path_send_hands_the_row_back_to_the_relay_at_once(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a submission committed as dispatched and a transport that is down
+    submitted = submit_one(factory, settings.outbox_lease)
+    (outbox_id,) = submitted.outbox_ids
+    # When the fast path fails to send it
+    Publisher(settings, factory, RecordingSender(fail=True)).publish_new(submitted.messages)
+    # Then the row is pending again, due now, and the next relay run publishes it
+    row = row_of(factory, outbox_id)
+    assert row.state == "pending"
+    assert row.last_error is not None
+    assert "transport down" in row.last_error
+    sender = RecordingSender()
+    report = outbox.relay(settings, factory, sender, locks)
+    assert report.published == 1
+    assert [sent[0] for sent in sender.sent] == [outbox_id]
+
+
+def test_the_paused_flag_is_cached_but_a_local_change_is_seen_at_once(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a runtime that is running, as this process last read it
+    with transaction(factory, write=False) as session:
+        assert is_paused_cached(session) is False
+    assert paused_if_known(factory) is False
+    # When another process pauses it (a direct write this process's cache does not see)
+    with transaction(factory) as session:
+        session.add(RuntimeFlag(name="paused", value=True))
+    # Then the cached flag holds for its time to live, and a fresh read sees the pause
+    with transaction(factory, write=False) as session:
+        assert is_paused_cached(session) is False
+        assert is_paused_cached(session, ttl=0) is True
+    # And a pause made through this process is seen at once by the submissions
+    with transaction(factory) as session:
+        set_paused(session, False)
+    with transaction(factory) as session:
+        set_paused(session, True)
+    assert paused_if_known(factory) is None
+    with pytest.raises(RuntimePaused):
+        submit_one(factory, None)
+
+
+def test_the_ingress_publisher_sends_no_task_sent_event(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given the ingress's fast-path publisher
+    publisher = make_publisher(settings, factory)
+    # Then its Celery app does not emit the task-sent event (the workers' events remain)
+    assert isinstance(publisher.sender, CelerySender)
+    assert publisher.sender.app.conf.task_send_sent_event is False
