@@ -18,10 +18,11 @@ import logging
 import uuid
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
+from broker.ingress.paging import newest_first_page
 from broker.runtime import deadletters
 from broker.runtime.requests import iso
 from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
@@ -68,20 +69,7 @@ def list_page(
     where: list[ColumnElement[bool]] = [DeadLetter.kind.in_(kinds)]
     if instance_id is not None:
         where.append(DeadLetter.instance_id == instance_id)
-    total = session.scalar(select(func.count()).select_from(DeadLetter).where(*where)) or 0
-    rows = session.scalars(
-        select(DeadLetter)
-        .where(*where)
-        .order_by(DeadLetter.created_at.desc(), DeadLetter.id.desc())
-        .offset(page * page_size)
-        .limit(page_size)
-    )
-    return {
-        "items": [view(r) for r in rows],
-        "totalCount": int(total),
-        "page": page,
-        "pageSize": page_size,
-    }
+    return newest_first_page(session, DeadLetter, where, view, page=page, page_size=page_size)
 
 
 def get(session: Session, letter_id: str, kinds: tuple[str, ...]) -> DeadLetter:

@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
+from broker.ingress.paging import newest_first_page
 from broker.runtime import requests as runtime
 from broker.runtime.requests import iso
 from broker.store.models import ActivityExecution, InstanceStatus, WorkflowInstance
@@ -55,20 +56,7 @@ def list_page(
         )
     if definition_id is not None:
         where.append(WorkflowInstance.definition_id == definition_id)
-    total = session.scalar(select(func.count()).select_from(WorkflowInstance).where(*where)) or 0
-    rows = session.scalars(
-        select(WorkflowInstance)
-        .where(*where)
-        .order_by(WorkflowInstance.created_at.desc(), WorkflowInstance.id.desc())
-        .offset(page * page_size)
-        .limit(page_size)
-    )
-    return {
-        "items": [view(r) for r in rows],
-        "totalCount": int(total),
-        "page": page,
-        "pageSize": page_size,
-    }
+    return newest_first_page(session, WorkflowInstance, where, view, page=page, page_size=page_size)
 
 
 def get(session: Session, instance_id: str) -> WorkflowInstance:
