@@ -81,6 +81,7 @@ def process_queue(rt: Runtime) -> QueueReport:
     try:
         with transaction(rt.factory) as session:
             report, written = process_due_items(session, settings)
+            written = outbox.publishable(session, written)
     finally:
         lock.release()
     if written:
@@ -257,10 +258,11 @@ def fire_timers(rt: Runtime) -> int:
     try:
         with transaction(rt.factory) as session:
             written = fire_due_timers(session)
+            publish = outbox.publishable(session, written)
     finally:
         lock.release()
-    if written:
-        rt.publisher.publish(written)
+    if publish:
+        rt.publisher.publish(publish)
     return len(written)
 
 

@@ -142,6 +142,15 @@ def postpone(session: Session, outbox_id: str, *, delay: float, error: str | Non
     )
 
 
+def publishable(session: Session, written: list[str]) -> list[str]:
+    """The rows a maintenance job may publish on the fast path after its commit: none while the
+    runtime is paused (read fresh, in the job's own transaction, not from the per-process cache),
+    so work a stimulus causes after a pause waits in SQL for the relay, which holds it."""
+    if written and is_paused(session):
+        return []
+    return written
+
+
 def hold_if_paused(factory: sessionmaker[Session], outbox_id: str | None) -> bool:
     """While the runtime is paused, hand the row back to pending and answer True (the task must
     not run it); False when the runtime is running. A row-less call (``outbox_id`` None) is never

@@ -54,10 +54,11 @@ def recover(rt: Runtime) -> list[str]:
     try:
         with transaction(rt.factory) as session:
             written = recover_stalled(session, rt.settings)
+            publish = outbox.publishable(session, written)
     finally:
         lock.release()
-    if written:
-        rt.publisher.publish(written)
+    if publish:
+        rt.publisher.publish(publish)
     return written
 
 

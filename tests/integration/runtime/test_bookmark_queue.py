@@ -20,7 +20,7 @@ from broker.ingress import dead_letters
 from broker.runtime import bookmarks, ids, recovery
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.process import Runtime
-from broker.runtime.requests import cancel_instances
+from broker.runtime.requests import cancel_instances, set_paused
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import (
@@ -207,6 +207,26 @@ def test_event_resumes_the_waiting_bookmark_once_even_when_the_job_runs_twice(
             "queue_item_id": "e1",
         }
     assert sender.sent == [expected]
+
+
+def test_work_caused_while_paused_waits_for_the_relay_instead_of_the_fast_path(
+    rt: Runtime, factory: sessionmaker[Session], sender: RecordingSender
+) -> None:
+    # Given a paused runtime, an instance waiting for an event and one whose timer is due
+    with transaction(factory) as session:
+        set_paused(session, True)
+    waiting_instance(factory, "i1")
+    waiting_instance(factory, "t1", due_at=utcnow() - dt.timedelta(seconds=1))
+    post_event(factory, "e1", "approval", "corr-i1")
+    # When the queue job and the timer job run
+    assert bookmarks.process_queue(rt).matched == 1
+    assert bookmarks.fire_timers(rt) == 1
+    # Then both resume rows are written but none is published: they wait, pending, for the
+    # relay (which holds them until the resume)
+    assert sender.sent == []
+    with transaction(factory, write=False) as session:
+        states = session.scalars(select(OutboxRow.state)).all()
+    assert states == ["pending", "pending"]
 
 
 def test_event_that_matches_nothing_yet_stays_queued(
