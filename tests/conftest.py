@@ -26,6 +26,11 @@ PG_ADMIN_URL = os.environ.get(  # noqa: TID251
 )
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379")  # noqa: TID251
 AMQP_URL = os.environ.get("TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")  # noqa: TID251
+#: Elsa's conformance corpus lives outside the project and is never copied in
+CORPUS = Path(
+    os.environ.get("ELSA_CORPUS")  # noqa: TID251 - the test runner's own switch
+    or PROJECT_ROOT.parent / "shared" / "elsa-corpus"
+)
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -43,6 +48,16 @@ def require_service(name: str, host: str, port: int) -> None:
     message = f"{name} is not reachable on {host}:{port}"
     if ON_CI:
         pytest.fail(f"{message} (CI=true: a missing service is a failure)")
+    pytest.skip(message)
+
+
+def require_corpus(found: object) -> None:
+    """Skip (locally) or fail (under CI=true) when the Elsa corpus found nothing."""
+    if found:
+        return
+    message = f"the Elsa corpus is not at {CORPUS} (set ELSA_CORPUS)"
+    if ON_CI:
+        pytest.fail(f"{message} (CI=true: the conformance suite must run)")
     pytest.skip(message)
 
 

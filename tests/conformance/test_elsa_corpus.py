@@ -1,15 +1,14 @@
 """The Elsa 3 conformance corpus, run case by case as its README describes.
 
-The corpus lives outside the project (``ELSA_CORPUS``, else ``<project>/../shared/elsa-corpus``)
-and is never copied in. Each case folder becomes one test id; every expectation present in its
-``expected.json`` is checked.
+The corpus lives outside the project (``ELSA_CORPUS``, else beside the project, see
+``tests.conftest.CORPUS``) and is never copied in. Each case folder becomes one test id; every
+expectation present in its ``expected.json`` is checked.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,8 @@ from broker.engine.definition import WorkflowDefinition, parse_workflow
 from broker.engine.engine import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from broker.engine.results import RunResult
-from tests.conftest import ON_CI, PROJECT_ROOT
+from tests.conftest import CORPUS, require_corpus
 
-CORPUS = Path(
-    os.environ.get("ELSA_CORPUS")  # noqa: TID251 - the test runner's own switch
-    or PROJECT_ROOT.parent / "shared" / "elsa-corpus"
-)
 CASES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json")) if CORPUS.is_dir() else []
 ENTRY_INSTANCE_ID = "entry-instance"
 FIXED_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -101,11 +96,7 @@ def run_trigger(
 
 @pytest.mark.parametrize("case", CASES or ["corpus-missing"])
 def test_elsa_corpus_case(case: str) -> None:
-    if not CASES:
-        message = f"the Elsa corpus is not at {CORPUS} (set ELSA_CORPUS)"
-        if ON_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_corpus(CASES)
     # Given the case's definitions, registered by version and definition id
     folder = CORPUS / case
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8-sig"))
