@@ -51,12 +51,58 @@ LOCK_WAIT_SECONDS = 5.0
 BUSY_DELAY_SECONDS = 1.0
 
 
+#: seconds a request's first step may run before its start is written on its own (``Opening``)
+OPEN_DELAY_SECONDS = 0.2
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One engine call and the target it saves to."""
+    """One engine call and the target it saves to; ``open`` writes what must exist before the
+    step's result can be saved (a request's first step: see ``Opening``)."""
 
     target: Target
     run: Callable[[Engine], Any]
+    open: Callable[[Session], bool] | None = None
+
+
+class Opening:
+    """The start of a request's first step (its instance row and Queued -> Processing), written
+    once: by the heartbeat when the step runs longer than ``OPEN_DELAY_SECONDS`` (clients then see
+    Processing, recovery sees a heartbeat), else in the transaction that saves the step, so a
+    short step commits its start and its result together. Either way the RequestProcessing event
+    carries the time the step started. ``open`` answers False when the request is no longer
+    Queued (cancelled meanwhile): the step's result is then dropped."""
+
+    def __init__(self, open_: Callable[[Session], bool] | None) -> None:
+        self._open = open_
+        self._lock = threading.Lock()
+        self._state: bool | None = None if open_ is not None else True
+
+    @property
+    def pending(self) -> bool:
+        return self._state is None
+
+    def write_now(self, rt: Runtime) -> None:
+        """From the heartbeat thread: the step runs long, write its start in a transaction."""
+        with self._lock:
+            if self._state is not None or self._open is None:
+                return
+            with transaction(rt.factory) as session:
+                opened = self._open(session)
+            self._state = opened
+
+    def wait(self) -> None:
+        """Wait for a write the heartbeat has in flight (call before opening the saving
+        transaction: on SQLite the two would wait for each other)."""
+        with self._lock:
+            pass
+
+    def settle(self, session: Session) -> bool:
+        """In the saving transaction, after ``wait``: write the start unless the heartbeat did;
+        answers whether the step may be saved."""
+        if self._state is None and self._open is not None:
+            self._state = self._open(session)
+        return bool(self._state)
 
 
 def build_engine(rt: Runtime) -> Engine:
@@ -108,26 +154,36 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         published = rt.registry.get_version(version_id) if version_id else None
         if published is None or published.executor == "elsa":
             raise _Divert(request.request_type, request.submitted_at, version_id)
+        open_: Callable[[Session], bool] | None = None
         if instance is None:
-            # The row exists while the first step runs, so it heartbeats and recovery sees it;
-            # a delivery that finds it at checkpoint 0 redoes the step that was never saved.
-            session.add(
-                WorkflowInstance(
-                    id=instance_id,
-                    definition_id=published.definition_id,
-                    definition_version_id=published.version_id,
-                    version=published.version,
-                    request_id=request_id,
-                    correlation_id=request_id,
-                    name=published.name,
-                    status=InstanceStatus.RUNNING.value,
-                    sub_status=InstanceSubStatus.EXECUTING.value,
-                    checkpoint=0,
-                    heartbeat_at=utcnow(),
+            # Written by ``Opening``: the row exists from then on, so it heartbeats and recovery
+            # sees it; a delivery that finds it at checkpoint 0 redoes the step never saved.
+            started = utcnow()
+
+            def open_(s: Session) -> bool:
+                if not start_processing(s, request_id, instance_id, now=started):
+                    return False
+                s.add(
+                    WorkflowInstance(
+                        id=instance_id,
+                        definition_id=published.definition_id,
+                        definition_version_id=published.version_id,
+                        version=published.version,
+                        request_id=request_id,
+                        correlation_id=request_id,
+                        name=published.name,
+                        status=InstanceStatus.RUNNING.value,
+                        sub_status=InstanceSubStatus.EXECUTING.value,
+                        checkpoint=0,
+                        heartbeat_at=utcnow(),
+                        created_at=started,
+                    )
                 )
-            )
-            session.flush()
-        start_processing(session, request_id, instance_id)
+                s.flush()
+                return True
+
+        else:
+            start_processing(session, request_id, instance_id)
         definition = rt.definitions.parse(published)
         target = Target(
             instance_id=instance_id,
@@ -153,6 +209,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 input=workflow_input,
                 correlation_id=request_id,
             ),
+            open=open_,
         )
 
     try:
@@ -295,10 +352,14 @@ def advance(
                 _consume_item(session, consumed_item)
                 logger.info("nothing to do for instance %s", instance_id, extra=log)
                 return Outcome.SKIPPED
-        with _heartbeat(rt, instance_id, outbox_id, lock):
+        opening = Opening(step.open)
+        with _heartbeat(rt, instance_id, outbox_id, lock, opening):
             result = step.run(build_engine(rt))
+        opening.wait()
         try:
             with transaction(rt.factory) as session:
+                if not opening.settle(session):
+                    raise StaleStep(f"request of instance {instance_id} is no longer queued")
                 saved = save_step(session, rt.settings, step.target, result)
                 outbox.mark_done(session, outbox_id)
                 _consume_item(session, consumed_item)
@@ -356,12 +417,20 @@ def _consume_item(session: Session, item_id: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _heartbeat(rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any) -> Iterator[None]:
-    """Beat while the engine runs: instance heartbeat, outbox lease and lock TTL."""
+def _heartbeat(
+    rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any, opening: Opening
+) -> Iterator[None]:
+    """Beat while the engine runs: a pending opening after ``OPEN_DELAY_SECONDS``, then the
+    instance heartbeat, outbox lease and lock TTL."""
     stop = threading.Event()
     interval = max(0.5, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
 
     def beat() -> None:
+        if opening.pending and not stop.wait(OPEN_DELAY_SECONDS):
+            try:
+                opening.write_now(rt)
+            except Exception:
+                logger.warning("start of instance %s not written", instance_id, exc_info=True)
         while not stop.wait(interval):
             try:
                 with transaction(rt.factory) as session:

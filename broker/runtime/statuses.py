@@ -70,10 +70,16 @@ def finish_request(
 
 
 def start_processing(
-    session: Session, request_id: str, instance_id: str | None, *, message: str | None = None
+    session: Session,
+    request_id: str,
+    instance_id: str | None,
+    *,
+    message: str | None = None,
+    now: dt.datetime | None = None,
 ) -> bool:
-    """Queued -> Processing with a RequestProcessing event; False when it was not Queued."""
-    now = utcnow()
+    """Queued -> Processing with a RequestProcessing event; False when it was not Queued.
+    ``now``: when processing started, if that was before this write (a deferred opening)."""
+    now = now or utcnow()
     changed = session.execute(
         update(Request)
         .where(Request.id == request_id, Request.status == RequestStatus.QUEUED.value)

@@ -343,6 +343,35 @@ def test_purge_clears_old_state_but_keeps_what_replay_needs(rt: Runtime) -> None
         assert record.status == "Completed"
 
 
+def test_a_request_cancelled_while_its_first_step_runs_unsaved_keeps_nothing_of_it(
+    rt: Runtime, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a first step whose start is not written yet (it would be after 30 s), busy on a call
+    monkeypatch.setattr(runner, "OPEN_DELAY_SECONDS", 30.0)
+    sink.delay["/effect"] = 1.0
+    request_id, row_id = submit(rt, "Call")
+    outcome: list[Outcome] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(runner.run_request(rt, request_id, row_id))
+    )
+    worker.start()
+    try:
+        wait_until(lambda: "/effect" in sink.arrived, timeout=10, what="the call")
+        assert request_status(rt.factory, request_id) == "Queued"
+        # When the client cancels it
+        with transaction(rt.factory) as session:
+            cancel(session, request_id, client_id=None, source="api")
+    finally:
+        worker.join(15)
+    # Then the step's result is dropped: the request stays Cancelled, never Processing, and no
+    # instance row was written
+    assert outcome == [Outcome.STALE]
+    assert request_status(rt.factory, request_id) == "Cancelled"
+    assert event_types(rt.factory, request_id) == ["RequestSubmitted", "RequestCancelled"]
+    with transaction(rt.factory, write=False) as session:
+        assert session.get(WorkflowInstance, ids.instance_id_for_request(request_id)) is None
+
+
 def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: Sink) -> None:
     # Given a step whose HTTP call takes three seconds
     sink.delay["/effect"] = 3.0
@@ -358,10 +387,19 @@ def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: S
     worker.start()
     try:
         wait_until(lambda: "/effect" in sink.arrived, timeout=10, what="the call")
-        with transaction(rt.factory, write=False) as session:
-            instance = session.get(WorkflowInstance, instance_id)
-            assert instance is not None
-            started = instance.heartbeat_at
+
+        # Then, the step running long, its start is written while it runs: the instance row
+        # exists and the client sees Processing
+        def opened() -> WorkflowInstance | None:
+            with transaction(rt.factory, write=False) as session:
+                found = session.get(WorkflowInstance, instance_id)
+                if found is not None:
+                    session.expunge(found)
+                return found
+
+        instance = wait_until(opened, timeout=5, what="the start to be written")
+        assert request_status(rt.factory, request_id) == "Processing"
+        started = instance.heartbeat_at
 
         # When it runs, Then the instance's heartbeat moves and the row's lease is extended
         def beaten() -> bool:
