@@ -24,6 +24,7 @@ from broker import metrics
 from broker.engine.engine import Engine, EngineServices
 from broker.errors import BadRequest, Conflict, NotFound
 from broker.runtime import ids, outbox
+from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import PENDING_START, Saved, StaleStep, Target, save_step
 from broker.runtime.process import Runtime
@@ -105,8 +106,14 @@ class Opening:
         return bool(self._state)
 
 
-def build_engine(rt: Runtime) -> Engine:
-    services = EngineServices(http=rt.http, mailer=rt.mailer, write_line=_write_line)
+def build_engine(rt: Runtime, instance_id: str) -> Engine:
+    """The engine of one step of ``instance_id``: its HTTP calls and e-mails are recorded as they
+    complete, so a redone step replays them instead of acting twice (``effects``)."""
+    services = EngineServices(
+        http=RecordedHttp(rt.http, rt.factory, instance_id),
+        mailer=RecordedMailer(rt.mailer, rt.factory, instance_id),
+        write_line=_write_line,
+    )
     return Engine(
         rt.definitions,
         services,
@@ -354,7 +361,7 @@ def advance(
                 return Outcome.SKIPPED
         opening = Opening(step.open)
         with _heartbeat(rt, instance_id, outbox_id, lock, opening):
-            result = step.run(build_engine(rt))
+            result = step.run(build_engine(rt, instance_id))
         opening.wait()
         try:
             with transaction(rt.factory) as session:

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from broker.errors import Conflict
-from broker.runtime import bookmarks, deadletters, ids, recovery, runner
+from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
+from broker.errors import Conflict, RetryLater
+from broker.runtime import bookmarks, deadletters, effects, ids, recovery, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
@@ -119,6 +120,71 @@ def test_a_redelivered_task_finds_its_work_done(rt: Runtime, sink: Sink) -> None
         "RequestProcessing",
         "RequestCompleted",
     ]
+
+
+def test_a_step_redone_after_a_crash_replays_its_completed_call_instead_of_calling_again(
+    rt: Runtime, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a step that called the sink and then died before it was saved
+    request_id, row_id = submit(rt, "Call")
+    save = runner.save_step
+
+    def die(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the worker died")
+
+    monkeypatch.setattr(runner, "save_step", die)
+    with pytest.raises(RuntimeError):
+        runner.run_request(rt, request_id, row_id)
+    assert len(sink.calls) == 1
+    assert request_status(rt.factory, request_id) == "Queued"
+    # When the task is delivered again
+    monkeypatch.setattr(runner, "save_step", save)
+    outcome = runner.run_request(rt, request_id, row_id)
+    # Then the step completes with the recorded response: the sink was not called a second time
+    assert outcome is Outcome.DONE
+    assert request_status(rt.factory, request_id) == "Completed"
+    assert len(sink.calls) == 1
+
+
+def test_recorded_effects_replay_completed_outcomes_and_retry_transient_failures(
+    rt: Runtime,
+) -> None:
+    # Given an HTTP door that fails transiently once, and a mailer, both recorded for i1
+    class Flaky:
+        calls = 0
+
+        def send(self, request: HttpRequest) -> HttpResponse:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RetryLater("503 from the server")
+            return HttpResponse(200, {"X": "1"}, b"\x00raw", {"ok": True})
+
+    class Outbox:
+        sent: list[EmailMessage] = []
+
+        def send(self, message: EmailMessage) -> None:
+            Outbox.sent.append(message)
+
+    http = effects.RecordedHttp(Flaky(), rt.factory, "i1")
+    mailer = effects.RecordedMailer(Outbox(), rt.factory, "i1")
+    request = HttpRequest("POST", "http://127.0.0.1/x", idempotency_key="i1:a1")
+    message = EmailMessage(to=("a@example.org",), subject="s", body="b", message_id="<i1.m@b>")
+    # When the call fails transiently, Then nothing is recorded and the next try calls again
+    with pytest.raises(RetryLater):
+        http.send(request)
+    first = http.send(request)
+    # When the same call and the same e-mail come again (a redone step)
+    again = http.send(request)
+    mailer.send(message)
+    mailer.send(message)
+    # Then the recorded response answers, byte for byte, and nothing is sent twice
+    assert Flaky.calls == 2
+    assert again == first
+    assert again.body == b"\x00raw"
+    assert len(Outbox.sent) == 1
+    # And a call without an idempotency key is never replayed
+    effects.RecordedHttp(Flaky(), rt.factory, "i1").send(HttpRequest("GET", "http://127.0.0.1/y"))
+    assert Flaky.calls == 3
 
 
 def test_a_busy_instance_postpones_the_row_instead_of_running_it(rt: Runtime) -> None:
