@@ -24,6 +24,7 @@ wraps it in its own error with the activity's id.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import re
@@ -109,8 +110,10 @@ def convert(value: Any, type_name: str | None, *, is_array: bool = False) -> Any
     return _convert_scalar(value, element, type_name)
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse_type_name(type_name: str) -> tuple[str, bool]:
-    """Split a .NET type name into (lower-cased short element name, is a list)."""
+    """Split a .NET type name into (lower-cased short element name, is a list); cached, as a
+    workflow names few types and evaluates them on every activity."""
     name = type_name.strip()
     if name.endswith("[]"):
         return _parse_type_name(name[:-2])[0], True
