@@ -196,7 +196,7 @@ def test_delay_of_two_seconds_fires_after_its_due_time(live: LiveStack) -> None:
     view = live.wait_status(request_id, "Completed", timeout=30)
     assert view["result"] == {"result": "later"}
     # Then the timer was due two seconds after the step that reached the Delay started, fired
-    # once at or after that, and the request completed within a few timer ticks of it
+    # once at or after that, and the request completed 2 to 4 seconds after the Delay began
     timer, request = timer_of(live, request_id), request_row(live, request_id)
     started = instance_row(live, request_id).created_at
     assert timer.fired_at is not None
@@ -204,7 +204,7 @@ def test_delay_of_two_seconds_fires_after_its_due_time(live: LiveStack) -> None:
     assert 1.9 <= seconds(timer.due_at, started) <= 2.5
     assert timer.fired_at >= timer.due_at
     assert seconds(request.completed_at, request.submitted_at) >= 2.0
-    assert seconds(request.completed_at, timer.due_at) <= 3.0
+    assert 2.0 <= seconds(request.completed_at, started) <= 4.0
 
 
 def test_delay_fires_when_worker_and_beat_were_restarted_in_between(live: LiveStack) -> None:
