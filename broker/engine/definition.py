@@ -318,6 +318,10 @@ class _Parser:
                 "String[]", {"type": "Object", "value": list(doc["branches"])}
             )
         cases = self.cases(doc.get("cases"), f"{path}.cases")
+        if kind == "Elsa.SendHttpRequest":
+            cases += self.status_cases(
+                doc.get("expectedStatusCodes"), f"{path}.expectedStatusCodes"
+            )
         connections = self.connections(doc.get("connections"), f"{path}.connections")
         custom = self.mapping(doc.get("customProperties"), f"{path}.customProperties")
         can_start = doc.get("canStartWorkflow", custom.get("canStartWorkflow", False))
@@ -425,6 +429,31 @@ class _Parser:
                 Case(
                     label=str(item.get("label", index)),
                     condition=condition,
+                    activity=self.activity(activity, f"{where}.activity") if activity else None,
+                )
+            )
+        return tuple(cases)
+
+    def status_cases(self, value: Any, path: str) -> tuple[Case, ...]:
+        """SendHttpRequest's ``expectedStatusCodes``: ``[{"statusCode": 404, "activity": {...}}]``,
+        one case per status code, labelled with the code (FlowSendHttpRequest's is an input)."""
+        if not isinstance(value, list):
+            return ()
+        cases = []
+        for index, item in enumerate(value):
+            where = f"{path}[{index}]"
+            if not isinstance(item, Mapping):
+                continue  # a bare list of codes: read as an input by the activity
+            code = item.get("statusCode")
+            if isinstance(code, bool) or not isinstance(code, int | str) or not str(code).isdigit():
+                raise self.error("statusCode must be an HTTP status code", f"{where}.statusCode")
+            activity = item.get("activity")
+            if activity is not None and not isinstance(activity, Mapping):
+                raise self.error("a status code's activity must be an object", f"{where}.activity")
+            cases.append(
+                Case(
+                    label=str(int(code)),
+                    condition=None,
                     activity=self.activity(activity, f"{where}.activity") if activity else None,
                 )
             )

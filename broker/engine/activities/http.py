@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import Behaviour
+from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.interpreter import ActivityContext
 from broker.engine.services import EmailMessage, HttpRequest
 from broker.engine.values import as_int, as_list, as_text
@@ -122,11 +122,22 @@ class SendHttpRequest(Behaviour):
         ]
         code = str(response.status_code)
         if not self.flow:
-            ax.complete("Done", code)
+            # Elsa runs the activity of the matching expected status code, else the
+            # ``unmatchedStatusCode`` port, and completes when that child completes.
+            ax.props["statusCode"] = code
+            case = next((c for c in ax.node.cases if c.label == code), None)
+            child = case.activity if case is not None else ax.node.ports.get("unmatchedStatusCode")
+            if child is not None:
+                ax.schedule(child)
+            else:
+                ax.complete("Done", code)
         elif not expected or response.status_code in expected:
             ax.complete(code, "Done")
         else:
             ax.complete("Unmatched status code", "Done")
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        ax.complete("Done", str(ax.props.get("statusCode", "")))
 
 
 class FlowSendHttpRequest(SendHttpRequest):

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from broker.engine.definition import parse_workflow
 from broker.engine.results import DispatchWorkflow, PublishEvent
-from broker.errors import OutboundBlocked, RetryLater
+from broker.errors import OutboundBlocked, RetryLater, WorkflowDefinitionError
 from tests.unit.engine.conftest import Harness
 
 
@@ -77,3 +80,38 @@ def test_composite_leaves_through_the_outcome_of_its_complete(harness: Harness) 
     result = harness.start("composite-parent")
     assert result.write_lines == ("approved",)
     assert result.state["variables"]["Total"] == 7
+
+
+def test_http_request_runs_the_activity_of_its_status_code_then_moves_on(
+    harness: Harness,
+) -> None:
+    # Given a SendHttpRequest with activities for 200 and 404 and one for any other status
+    outcomes = {}
+    for status in (200, 404, 503, 418):
+        harness.http.status = status
+        # When the call answers that status
+        result = harness.start("http-status-cases", instance_id=f"i-{status}")
+        outcomes[status] = result.write_lines
+        assert result.sub_status == "Finished"
+    # Then the matching case's activity ran, else the unmatched one, and the sequence went on
+    assert outcomes == {
+        200: ("found", "after"),
+        404: ("missing", "after"),
+        503: ("unexpected", "after"),
+        418: ("unexpected", "after"),
+    }
+
+
+def test_a_status_code_case_without_a_code_is_refused_with_its_path() -> None:
+    document = {
+        "id": "bad-v1",
+        "definitionId": "bad",
+        "root": {
+            "id": "call",
+            "type": "Elsa.SendHttpRequest",
+            "expectedStatusCodes": [{"statusCode": "ok", "activity": None}],
+        },
+    }
+    where = r"root\.expectedStatusCodes\[0\]\.statusCode"
+    with pytest.raises(WorkflowDefinitionError, match=where):
+        parse_workflow(document, file="bad.json")
