@@ -53,6 +53,8 @@ class PublishEvent:
     name: str
     correlation_id: str | None
     payload: Any
+    #: Elsa's ``isLocal``: only this workflow instance's event bookmarks may receive it
+    local: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

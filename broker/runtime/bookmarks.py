@@ -55,11 +55,14 @@ class QueueReport:
 
 def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookmark]:
     """The bookmarks a stimulus resumes: the one it names, or the event bookmarks waiting for its
-    name (same correlation id and owning client when the item carries them)."""
+    name (same instance, correlation id and owning client when the item carries them; an event a
+    workflow published with ``isLocal`` carries its instance)."""
     if item.bookmark_id is not None:
         bookmark = session.get(Bookmark, item.bookmark_id)
         return [bookmark] if bookmark is not None else []
     stmt = select(Bookmark).where(Bookmark.name == EVENT_BOOKMARK)
+    if item.instance_id is not None:
+        stmt = stmt.where(Bookmark.instance_id == item.instance_id)
     if item.correlation_id is not None:
         stmt = stmt.where(Bookmark.correlation_id == item.correlation_id)
     if item.client_key is not None:

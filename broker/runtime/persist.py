@@ -150,7 +150,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
             sequence=sequence,
         )
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
-    saved.outbox_ids += _save_commands(session, target, result.commands, now)
+    saved.outbox_ids += save_commands(session, target, result.commands, now)
     _save_children(session, target, result.child_instances, now)
     if exhausted is not None:
         deadletters.record(
@@ -296,7 +296,7 @@ def _aware(value: Any) -> dt.datetime:
     return value  # type: ignore[no-any-return]
 
 
-def _save_commands(session: Session, target: Target, commands: Any, now: dt.datetime) -> list[str]:
+def save_commands(session: Session, target: Target, commands: Any, now: dt.datetime) -> list[str]:
     """Outbox rows (and child rows) for the engine's side-effect commands; committed with the
     step, so only committed dispatches are ever delivered."""
     written: list[str] = []
@@ -313,6 +313,7 @@ def _save_commands(session: Session, target: Target, commands: Any, now: dt.date
                     BookmarkQueueItem(
                         id=item_id,
                         name=command.name,
+                        instance_id=target.instance_id if command.local else None,
                         correlation_id=command.correlation_id,
                         client_key=target.client_key,
                         payload=command.payload,

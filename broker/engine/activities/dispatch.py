@@ -258,6 +258,7 @@ class PublishEvent(Waiting):
                 name=name,
                 payload=ax.get("payload"),
                 correlation_id=as_text(correlation) if correlation else None,
+                local=as_bool(ax.get("isLocal", False)),
             )
         )
         ax.complete()

@@ -15,10 +15,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.ingress import dead_letters
-from broker.runtime import bookmarks, ids, recovery
+from broker.runtime import bookmarks, ids, persist, recovery
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.persist import Target
 from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel_instances, set_paused
 from broker.settings import Settings
@@ -227,6 +229,52 @@ def test_work_caused_while_paused_waits_for_the_relay_instead_of_the_fast_path(
     with transaction(factory, write=False) as session:
         states = session.scalars(select(OutboxRow.state)).all()
     assert states == ["pending", "pending"]
+
+
+def test_event_naming_an_instance_resumes_only_that_instance(
+    rt: Runtime, factory: sessionmaker[Session]
+) -> None:
+    # Given two instances of the same client waiting for "approval"
+    waiting_instance(factory, "i1")
+    mine = waiting_instance(factory, "i2")
+    # When an event for any correlation but naming i2 (a PublishEvent with isLocal) is processed
+    with transaction(factory) as session:
+        bookmarks.enqueue_stimulus(
+            session, item_id="e1", name="approval", payload=None, instance_id="i2"
+        )
+    report = bookmarks.process_queue(rt)
+    # Then only i2's bookmark is resumed
+    assert report.matched == 1
+    with transaction(factory, write=False) as session:
+        rows = session.scalars(select(OutboxRow)).all()
+        assert [r.args["bookmark_id"] for r in rows] == [mine]
+
+
+def test_a_local_event_published_by_a_workflow_names_its_instance(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a step of i1 that published one event locally and one to everybody
+    target = Target(
+        instance_id="i1",
+        definition_id="d",
+        version_id="d-v1",
+        version=1,
+        queue="broker.default",
+        workflow_properties={},
+        expected_checkpoint=1,
+        client_key="clienta",
+    )
+    commands = [
+        PublishEvent(name="mine", correlation_id=None, payload=None, local=True),
+        PublishEvent(name="all", correlation_id=None, payload=None),
+    ]
+    # When the step's commands are saved
+    with transaction(factory) as session:
+        persist.save_commands(session, target, commands, utcnow())
+    # Then the local event's queue item names i1 and the other names no instance
+    with transaction(factory, write=False) as session:
+        items = {i.name: i.instance_id for i in session.scalars(select(BookmarkQueueItem))}
+    assert items == {"mine": "i1", "all": None}
 
 
 def test_event_that_matches_nothing_yet_stays_queued(

@@ -61,10 +61,11 @@ def test_send_email_goes_through_the_mailer_with_a_stable_message_id(harness: Ha
     assert first.message_id == second.message_id
 
 
-def test_publish_event_emits_a_command(harness: Harness) -> None:
+def test_publish_event_emits_a_command_local_when_is_local_says_so(harness: Harness) -> None:
     result = harness.start("publish-event", correlation_id="c-1")
     assert result.commands == (
         PublishEvent(name="done", correlation_id="c-1", payload={"ok": True}),
+        PublishEvent(name="mine", correlation_id="c-1", payload=None, local=True),
     )
 
 
