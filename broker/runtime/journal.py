@@ -10,15 +10,15 @@ the worker's hot path, and not the ORM bulk path, which sent one INSERT per row 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from broker.store.models import ActivityExecution, utcnow
+from broker.store.models import ActivityExecution, table_of, utcnow
 
-#: the table itself, for the Core INSERT of a step's rows
-JOURNAL_TABLE = cast(Table, ActivityExecution.__table__)
+#: a step's rows, in one Core INSERT
+_INSERT = insert(table_of(ActivityExecution))
 
 
 def next_sequence(session: Session, instance_id: str) -> int:
@@ -62,7 +62,7 @@ def append(
         for index, entry in enumerate(entries)
     ]
     if rows:
-        session.execute(insert(JOURNAL_TABLE), rows)
+        session.execute(_INSERT, rows)
     return len(rows)
 
 

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import and_, bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
@@ -35,7 +35,7 @@ from broker.runtime import deadletters, ids
 from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
 from broker.settings import Settings
 from broker.store.db import acquire_lease, release_lease, transaction
-from broker.store.models import Lease, OutboxRow, OutboxState, utcnow
+from broker.store.models import Lease, OutboxRow, OutboxState, table_of, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -99,19 +99,27 @@ def enqueue(
     return row
 
 
+_OUTBOX = table_of(OutboxRow)
+# Built once (see ``table_of``): every task runs these.
+_MARK_DONE = (
+    update(_OUTBOX)
+    .where(
+        _OUTBOX.c.id == bindparam("outbox_id"),
+        or_(
+            _OUTBOX.c.state == OutboxState.PENDING.value,
+            _OUTBOX.c.state == OutboxState.DISPATCHED.value,
+        ),
+    )
+    .values(state=OutboxState.DONE.value, finished_at=bindparam("now"), lease_expires_at=None)
+)
+_STATE_OF = select(_OUTBOX.c.state).where(_OUTBOX.c.id == bindparam("outbox_id"))
+
+
 def mark_done(session: Session, outbox_id: str | None) -> bool:
     """Record that the consumer finished the row; False when it was already finished."""
     if outbox_id is None:
         return False
-    result = session.execute(
-        update(OutboxRow)
-        .where(
-            OutboxRow.id == outbox_id,
-            OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]),
-        )
-        .values(state=OutboxState.DONE.value, finished_at=utcnow(), lease_expires_at=None)
-        .execution_options(synchronize_session=False)
-    )
+    result = session.execute(_MARK_DONE, {"outbox_id": outbox_id, "now": utcnow()})
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -119,7 +127,7 @@ def is_finished(session: Session, outbox_id: str | None) -> bool:
     """Whether the row was already done or dead (a redelivered message: skip it)."""
     if outbox_id is None:
         return False
-    state = session.scalar(select(OutboxRow.state).where(OutboxRow.id == outbox_id))
+    state = session.scalar(_STATE_OF, {"outbox_id": outbox_id})
     return state in (OutboxState.DONE.value, OutboxState.DEAD.value)
 
 

@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict
@@ -33,6 +33,7 @@ from broker.store.models import (
     StepResult,
     Timer,
     WorkflowInstance,
+    table_of,
     utcnow,
 )
 
@@ -196,6 +197,32 @@ def _fault_dict(fault: Any) -> dict[str, Any] | None:
     }
 
 
+_INSTANCES = table_of(WorkflowInstance)
+# Built once (see ``table_of``): the fence every step's save passes.
+_SAVE_INSTANCE = (
+    update(_INSTANCES)
+    .where(
+        _INSTANCES.c.id == bindparam("instance_id"),
+        _INSTANCES.c.checkpoint == bindparam("expected"),
+        _INSTANCES.c.status == InstanceStatus.RUNNING.value,
+    )
+    .values(
+        status=bindparam("status"),
+        sub_status=bindparam("sub_status"),
+        state=bindparam("state"),
+        output=bindparam("output"),
+        fault=bindparam("fault"),
+        checkpoint=bindparam("checkpoint"),
+        heartbeat_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        finished_at=bindparam("finished_at"),
+        incident_count=_INSTANCES.c.incident_count + bindparam("incidents", type_=Integer),
+        definition_version_id=bindparam("version_id"),
+        version=bindparam("version"),
+    )
+)
+
+
 def _save_instance(
     session: Session,
     target: Target,
@@ -206,31 +233,23 @@ def _save_instance(
     now: dt.datetime,
     finished: bool,
 ) -> None:
-    values: dict[str, Any] = {
-        "status": status,
-        "sub_status": sub_status,
-        "state": result.state,
-        "output": result.output,
-        "fault": fault,
-        "checkpoint": target.expected_checkpoint + 1,
-        "heartbeat_at": now,
-        "updated_at": now,
-        "finished_at": now if finished else None,
-    }
     changed = session.execute(
-        update(WorkflowInstance)
-        .where(
-            WorkflowInstance.id == target.instance_id,
-            WorkflowInstance.checkpoint == target.expected_checkpoint,
-            WorkflowInstance.status == InstanceStatus.RUNNING.value,
-        )
-        .values(
-            **values,
-            incident_count=WorkflowInstance.incident_count + len(result.incidents),
-            definition_version_id=target.version_id,
-            version=target.version,
-        )
-        .execution_options(synchronize_session=False)
+        _SAVE_INSTANCE,
+        {
+            "instance_id": target.instance_id,
+            "expected": target.expected_checkpoint,
+            "status": status,
+            "sub_status": sub_status,
+            "state": result.state,
+            "output": result.output,
+            "fault": fault,
+            "checkpoint": target.expected_checkpoint + 1,
+            "now": now,
+            "finished_at": now if finished else None,
+            "incidents": len(result.incidents),
+            "version_id": target.version_id,
+            "version": target.version,
+        },
     ).rowcount  # type: ignore[attr-defined]
     if not changed:
         raise StaleStep(
@@ -340,7 +359,8 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
             written.append(row.id)
         else:
             logger.error("unknown engine command %s ignored", kind)
-    session.flush()
+    if commands:
+        session.flush()
     return written
 
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from broker import metrics
@@ -41,6 +41,7 @@ from broker.store.models import (
     RequestStatus,
     StepResult,
     WorkflowInstance,
+    table_of,
     utcnow,
 )
 
@@ -52,6 +53,8 @@ LOCK_WAIT_SECONDS = 5.0
 BUSY_DELAY_SECONDS = 1.0
 
 
+#: a request's instance row, written by its ``Opening`` (built once, see ``table_of``)
+_INSERT_INSTANCE = insert(table_of(WorkflowInstance))
 #: seconds a request's first step may run before its start is written on its own (``Opening``)
 OPEN_DELAY_SECONDS = 0.2
 
@@ -170,23 +173,24 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             def open_(s: Session) -> bool:
                 if not start_processing(s, request_id, instance_id, now=started):
                     return False
-                s.add(
-                    WorkflowInstance(
-                        id=instance_id,
-                        definition_id=published.definition_id,
-                        definition_version_id=published.version_id,
-                        version=published.version,
-                        request_id=request_id,
-                        correlation_id=request_id,
-                        name=published.name,
-                        status=InstanceStatus.RUNNING.value,
-                        sub_status=InstanceSubStatus.EXECUTING.value,
-                        checkpoint=0,
-                        heartbeat_at=utcnow(),
-                        created_at=started,
-                    )
+                s.execute(
+                    _INSERT_INSTANCE,
+                    {
+                        "id": instance_id,
+                        "definition_id": published.definition_id,
+                        "definition_version_id": published.version_id,
+                        "version": published.version,
+                        "request_id": request_id,
+                        "correlation_id": request_id,
+                        "name": published.name,
+                        "status": InstanceStatus.RUNNING.value,
+                        "sub_status": InstanceSubStatus.EXECUTING.value,
+                        "checkpoint": 0,
+                        "heartbeat_at": utcnow(),
+                        "created_at": started,
+                        "updated_at": started,
+                    },
                 )
-                s.flush()
                 return True
 
         else:
@@ -364,7 +368,9 @@ def advance(
             result = step.run(build_engine(rt, instance_id))
         opening.wait()
         try:
-            with transaction(rt.factory) as session:
+            # The save reads nothing it wrote itself, so its new rows (the audit events above
+            # all) go to the database together at the commit, not one flush per statement.
+            with transaction(rt.factory) as session, session.no_autoflush:
                 if not opening.settle(session):
                     raise StaleStep(f"request of instance {instance_id} is no longer queued")
                 saved = save_step(session, rt.settings, step.target, result)

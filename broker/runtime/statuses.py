@@ -12,14 +12,49 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import and_, bindparam, update
 from sqlalchemy.orm import Session
 
-from broker.store.models import InstanceSubStatus, Request, RequestEvent, RequestStatus, utcnow
+from broker.store.models import (
+    InstanceSubStatus,
+    Request,
+    RequestEvent,
+    RequestStatus,
+    table_of,
+    utcnow,
+)
 
 logger = logging.getLogger(__name__)
 
 TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
+
+_REQUESTS = table_of(Request)
+# Built once (see ``table_of``): every request runs these. Each moves a request only from the
+# states it may leave, so a redelivery or a late callback changes nothing.
+_NOT_TERMINAL = and_(*(_REQUESTS.c.status != status for status in TERMINAL))
+_FINISH = {
+    column: update(_REQUESTS)
+    .where(_REQUESTS.c.id == bindparam("request_id"), _NOT_TERMINAL)
+    .values(
+        status=bindparam("status"),
+        updated_at=bindparam("now"),
+        completed_at=bindparam("now"),
+        **({column: bindparam(column)} if column else {}),
+    )
+    for column in ("result", "error_detail", None)
+}
+_START = (
+    update(_REQUESTS)
+    .where(
+        _REQUESTS.c.id == bindparam("request_id"),
+        _REQUESTS.c.status == RequestStatus.QUEUED.value,
+    )
+    .values(
+        status=RequestStatus.PROCESSING.value,
+        instance_id=bindparam("instance_id"),
+        updated_at=bindparam("now"),
+    )
+)
 
 
 def finish_request(
@@ -35,19 +70,18 @@ def finish_request(
     """Move a request to its terminal status (guarded); answers the status set, or None when the
     request was already terminal (the change is then ignored and logged)."""
     now = now or utcnow()
+    column: str | None
     if sub_status == InstanceSubStatus.FINISHED.value:
-        status, event, values = RequestStatus.COMPLETED, "RequestCompleted", {"result": output}
+        status, event, column, value = RequestStatus.COMPLETED, "RequestCompleted", "result", output
     elif sub_status == InstanceSubStatus.CANCELLED.value:
-        status, event, values = RequestStatus.CANCELLED, "RequestCancelled", {}
+        status, event, column, value = RequestStatus.CANCELLED, "RequestCancelled", None, None
     else:
         status, event = RequestStatus.FAULTED, "RequestFaulted"
-        values = {"error_detail": error or "Faulted"}
-    changed = session.execute(
-        update(Request)
-        .where(Request.id == request_id, Request.status.not_in(TERMINAL))
-        .values(status=status.value, updated_at=now, completed_at=now, **values)
-        .execution_options(synchronize_session=False)
-    ).rowcount  # type: ignore[attr-defined]
+        column, value = "error_detail", error or "Faulted"
+    params = {"request_id": request_id, "status": status.value, "now": now}
+    if column is not None:
+        params[column] = value
+    changed = session.execute(_FINISH[column], params).rowcount  # type: ignore[attr-defined]
     if not changed:
         logger.warning(
             "request %s is already terminal; %s ignored",
@@ -81,10 +115,7 @@ def start_processing(
     ``now``: when processing started, if that was before this write (a deferred opening)."""
     now = now or utcnow()
     changed = session.execute(
-        update(Request)
-        .where(Request.id == request_id, Request.status == RequestStatus.QUEUED.value)
-        .values(status=RequestStatus.PROCESSING.value, instance_id=instance_id, updated_at=now)
-        .execution_options(synchronize_session=False)
+        _START, {"request_id": request_id, "instance_id": instance_id, "now": now}
     ).rowcount  # type: ignore[attr-defined]
     if changed:
         session.add(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -20,6 +20,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -74,6 +75,13 @@ def utcnow() -> dt.datetime:
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map = {dt.datetime: UTCDateTime(), dict[str, Any]: JsonColumn, Any: JsonColumn}
+
+
+def table_of(model: type[Base]) -> Table:
+    """The Core table of a mapped class. The worker's hot statements are built once on it and
+    run with bind parameters: building an ORM statement on every call costs more than the round
+    trip to the database."""
+    return cast(Table, model.__table__)
 
 
 # States -------------------------------------------------------------------------------------------
