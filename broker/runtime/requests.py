@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
@@ -39,6 +39,7 @@ from broker.store.models import (
     RuntimeFlag,
     Timer,
     WorkflowInstance,
+    table_of,
     utcnow,
 )
 
@@ -51,6 +52,12 @@ PAUSED_FLAG = "paused"
 PAUSED_CACHE_TTL = 1.0
 
 TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
+
+
+# A submission's request and outbox rows, built once (see ``table_of``); its audit event stays
+# an ORM object, which the audit log follows.
+_INSERT_REQUEST = insert(table_of(Request))
+_INSERT_OUTBOX = insert(table_of(OutboxRow))
 
 
 class PinnedWorkflow(Protocol):
@@ -186,24 +193,24 @@ def submit(
     outbox_id = str(uuid.uuid4())
     queue = workflow.queue or DEFAULT_QUEUE
     args = {"request_id": request_id}
-    record = Request(
-        id=request_id,
-        client_id=client_id,
-        client_key=client_key,
-        request_type=submission.request_type,
-        request_type_key=submission.request_type.lower(),
-        keys=dict(submission.keys),
-        payload=submission.payload,
-        status=RequestStatus.QUEUED.value,
-        idempotency_key=submission.idempotency_key,
-        body_hash=body_hash,
-        definition_id=workflow.definition_id,
-        definition_version=workflow.version,
-        definition_version_id=workflow.version_id,
-        submitted_at=now,
-        updated_at=now,
-    )
-    session.add(record)
+    values: dict[str, Any] = {
+        "id": request_id,
+        "client_id": client_id,
+        "client_key": client_key,
+        "request_type": submission.request_type,
+        "request_type_key": submission.request_type.lower(),
+        "keys": dict(submission.keys),
+        "payload": submission.payload,
+        "status": RequestStatus.QUEUED.value,
+        "idempotency_key": submission.idempotency_key,
+        "body_hash": body_hash,
+        "definition_id": workflow.definition_id,
+        "definition_version": workflow.version,
+        "definition_version_id": workflow.version_id,
+        "submitted_at": now,
+        "updated_at": now,
+    }
+    session.execute(_INSERT_REQUEST, values)
     session.add(
         RequestEvent(
             request_id=request_id,
@@ -219,24 +226,26 @@ def submit(
             },
         )
     )
-    row = OutboxRow(
-        id=outbox_id,
-        task_name=RUN_REQUEST,
-        queue=queue,
-        args=args,
-        state=OutboxState.PENDING.value,
-        attempts=0,
-        request_id=request_id,
-        available_at=now,
-        created_at=now,
-    )
+    row: dict[str, Any] = {
+        "id": outbox_id,
+        "task_name": RUN_REQUEST,
+        "queue": queue,
+        "args": args,
+        "state": OutboxState.PENDING.value,
+        "attempts": 0,
+        "request_id": request_id,
+        "available_at": now,
+        "created_at": now,
+        "dispatched_at": None,
+        "lease_expires_at": None,
+    }
     if dispatch_lease is not None:
         # What mark_dispatched would record after the publish, written with the row itself.
-        row.state = OutboxState.DISPATCHED.value
-        row.attempts = 1
-        row.dispatched_at = now
-        row.lease_expires_at = now + dt.timedelta(seconds=dispatch_lease)
-    session.add(row)
+        row["state"] = OutboxState.DISPATCHED.value
+        row["attempts"] = 1
+        row["dispatched_at"] = now
+        row["lease_expires_at"] = now + dt.timedelta(seconds=dispatch_lease)
+    session.execute(_INSERT_OUTBOX, row)
     session.flush()
     logger.info(
         "accepted request %s of type %s",
@@ -252,7 +261,7 @@ def submit(
     return Submitted(
         request_id,
         created=True,
-        view=request_view(session, record),
+        view=request_view(session, Request(**values)),
         outbox_ids=(outbox_id,),
         messages=(message,),
     )
