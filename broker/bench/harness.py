@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -69,6 +70,11 @@ class Backend:
         )
 
 
+#: the key a run holds in its Redis database while it uses it, and how long it lives unrefreshed
+CLAIM_KEY = "broker:bench:claim"
+CLAIM_TTL_SECONDS = 30
+
+
 class Stack:
     """The broker's roles and the raw Celery worker for one run, in a temporary folder."""
 
@@ -87,6 +93,9 @@ class Stack:
         self.children: dict[str, Child] = {}
         self.env: dict[str, str] = {}
         self._factory: sessionmaker[Session] | None = None
+        self._claim = f"{os.getpid()}:{self.token}"
+        self._claimed = threading.Event()
+        self._released = threading.Event()
 
     # Lifecycle -----------------------------------------------------------------------------------
 
@@ -163,10 +172,36 @@ class Stack:
                 self._drop_database()
             except Exception:
                 logger.warning("could not drop database %s", self.database_name, exc_info=True)
-        if not self.backend.embedded:
+        self._released.set()
+        if self._claimed.is_set():
+            # Only the run that claimed the database empties it (the claim goes with it).
             with contextlib.suppress(Exception):
                 self._redis().flushdb()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _claim_redis(self) -> None:
+        """Hold the Redis database for this run, or refuse: two runs on one database would
+        consume each other's tasks and empty each other's queues. The claim expires unless
+        refreshed, so a run that was killed does not block the next one for long."""
+        client = self._redis()
+        if not client.set(CLAIM_KEY, self._claim, nx=True, ex=CLAIM_TTL_SECONDS):
+            holder = (client.get(CLAIM_KEY) or b"?").decode(errors="replace").split(":")[0]
+            raise ConfigError(
+                f"Redis database {self.backend.redis_db} is in use by another broker bench "
+                f"(process {holder}); wait for it to end, or pass --redis-db with a free database"
+            )
+        self._claimed.set()
+        # Empty what an earlier run may have left, keeping the claim.
+        for key in client.scan_iter(count=1000):
+            if key != CLAIM_KEY.encode():
+                client.delete(key)
+
+        def refresh() -> None:
+            while not self._released.wait(CLAIM_TTL_SECONDS / 3):
+                with contextlib.suppress(Exception):
+                    client.set(CLAIM_KEY, self._claim, xx=True, ex=CLAIM_TTL_SECONDS)
+
+        threading.Thread(target=refresh, name="bench-redis-claim", daemon=True).start()
 
     # Configuration -------------------------------------------------------------------------------
 
@@ -239,6 +274,7 @@ class Stack:
             )
         import sqlalchemy as sa
 
+        self._claim_redis()
         self.database_name = f"broker_bench_{self.token}"
         admin = sa.create_engine(self.backend.pg_admin_url, isolation_level="AUTOCOMMIT")
         try:
@@ -246,7 +282,6 @@ class Stack:
                 conn.execute(sa.text(f'CREATE DATABASE "{self.database_name}"'))
         finally:
             admin.dispose()
-        self._redis().flushdb()
         base = self.backend.pg_admin_url.rsplit("/", 1)[0]
         redis = f"{self.backend.redis_url.rstrip('/')}/{self.backend.redis_db}"
         return f"{base}/{self.database_name}", redis, redis

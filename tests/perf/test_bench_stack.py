@@ -9,10 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import redis
 import sqlalchemy as sa
 
 from broker.bench.commands import Options, run_bench
+from broker.bench.harness import CLAIM_KEY
 from broker.bench.report import last_line
+from broker.errors import ConfigError
 from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -58,3 +61,38 @@ def test_tiny_run_on_postgres_and_redis_measures_both_sides_and_cleans_up(tmp_pa
     assert "nan" not in last_line(result)
     # And its database is gone again
     assert bench_databases() == before
+
+
+def test_a_run_refuses_a_redis_database_another_run_holds_and_leaves_it_alone(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # Given a Redis database that another bench run holds, with that run's queue in it
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    database = int(redis_url.rsplit("/", 1)[1])
+    other = redis.Redis.from_url(redis_url)
+    other.set(CLAIM_KEY, "4242:othertoken", ex=60)
+    other.rpush("broker.default", "a task of the other run")
+    before = bench_databases()
+    options = Options(
+        requests=1,
+        light=0,
+        memory_requests=0,
+        engine_seconds=0.05,
+        timeout=60,
+        output=tmp_path / "latest.json",
+        pg_admin_url=PG_ADMIN_URL,
+        redis_url=REDIS_URL,
+        redis_db=database,
+    )
+    try:
+        # When a second run starts on it
+        with pytest.raises(
+            ConfigError, match=rf"Redis database {database} is in use .*process 4242"
+        ):
+            run_bench(options)
+        # Then the other run's claim and queue are untouched and no database was left behind
+        assert other.get(CLAIM_KEY) == b"4242:othertoken"
+        assert other.lrange("broker.default", 0, -1) == [b"a task of the other run"]
+        assert bench_databases() == before
+    finally:
+        other.flushdb()
