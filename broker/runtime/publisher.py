@@ -76,16 +76,23 @@ class Publisher:
                 args=dict(message.args),
                 request_id=message.request_id,
             )
-            try:
-                self.sender.send(row)
-            except Exception as exc:
-                logger.warning(
-                    "fast-path publish of outbox row %s failed (%s); the relay will retry",
-                    row.id,
-                    exc,
-                    extra={"outbox_id": row.id, "request_id": row.request_id},
-                )
-                self._hand_back(row.id, f"publish failed: {exc}")
+            error = self._send(row)
+            if error is not None:
+                self._hand_back(row.id, f"publish failed: {error}")
+
+    def _send(self, row: OutboxRow) -> Exception | None:
+        """Send one row; a failure is logged and answered (the relay will publish the row)."""
+        try:
+            self.sender.send(row)
+        except Exception as exc:
+            logger.warning(
+                "fast-path publish of outbox row %s failed (%s); the relay will retry",
+                row.id,
+                exc,
+                extra={"outbox_id": row.id, "request_id": row.request_id},
+            )
+            return exc
+        return None
 
     def _hand_back(self, outbox_id: str, error: str) -> None:
         """Put a row inserted as dispatched back to pending, due now, so the relay publishes it
@@ -108,15 +115,7 @@ class Publisher:
             logger.warning("fast-path publish skipped; the relay will publish", exc_info=True)
             return
         for row in rows:
-            try:
-                self.sender.send(row)
-            except Exception as exc:
-                logger.warning(
-                    "fast-path publish of outbox row %s failed (%s); the relay will retry",
-                    row.id,
-                    exc,
-                    extra={"outbox_id": row.id, "request_id": row.request_id},
-                )
+            if self._send(row) is not None:
                 continue
             try:
                 with transaction(self.factory) as session:

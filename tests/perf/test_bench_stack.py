@@ -7,6 +7,7 @@ database and its own Redis database, measures every figure and cleans up after i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -31,23 +32,31 @@ def bench_databases() -> set[str]:
         admin.dispose()
 
 
+def tiny(tmp_path: Path, **sizes: Any) -> Options:
+    """A run on this machine's PostgreSQL and Redis with the given sizes and limits."""
+    return Options(
+        **sizes,
+        engine_seconds=0.05,
+        output=tmp_path / "latest.json",
+        pg_admin_url=PG_ADMIN_URL,
+        redis_url=REDIS_URL,
+    )
+
+
 def test_tiny_run_on_postgres_and_redis_measures_both_sides_and_cleans_up(tmp_path: Path) -> None:
     # Given PostgreSQL and Redis on loopback
     require_service("PostgreSQL", "127.0.0.1", 5432)
     require_service("Redis", "127.0.0.1", 6379)
     before = bench_databases()
-    options = Options(
+    options = tiny(
+        tmp_path,
         requests=20,
         light=3,
         memory_requests=25,
         ingress_seconds=0.5,
         ingress_limit=20,
         threads=2,
-        engine_seconds=0.05,
         timeout=240,
-        output=tmp_path / "latest.json",
-        pg_admin_url=PG_ADMIN_URL,
-        redis_url=REDIS_URL,
     )
     # When a tiny benchmark runs
     result = run_bench(options)
@@ -73,17 +82,7 @@ def test_a_run_refuses_a_redis_database_another_run_holds_and_leaves_it_alone(
     other.set(CLAIM_KEY, "4242:othertoken", ex=60)
     other.rpush("broker.default", "a task of the other run")
     before = bench_databases()
-    options = Options(
-        requests=1,
-        light=0,
-        memory_requests=0,
-        engine_seconds=0.05,
-        timeout=60,
-        output=tmp_path / "latest.json",
-        pg_admin_url=PG_ADMIN_URL,
-        redis_url=REDIS_URL,
-        redis_db=database,
-    )
+    options = tiny(tmp_path, requests=1, light=0, memory_requests=0, timeout=60, redis_db=database)
     try:
         # When a second run starts on it
         with pytest.raises(

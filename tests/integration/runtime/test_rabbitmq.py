@@ -38,10 +38,11 @@ def test_a_request_completes_over_rabbitmq(tmp_path: Path, amqp_url: str) -> Non
     env = runtime_env(
         var, database_url=f"sqlite:///{var / 'broker.db'}", workflows=flows, queue_url=amqp_url
     )
-    factory, registry = prepare(Settings.from_env(env))
+    settings = Settings.from_env(env)
+    factory, registry = prepare(settings)
     from broker.runtime.process import make_publisher
 
-    publisher = make_publisher(Settings.from_env(env), factory)
+    publisher = make_publisher(settings, factory)
     with running_worker(env, tmp_path / "worker.log"):
         # When a request is submitted and published on the fast path
         request_id = submit_request(factory, registry, "AmqpProbe", publisher=publisher)
