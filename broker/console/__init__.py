@@ -1,0 +1,1 @@
+"""The console listener: Elsa Studio, the console pages and the Elsa API under ``/elsa/api``."""
