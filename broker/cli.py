@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -30,8 +31,33 @@ LAZY_COMMANDS = {
     "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
     "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),
     "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
-    "bench": ("broker.bench.commands", "bench", "Benchmark the broker beside raw Celery."),
+    "bench": ("tests.perf.bench.commands", "bench", "Benchmark the broker beside raw Celery."),
 }
+
+#: commands that live in the checkout's tests, not in the installed package
+CHECKOUT_COMMANDS = {"bench": Path("tests") / "perf" / "bench"}
+
+
+def _find_checkout(marker: Path) -> Path | None:
+    """The project checkout holding ``marker``: the current folder or one above this package."""
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        if (candidate / marker).is_dir():
+            return candidate
+    return None
+
+
+def _import_command(name: str) -> Any:
+    module_name, attr, _ = LAZY_COMMANDS[name]
+    if name in CHECKOUT_COMMANDS:
+        checkout = _find_checkout(CHECKOUT_COMMANDS[name])
+        if checkout is None:
+            raise click.UsageError(
+                f"'broker {name}' runs from the project's checkout "
+                f"({CHECKOUT_COMMANDS[name]} was not found here): cd into the checkout first"
+            )
+        if str(checkout) not in sys.path:
+            sys.path.insert(0, str(checkout))
+    return getattr(importlib.import_module(module_name), attr)
 
 
 class LazyGroup(click.Group):
@@ -42,10 +68,9 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in LAZY_COMMANDS:
-            module_name, attr, _ = LAZY_COMMANDS[cmd_name]
-            command = getattr(importlib.import_module(module_name), attr)
+            command = _import_command(cmd_name)
             if not isinstance(command, click.Command):
-                raise TypeError(f"{module_name}.{attr} is not a click command")
+                raise TypeError(f"{LAZY_COMMANDS[cmd_name][0]} has no click command {cmd_name}")
             return command
         return super().get_command(ctx, cmd_name)
 

@@ -1,16 +1,16 @@
 """Engine micro-benchmark: activities per second, in-process, no I/O.
 
 Run with ``python -m tests.perf.bench_engine``; prints a table and writes var/bench/engine.json.
-The scenarios live in ``broker.bench.engine`` (``broker bench`` runs them too). Not a test: pytest
-collects nothing here (no ``test_`` names).
+The scenarios live in ``tests.perf.bench.engine`` (``broker bench`` runs them too). Not a test:
+pytest collects nothing here (no ``test_`` names).
 """
 
 from __future__ import annotations
 
 import json
 
-from broker.bench.engine import five_steps, fork_join, loop_of, measure, measure_all
 from tests.conftest import PROJECT_ROOT
+from tests.perf.bench.engine import five_steps, fork_join, loop_of, measure, measure_all
 
 __all__ = ["five_steps", "fork_join", "loop_of", "main", "measure"]
 

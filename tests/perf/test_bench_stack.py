@@ -13,11 +13,11 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from broker.bench.commands import Options, run_bench
-from broker.bench.harness import CLAIM_KEY
-from broker.bench.report import last_line
 from broker.errors import ConfigError
 from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service
+from tests.perf.bench.commands import Options, run_bench
+from tests.perf.bench.harness import CLAIM_KEY
+from tests.perf.bench.report import last_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 

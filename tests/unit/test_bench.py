@@ -16,8 +16,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from broker.bench.commands import Options, bench, run_bench
-from broker.bench.processes import (
+from broker.errors import BrokerError
+from tests.perf.bench.commands import Options, bench, run_bench
+from tests.perf.bench.processes import (
     Child,
     Deadline,
     alarm,
@@ -25,7 +26,7 @@ from broker.bench.processes import (
     stop_child,
     tree_rss_bytes,
 )
-from broker.bench.report import (
+from tests.perf.bench.report import (
     Ingress,
     Latency,
     Memory,
@@ -37,7 +38,6 @@ from broker.bench.report import (
     ratio,
     render,
 )
-from broker.errors import BrokerError
 
 LAST_LINE = re.compile(
     r"^e2e_ratio=(\d+\.\d{2}|nan) light_p50_ratio=(\d+\.\d{2}|nan) ingress_rps=(\d+|nan)$"

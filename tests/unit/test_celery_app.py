@@ -40,7 +40,6 @@ def test_a_worker_without_q_consumes_every_workflow_queue(
         DEFAULT_QUEUE,
         MAINTENANCE_QUEUE,
         "broker.invoiceprocess",
-        "broker.benchfivesteps",
     } <= _consumed(app)
 
 

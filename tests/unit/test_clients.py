@@ -154,11 +154,11 @@ def test_the_shipped_files_let_the_dev_client_submit_its_request_types(settings:
         PROJECT_ROOT / "config" / "requestTypes.json",
     )
 
-    # When the dev client's rules are read, then InvoiceProcess and BenchFiveSteps are allowed
+    # When the dev client's rules are read, then InvoiceProcess is allowed (and nothing else)
     invoice = registry.rule_for("DevClient", "InvoiceProcess")
     assert invoice is not None
     assert invoice.required_keys == ("InvoiceNumber", "VendorCode")
-    assert registry.rule_for("devclient", "BenchFiveSteps") is not None
+    assert registry.rule_for("devclient", "BenchFiveSteps") is None
 
 
 def test_a_missing_file_contributes_nothing(settings: Settings, tmp_path: Path) -> None:

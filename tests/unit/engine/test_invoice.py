@@ -78,7 +78,7 @@ def test_large_invoice_waits_for_approval_and_takes_its_decision() -> None:
 
 
 def test_bench_workflow_runs_five_activities_without_io() -> None:
-    path = PROJECT_ROOT / "workflows" / "bench-five-steps.json"
+    path = PROJECT_ROOT / "tests" / "perf" / "bench" / "bench-five-steps.json"
     definition = parse_workflow(json.loads(path.read_text()), file=path.name)
     result = Engine(DefinitionIndex([definition])).start(
         definition, instance_id="b-1", input=request(1)

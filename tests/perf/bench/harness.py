@@ -8,7 +8,7 @@ certificates, a bench client allowed to submit ``BenchFiveSteps``, free ports on
 every role the README names (gunicorn public listener with mutual TLS, internal listener, one
 ``celery -A tasks worker``, beat), each started in its own process group and stopped by its PID.
 
-The raw Celery worker (``broker.bench.rawapp``) runs on the same transport with the same worker
+The raw Celery worker (``tests.perf.bench.rawapp``) runs on the same transport with the same worker
 options; the harness starts it after the broker's roles are stopped, so the two sides never share
 the machine's two cores.
 """
@@ -37,10 +37,10 @@ from typing import IO, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import certs
-from broker.bench import project_root
-from broker.bench.processes import Child, Deadline, free_port, stop_child, tail
 from broker.errors import BrokerError, ConfigError
 from broker.settings import Settings
+from tests.perf.bench import WORKFLOW, project_root
+from tests.perf.bench.processes import Child, Deadline, free_port, stop_child, tail
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class Stack:
         }
         (config / "clients.json").write_text(json.dumps(clients))
         (config / "requestTypes.json").write_text(json.dumps(rules))
-        shutil.copy(project_root() / "workflows" / WORKFLOW_FILE, self.root / "wf" / WORKFLOW_FILE)
+        shutil.copy(WORKFLOW, self.root / "wf" / WORKFLOW_FILE)
         return {
             "BROKER_CLIENTS_FILE": str(config / "clients.json"),
             "BROKER_REQUEST_TYPES_FILE": str(config / "requestTypes.json"),
@@ -400,10 +400,10 @@ class Stack:
             self.stop(name)
 
     def start_raw_worker(self) -> Child:
-        from broker.bench.raw_celery import RAW_QUEUE
+        from tests.perf.bench.raw_celery import RAW_QUEUE
 
         return self.start(
-            "raw-worker", self._celery_worker("broker.bench.rawapp", "raw", RAW_QUEUE)
+            "raw-worker", self._celery_worker("tests.perf.bench.rawapp", "raw", RAW_QUEUE)
         )
 
     def worker_pid(self, name: str = "worker") -> int:

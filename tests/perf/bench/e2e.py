@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 from sqlalchemy import func, select
 
-from broker.bench.harness import Stack
-from broker.bench.ingress import Api, api_sender, burst
-from broker.bench.processes import Deadline, tree_rss_bytes
-from broker.bench.report import Latency, Memory, Throughput
 from broker.errors import BrokerError
 from broker.store.db import transaction
 from broker.store.models import Request, RequestStatus
+from tests.perf.bench.harness import Stack
+from tests.perf.bench.ingress import Api, api_sender, burst
+from tests.perf.bench.processes import Deadline, tree_rss_bytes
+from tests.perf.bench.report import Latency, Memory, Throughput
 
 logger = logging.getLogger(__name__)
 

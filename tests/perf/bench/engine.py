@@ -12,11 +12,11 @@ import json
 import time
 from typing import Any
 
-from broker.bench import project_root
 from broker.engine.definition import WorkflowDefinition, parse_workflow
 from broker.engine.engine import Engine
 from broker.engine.lookup import DefinitionIndex
 from broker.errors import WorkflowFault
+from tests.perf.bench import WORKFLOW
 
 FIVE_STEPS = "5-activity sequence"
 LOOP = "100-iteration loop"
@@ -28,7 +28,7 @@ def literal(value: Any, type_name: str = "String") -> dict[str, Any]:
 
 
 def five_steps() -> WorkflowDefinition:
-    path = project_root() / "workflows" / "bench-five-steps.json"
+    path = WORKFLOW
     return parse_workflow(json.loads(path.read_text()))
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 from celery import Celery
 
-from broker.bench.harness import Stack
-from broker.bench.ingress import burst
-from broker.bench.processes import Deadline
-from broker.bench.report import Ingress, Latency, Throughput
 from broker.errors import BrokerError
 from broker.runtime.celery_config import create_celery
 from broker.settings import Settings
+from tests.perf.bench.harness import Stack
+from tests.perf.bench.ingress import burst
+from tests.perf.bench.processes import Deadline
+from tests.perf.bench.report import Ingress, Latency, Throughput
 
 RAW_QUEUE = "bench.raw"
 NOOP = "bench.noop"

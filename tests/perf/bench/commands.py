@@ -26,18 +26,18 @@ from typing import Any
 
 import click
 
-from broker.bench import e2e, ingress, raw_celery
-from broker.bench.engine import measure_all
-from broker.bench.harness import (
+from broker.errors import BrokerError
+from tests.perf.bench import e2e, ingress, raw_celery
+from tests.perf.bench.engine import measure_all
+from tests.perf.bench.harness import (
     DEFAULT_PG_ADMIN_URL,
     DEFAULT_REDIS_DB,
     DEFAULT_REDIS_URL,
     Backend,
     Stack,
 )
-from broker.bench.processes import Deadline, alarm
-from broker.bench.report import Latency, Memory, Report, Side, last_line, render
-from broker.errors import BrokerError
+from tests.perf.bench.processes import Deadline, alarm
+from tests.perf.bench.report import Latency, Memory, Report, Side, last_line, render
 
 #: --quick: every phase small, the whole run in about a minute
 QUICK = {

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from broker.bench.engine import FIVE_STEPS
+from tests.perf.bench.engine import FIVE_STEPS
 
 #: version of the JSON layout written to latest.json
 REPORT_VERSION = 1

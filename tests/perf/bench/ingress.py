@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.bench.harness import REQUEST_TYPE, Stack
-from broker.bench.processes import Deadline
-from broker.bench.report import Ingress, Latency
 from broker.errors import BrokerError
+from tests.perf.bench.harness import REQUEST_TYPE, Stack
+from tests.perf.bench.processes import Deadline
+from tests.perf.bench.report import Ingress, Latency
 
 #: how many calls may fail before a burst gives up (a broken stack must not spin for minutes)
 MAX_ERRORS = 50
