@@ -33,6 +33,7 @@ lint: install-dev
 	$(BIN)/ruff check --config config/ruff.toml broker tasks tests
 	$(BIN)/ruff format --check --config config/ruff.toml broker tasks tests
 	$(BIN)/mypy --config-file setup.cfg
+	$(BIN)/lint-imports --config setup.cfg
 
 fmt: install-dev
 	$(BIN)/ruff format --config config/ruff.toml broker tasks tests

@@ -1,0 +1,79 @@
+"""The layering rules of docs/design.md, checked by import-linter (``make lint`` runs it too).
+
+The contracts live in ``setup.cfg``. These tests prove they hold on the tree and that they bite: a
+copy of the package with one forbidden import makes ``lint-imports`` fail, naming the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}  # noqa: TID251 - a child process's environment
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "setup.cfg"), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path) -> Path:
+    """The packages and the contracts, copied where a test may break them."""
+    for package in ("broker", "tasks"):
+        shutil.copytree(
+            PROJECT_ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(PROJECT_ROOT / "setup.cfg", tmp_path / "setup.cfg")
+    return tmp_path
+
+
+def break_with(root: Path, module: str, line: str) -> None:
+    path = root / Path(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text() + f"\n{line}\n")
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    result = lint_imports(PROJECT_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" not in result.stdout.replace("0 broken", "")
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("broker.engine.values", "import sqlalchemy  # noqa", "The engine imports no I/O"),
+        ("broker.engine.state", "from broker.store import db  # noqa", "The engine imports no I/O"),
+        ("broker.runtime.ids", "import tasks.workflow  # noqa", "broker never imports tasks"),
+        (
+            "broker.runtime.ids",
+            "from broker.ingress import app  # noqa",
+            "never import the HTTP adapters",
+        ),
+    ],
+)
+def test_a_forbidden_import_breaks_its_contract(
+    tree_copy: Path, module: str, line: str, contract: str
+) -> None:
+    # Given a copy of the tree where one module makes a forbidden import
+    break_with(tree_copy, module, line)
+    # When the contracts are checked
+    result = lint_imports(tree_copy)
+    # Then the check fails and names the broken contract
+    assert result.returncode != 0
+    broken = [row for row in result.stdout.splitlines() if row.endswith("BROKEN")]
+    assert any(contract in row for row in broken), result.stdout
