@@ -1,0 +1,224 @@
+"""The README's invariants 1 and 2, on SQLite and PostgreSQL, through the public API.
+
+Invariant 1: a ``202`` means the request, its audit event and its outbox row committed together, so
+a submission whose outbox INSERT fails leaves nothing behind and is not answered ``202``.
+Invariant 2: terminal statuses are final against a redelivery, a late completion and a cancel.
+Idempotency: an Idempotency-Key names one body, ``keys`` and ``requestType`` included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.ingress import create_public_app
+from broker.ingress.auth import PEER_CERT
+from broker.runtime import statuses
+from broker.settings import Settings
+from broker.store import db
+from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent
+from tests.e2e.support import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
+from tests.unit.ingress.conftest import RecordingPublisher
+
+ClientAs = Callable[[str], FlaskClient]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def store_settings(tmp_path: Path, pki: Pki, database_url: str) -> Settings:
+    base = settings_for(tmp_path / "var", pki, write_config(tmp_path / "config", pki))
+    return dataclasses.replace(base, database_url=database_url)
+
+
+@pytest.fixture
+def factory(store_settings: Settings) -> Iterator[sessionmaker[Session]]:
+    db.upgrade(store_settings.database_url)
+    yield db.make_session_factory(db.make_engine(store_settings.database_url))
+    db.dispose_engines()
+
+
+@pytest.fixture
+def app(store_settings: Settings, factory: sessionmaker[Session]) -> Flask:
+    publisher = RecordingPublisher()
+    return create_public_app(store_settings, session_factory=factory, publisher=publisher)
+
+
+@pytest.fixture
+def client_as(app: Flask, pki: Pki) -> ClientAs:
+    def make(name: str) -> FlaskClient:
+        client = app.test_client()
+        client.environ_base[PEER_CERT] = pki.der(name)  # type: ignore[assignment]
+        return client
+
+    return make
+
+
+def count(factory: sessionmaker[Session], model: Any) -> int:
+    with factory() as session:
+        return int(session.scalar(sa.select(sa.func.count()).select_from(model)) or 0)
+
+
+def invoice(**changes: Any) -> dict[str, Any]:
+    return {"requestType": "InvoiceProcess", "keys": dict(INVOICE_KEYS), **changes}
+
+
+# Idempotency --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(invoice(keys={**INVOICE_KEYS, "VendorCode": "V-10"}), id="other-keys"),
+        pytest.param({"requestType": "OpenType", "keys": dict(INVOICE_KEYS)}, id="other-type"),
+        pytest.param(invoice(payload={"amount": 1}), id="other-payload"),
+    ],
+)
+def test_an_idempotency_key_reused_with_another_body_is_a_conflict_and_writes_nothing(
+    client_as: ClientAs, factory: sessionmaker[Session], other: dict[str, Any]
+) -> None:
+    # Given a request submitted with an Idempotency-Key
+    client = client_as("ClientA")
+    headers = {"Idempotency-Key": "inv-7"}
+    first = client.post("/requests", json=invoice(), headers=headers)
+    assert first.status_code == 202
+    # When the same key comes with other keys, another request type or another payload
+    again = client.post("/requests", json=other, headers=headers)
+    # Then it is a 409 naming the first record, and nothing new was written
+    assert again.status_code == 409, again.get_json()
+    assert again.get_json()["correlationId"] == first.get_json()["correlationId"]
+    assert (count(factory, Request), count(factory, OutboxRow)) == (1, 1)
+
+
+def test_the_same_key_and_body_again_answers_the_first_record(
+    client_as: ClientAs, factory: sessionmaker[Session]
+) -> None:
+    client = client_as("ClientA")
+    headers = {"Idempotency-Key": "inv-8"}
+    first = client.post("/requests", json=invoice(), headers=headers)
+    again = client.post("/requests", json=invoice(), headers=headers)
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.get_json()["correlationId"] == first.get_json()["correlationId"]
+    assert (count(factory, Request), count(factory, OutboxRow)) == (1, 1)
+
+
+# Submit atomicity ---------------------------------------------------------------------------------
+
+
+def refuse_outbox_inserts(factory: sessionmaker[Session]) -> None:
+    """A database trigger that makes every INSERT into the outbox fail."""
+    with factory.begin() as session:
+        if session.get_bind().dialect.name == "sqlite":
+            session.execute(
+                sa.text(
+                    "CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox "
+                    "BEGIN SELECT RAISE(ABORT, 'outbox refused by the test'); END"
+                )
+            )
+            return
+        session.execute(
+            sa.text(
+                "CREATE FUNCTION refuse_outbox() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'outbox refused by the test'; END $$"
+            )
+        )
+        session.execute(
+            sa.text(
+                "CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_outbox()"
+            )
+        )
+
+
+def test_a_submission_whose_outbox_insert_fails_leaves_no_row_and_no_202(
+    client_as: ClientAs, factory: sessionmaker[Session]
+) -> None:
+    # Given a database that refuses the outbox row of any submission
+    refuse_outbox_inserts(factory)
+    # When a client submits
+    response = client_as("ClientA").post("/requests", json=invoice())
+    # Then the answer is an error, and neither the request nor its audit event was kept
+    assert response.status_code >= 500
+    assert "correlationId" not in (response.get_json() or {})
+    assert count(factory, Request) == 0
+    assert count(factory, RequestEvent) == 0
+    assert count(factory, OutboxRow) == 0
+
+
+# Finality -----------------------------------------------------------------------------------------
+
+TERMINAL = ("Completed", "Faulted", "Cancelled")
+
+
+def submitted_then(
+    client_as: ClientAs, factory: sessionmaker[Session], status: str
+) -> tuple[str, dict[str, Any]]:
+    """A submitted request moved to ``status``; answers its id and its columns as stored."""
+    response = client_as("ClientA").post("/requests", json=invoice())
+    request_id = str(response.get_json()["correlationId"])
+    with factory.begin() as session:
+        session.execute(
+            sa.update(Request)
+            .where(Request.id == request_id)
+            .values(status=status, result={"first": True}, error_detail="first")
+        )
+    return request_id, stored(factory, request_id)
+
+
+def stored(factory: sessionmaker[Session], request_id: str) -> dict[str, Any]:
+    with factory() as session:
+        record = session.get(Request, request_id)
+        assert record is not None
+        events = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(RequestEvent)
+            .where(RequestEvent.request_id == request_id)
+        )
+        return {
+            "status": record.status,
+            "result": record.result,
+            "error": record.error_detail,
+            "events": events,
+        }
+
+
+@pytest.mark.parametrize("status", TERMINAL)
+@pytest.mark.parametrize(
+    "sub_status",
+    [InstanceSubStatus.FINISHED.value, InstanceSubStatus.FAULTED.value, "Cancelled"],
+)
+def test_a_terminal_request_ignores_a_late_or_redelivered_finish(
+    client_as: ClientAs, factory: sessionmaker[Session], status: str, sub_status: str
+) -> None:
+    # Given a request that reached a terminal status
+    request_id, before = submitted_then(client_as, factory, status)
+    # When a redelivered step or a late result tries to finish it again
+    with factory.begin() as session:
+        changed = statuses.finish_request(
+            session, request_id, sub_status=sub_status, output={"late": True}, error="late"
+        )
+        started = statuses.start_processing(session, request_id, "late-instance")
+    # Then nothing changed: no status, no result, no error, no audit event
+    assert (changed, started) == (None, False)
+    assert stored(factory, request_id) == before
+
+
+@pytest.mark.parametrize("status", TERMINAL)
+def test_a_terminal_request_cannot_be_cancelled(
+    client_as: ClientAs, factory: sessionmaker[Session], status: str
+) -> None:
+    request_id, before = submitted_then(client_as, factory, status)
+    response = client_as("ClientA").post(f"/requests/{request_id}/cancel")
+    assert response.status_code == 409
+    assert stored(factory, request_id) == before
