@@ -34,8 +34,8 @@ from broker.errors import LockLost
 from broker.runtime import deadletters, ids
 from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
 from broker.settings import Settings
-from broker.store.db import acquire_lease, release_lease, transaction
-from broker.store.models import Lease, OutboxRow, OutboxState, table_of, utcnow
+from broker.store.db import acquire_lease, fence, release_lease, transaction
+from broker.store.models import OutboxRow, OutboxState, table_of, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -229,21 +229,6 @@ class RelayReport:
 def relay_owner() -> str:
     """A name unique to this relay run (host, process, random), stored on the lease row."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def fence(session: Session, name: str, owner: str, epoch: int, ttl: float) -> bool:
-    """The fence UPDATE: renew the lease only if ``owner`` still holds it at ``epoch``.
-
-    Run it first in the transaction whose commit must be fenced: on PostgreSQL the updated row
-    stays locked until that commit, so a takeover (which updates the same row) waits for it.
-    """
-    result = session.execute(
-        update(Lease)
-        .where(Lease.name == name, Lease.owner == owner, Lease.epoch == epoch)
-        .values(expires_at=utcnow() + dt.timedelta(seconds=ttl))
-        .execution_options(synchronize_session=False)
-    )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 def claim_due(session: Session, *, limit: int, now: dt.datetime | None = None) -> list[OutboxRow]:

@@ -4,7 +4,7 @@ One engine per database URL per process, tuned per backend: SQLite gets WAL, a b
 foreign keys and ``BEGIN IMMEDIATE`` for write transactions (it ignores ``FOR UPDATE``, so writers
 must take the database write lock up front instead of failing to upgrade a read lock later);
 PostgreSQL goes through psycopg 3 with pre-ping. ``transaction()`` is the one place that commits.
-Functions here that take a session (``acquire_lease``, ``fence_ok``) never commit.
+Functions here that take a session (``acquire_lease``, ``fence``) never commit.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, case, create_engine, event, exc, select, update
+from sqlalchemy import Engine, case, create_engine, event, exc, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -245,7 +245,7 @@ def acquire_lease(session: Session, name: str, owner: str, ttl: float) -> int | 
     Returns the lease's epoch when ``owner`` holds it afterwards, None when another owner's lease
     is still live. A renewal of a live lease keeps its epoch; every takeover (of a missing,
     released or expired lease, even by the same owner) bumps it, so work stamped with an older
-    epoch fails ``fence_ok``. Clocks matter only for expiry, never for the fence itself.
+    epoch fails ``fence``. Clocks matter only for expiry, never for the fence itself.
     """
     now = utcnow()
     expires = now + dt.timedelta(seconds=ttl)
@@ -289,13 +289,18 @@ def release_lease(session: Session, name: str, owner: str) -> bool:
     return session.execute(stmt).first() is not None
 
 
-def fence_ok(session: Session, name: str, epoch: int) -> bool:
-    """Whether ``epoch`` is still the current epoch of lease ``name``.
+def fence(session: Session, name: str, owner: str, epoch: int, ttl: float) -> bool:
+    """The fence UPDATE: renew lease ``name`` only if ``owner`` still holds it at ``epoch``.
 
-    On PostgreSQL the row is read ``FOR SHARE``, so a takeover waits until this transaction ends:
-    checked and committed work cannot interleave with a new holder. SQLite serializes write
-    transactions (``BEGIN IMMEDIATE``), which gives the same guarantee.
+    Run it first in the transaction whose commit must be fenced: on PostgreSQL the updated row
+    stays locked until that commit, so a takeover (which updates the same row) waits for it; SQLite
+    serializes write transactions (``BEGIN IMMEDIATE``), which gives the same guarantee. A holder
+    that lost the lease, or retook it after it expired (a new epoch), matches no row: False.
     """
-    stmt = select(Lease.epoch).where(Lease.name == name).with_for_update(read=True)
-    current = session.execute(stmt).scalar_one_or_none()
-    return current is not None and int(current) == epoch
+    result = session.execute(
+        update(Lease)
+        .where(Lease.name == name, Lease.owner == owner, Lease.epoch == epoch)
+        .values(expires_at=utcnow() + dt.timedelta(seconds=ttl))
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from broker.settings import Settings
 from broker.store.db import (
     acquire_lease,
     dispose_engines,
+    fence,
     make_engine,
     make_session_factory,
     transaction,
@@ -203,7 +204,7 @@ def test_a_takeover_waits_for_a_batch_that_passed_the_fence(postgres_url: str) -
 
     def relay_a() -> None:
         with transaction(factory) as session:
-            assert outbox.fence(session, outbox.RELAY_LEASE, "relay-a", epoch_a, 0.01)
+            assert fence(session, outbox.RELAY_LEASE, "relay-a", epoch_a, 0.01)
             fenced.set()
             release.wait(10)
             order.append("A committed")

@@ -1,4 +1,9 @@
-"""The SQL lease fence: one live holder at a time, and a stale epoch never passes the fence."""
+"""The SQL lease fence: one live holder at a time, and a stale holding never passes the fence.
+
+The fence is the UPDATE the relay runs first in every batch (``db.fence``): it matches only the
+holder's owner *and* epoch, so both a takeover by another owner and the same owner's new holding
+after an expiry (a new epoch) refuse the old holding's work.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.store.db import (
     acquire_lease,
-    fence_ok,
+    fence,
     make_engine,
     make_session_factory,
     release_lease,
@@ -25,9 +30,11 @@ def take(
         return acquire_lease(session, name, owner, ttl)
 
 
-def fenced(factory: sessionmaker[Session], epoch: int, name: str = "relay") -> bool:
+def fenced(
+    factory: sessionmaker[Session], epoch: int, owner: str = "a", name: str = "relay"
+) -> bool:
     with transaction(factory) as session:
-        return fence_ok(session, name, epoch)
+        return fence(session, name, owner, epoch, ttl=60)
 
 
 def test_first_claim_creates_the_lease_at_epoch_one(factory: sessionmaker[Session]) -> None:
@@ -59,9 +66,10 @@ def test_another_owner_cannot_take_a_live_lease(factory: sessionmaker[Session]) 
     # When b claims it
     epoch = take(factory, "b")
 
-    # Then b does not get it and a's epoch still passes the fence
+    # Then b does not get it, a's holding still passes the fence, and b cannot pass it
     assert epoch is None
-    assert fenced(factory, 1)
+    assert fenced(factory, 1, owner="a")
+    assert not fenced(factory, 1, owner="b")
 
 
 def test_a_stale_epoch_fails_the_fence_after_a_takeover(factory: sessionmaker[Session]) -> None:
@@ -72,10 +80,10 @@ def test_a_stale_epoch_fails_the_fence_after_a_takeover(factory: sessionmaker[Se
     # When b takes it over
     new = take(factory, "b")
 
-    # Then b has a new epoch, and a's old epoch no longer passes the fence
+    # Then b has a new epoch, and a's old holding no longer passes the fence
     assert new == 2
-    assert not fenced(factory, old)
-    assert fenced(factory, new)
+    assert not fenced(factory, old, owner="a")
+    assert fenced(factory, new, owner="b")
     # and a, coming back, cannot take it from b
     assert take(factory, "a") is None
 
@@ -107,8 +115,21 @@ def test_retaking_an_expired_lease_bumps_the_epoch_even_for_the_same_owner(
     assert epoch == 2
 
 
+def test_the_epoch_alone_refuses_the_same_owners_earlier_holding(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a relay that held the lease at epoch 1, paused past its expiry, and the same owner
+    # name took it again (epoch 2) meanwhile, so the owner condition cannot tell them apart
+    assert take(factory, "a", ttl=-1) == 1
+    assert take(factory, "a") == 2
+    # When the paused holding (epoch 1) reaches its fence, Then only its epoch refuses it
+    assert not fenced(factory, 1, owner="a")
+    # and the current holding passes
+    assert fenced(factory, 2, owner="a")
+
+
 def test_the_fence_fails_for_an_unknown_lease(factory: sessionmaker[Session]) -> None:
-    assert not fenced(factory, 1, name="never-taken")
+    assert not fenced(factory, 1, owner="a", name="never-taken")
 
 
 def test_leases_are_independent_by_name(factory: sessionmaker[Session]) -> None:
@@ -181,4 +202,4 @@ def test_concurrent_claimants_of_an_expired_lease_never_both_get_it(
 
         # Then exactly one got it, at the next epoch, and the old epoch fails the fence
         assert winners(results) == [2], results
-        assert not fenced(pg_factory, 1, name=name)
+        assert not fenced(pg_factory, 1, owner="gone", name=name)
