@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from broker.console.api.designer import for_designer
 from broker.registry import WorkflowRegistry
 from broker.runtime import drafts as store
 from broker.runtime.requests import iso
@@ -116,6 +117,36 @@ def summary(v: Version) -> dict[str, Any]:
     }
 
 
+def links(definition_id: str, *, writable: bool) -> list[dict[str, str]]:
+    """Elsa's HATEOAS links; Studio opens a definition read-only without a ``publish`` link."""
+    base = f"/workflow-definitions/{definition_id}"
+    found = [
+        {"href": base, "rel": "self", "method": "GET"},
+        {
+            "href": f"/workflow-definitions/by-definition-id/{definition_id}",
+            "rel": "self",
+            "method": "GET",
+        },
+        {"href": f"{base}/versions", "rel": "versions", "method": "GET"},
+        {"href": f"{base}/dispatch", "rel": "dispatch", "method": "POST"},
+        {"href": f"{base}/execute", "rel": "execute", "method": "POST"},
+        {"href": f"{base}/export", "rel": "export", "method": "POST"},
+    ]
+    if writable:
+        found += [
+            {"href": f"{base}/publish", "rel": "publish", "method": "POST"},
+            {"href": f"{base}/retract", "rel": "retract", "method": "POST"},
+            {"href": base, "rel": "delete", "method": "DELETE"},
+            {"href": f"{base}/import", "rel": "import", "method": "PUT"},
+        ]
+    return found
+
+
+def linked(v: Version, *, writable: bool) -> dict[str, Any]:
+    """The model with its links, as the API answers it (never in an exported file)."""
+    return {**model(v), "links": links(v.definition_id, writable=writable)}
+
+
 def model(v: Version) -> dict[str, Any]:
     """Elsa's ``WorkflowDefinitionModel`` (the designer's document and the export file)."""
     doc = v.document
@@ -140,7 +171,7 @@ def model(v: Version) -> dict[str, Any]:
         "isPublished": v.is_published,
         "options": options,
         "usableAsActivity": (options or {}).get("usableAsActivity"),
-        "root": doc.get("root"),
+        "root": for_designer(doc.get("root")),
     }
 
 

@@ -15,11 +15,11 @@ from broker.console.api.definition_views import (
     all_versions,
     export_document,
     export_file_name,
-    model,
+    linked,
     summary,
 )
 from broker.console.api.params import VersionOptions, arg, args, page_args
-from broker.console.roles import current, require
+from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
@@ -28,6 +28,12 @@ from broker.runtime import drafts as store
 
 ORDER_KEYS = {"created": "created", "name": "name", "version": "version"}
 DEFAULT_ROOT_TYPE = "Elsa.Flowchart"
+
+
+def model(v: Version) -> dict[str, Any]:
+    """The linked model: with write links only for a principal who may save and publish."""
+    principal = current()
+    return linked(v, writable=principal is not None and allows(principal.role, "designer"))
 
 
 def registry() -> WorkflowRegistry:

@@ -104,3 +104,29 @@ def test_export_is_the_file_elsa_exports(client_as: Client) -> None:
     body = json.loads(response.data)
     assert next(iter(body)) == "$schema"
     assert body["definitionId"] == "invoice-process"
+
+
+def test_the_designer_gets_node_ids_versions_and_positions(client_as: Client) -> None:
+    # Given the shipped file, which has no designer metadata
+    root = client_as("viewer").get(f"{API}/by-definition-id/invoice-process").get_json()["root"]
+    nodes = root["activities"]
+    # Then every node has a node id under its flowchart, a version and a distinct position
+    assert all(n["nodeId"] == f"flow:{n['id']}" for n in nodes)
+    assert all(n["version"] == 1 for n in nodes)
+    positions = [
+        (n["metadata"]["designer"]["position"]["x"], n["metadata"]["designer"]["position"]["y"])
+        for n in nodes
+    ]
+    assert len(set(positions)) == len(nodes)
+    start = next(n for n in nodes if n["id"] == "receive")
+    assert start["metadata"]["designer"]["position"]["x"] == 0
+
+
+def test_only_a_designer_gets_the_publish_link(client_as: Client) -> None:
+    def rels(role: str) -> set[str]:
+        body = client_as(role).get(f"{API}/by-definition-id/invoice-process").get_json()
+        return {link["rel"] for link in body["links"]}
+
+    # Studio opens a definition read-only without a publish link
+    assert "publish" not in rels("viewer")
+    assert "publish" in rels("designer")
