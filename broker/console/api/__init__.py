@@ -13,7 +13,22 @@ Shapes follow Elsa 3 (camelCase; lists as ``{items, count}``, pages as ``{items,
 errors as Elsa's endpoints answer them (``{statusCode, message, errors: {generalErrors: [...]}}``).
 """
 
-from broker.console.api import definitions, descriptors, server
+from broker.console.api import (
+    definitions,
+    descriptors,
+    executions,
+    instances,
+    runtime_admin,
+    server,
+)
 from broker.console.api.base import blueprint
 
-__all__ = ["blueprint", "definitions", "descriptors", "server"]
+__all__ = [
+    "blueprint",
+    "definitions",
+    "descriptors",
+    "executions",
+    "instances",
+    "runtime_admin",
+    "server",
+]

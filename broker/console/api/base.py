@@ -7,7 +7,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from broker.errors import BrokerError, StoreUnavailable
+from broker.errors import BrokerError, ConfigError, StoreUnavailable
+from broker.ingress.context import services
+from broker.registry import WorkflowRegistry
 
 blueprint = Blueprint("elsa_api", __name__, url_prefix="/elsa/api")
 
@@ -36,3 +38,17 @@ def _broker_error(
 def _http_error(exc: HTTPException) -> tuple[Response, int]:
     status = exc.code or 500
     return jsonify(error_body(status, [exc.description or exc.name])), status
+
+
+def workflow_registry() -> WorkflowRegistry:
+    """The app's workflow registry (the console lists and publishes definitions through it)."""
+    found = services().registry
+    if not isinstance(found, WorkflowRegistry):
+        raise ConfigError("the console needs the workflow registry")
+    return found
+
+
+def version_document(version_id: str) -> dict[str, Any]:
+    """The workflow document of a stored version, ``{}`` when it is unknown."""
+    version = workflow_registry().get_version(version_id)
+    return dict(version.document) if version is not None else {}

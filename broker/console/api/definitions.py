@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Response, request
 
-from broker.console.api.base import blueprint
+from broker.console.api.base import blueprint, workflow_registry
 from broker.console.api.definition_views import (
     Version,
     all_versions,
@@ -37,10 +37,7 @@ def model(v: Version) -> dict[str, Any]:
 
 
 def registry() -> WorkflowRegistry:
-    found = services().registry
-    if not isinstance(found, WorkflowRegistry):
-        raise ConfigError("the console needs the workflow registry")
-    return found
+    return workflow_registry()
 
 
 def first_folder() -> Path:
