@@ -15,14 +15,12 @@ from broker.console.api.base import blueprint
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
 from broker.ingress import dead_letters
+from broker.ingress.admin import BOOKMARK
 from broker.ingress.context import services, transaction
 from broker.runtime import requests as runtime
 from broker.runtime.status import runtime_view
-from broker.store.models import DeadLetterKind
 
 logger = logging.getLogger(__name__)
-
-BOOKMARK = (DeadLetterKind.BOOKMARK.value,)
 
 
 @blueprint.get("/bookmark-queue/dead-letters")
