@@ -1,0 +1,214 @@
+"""Workflow instance routes: list, get (with its state), journal, variables, cancel, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import request
+
+from broker.console.api.base import blueprint, version_document
+from broker.console.api.designer import node_ids
+from broker.console.api.params import arg, args, int_arg, page_args
+from broker.console.roles import require
+from broker.errors import BadRequest
+from broker.ingress import instances as admin_instances
+from broker.ingress.context import transaction
+from broker.runtime import instance_queries as queries
+
+ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
+
+
+def _values(body: dict[str, Any], name: str) -> list[str]:
+    """A filter given in the JSON body (POST) or the query string (GET), single or repeated."""
+    found: list[str] = []
+    for key, value in body.items():
+        if key.lower() == name.lower():
+            found.extend(str(v) for v in (value if isinstance(value, list) else [value]) if v)
+    return found or args(name)
+
+
+def _one(body: dict[str, Any], name: str) -> str | None:
+    values = _values(body, name)
+    return values[0] if values else None
+
+
+def instance_filter(body: dict[str, Any]) -> queries.InstanceFilter:
+    version = _one(body, "version")
+    if version is not None and not version.isdigit():
+        raise BadRequest(f"'version' must be a number, not {version!r}")
+    incidents = _one(body, "hasIncidents")
+    return queries.InstanceFilter(
+        statuses=_values(body, "status") + _values(body, "statuses"),
+        sub_statuses=_values(body, "subStatus") + _values(body, "subStatuses"),
+        definition_ids=_values(body, "definitionId") + _values(body, "definitionIds"),
+        correlation_id=_one(body, "correlationId"),
+        version=int(version) if version is not None else None,
+        search=_one(body, "searchTerm"),
+        has_incidents=None if incidents is None else incidents.lower() == "true",
+    )
+
+
+@blueprint.route("/workflow-instances", methods=["GET", "POST"])
+@require("viewer")
+def list_instances() -> dict[str, Any]:
+    body = request.get_json(silent=True) if request.method == "POST" else None
+    body = body if isinstance(body, dict) else {}
+    page = int(_one(body, "page") or arg("page") or 0)
+    size = int(_one(body, "pageSize") or arg("pageSize") or 50)
+    if page < 0 or not 1 <= size <= 500:
+        raise BadRequest("'page' must be 0 or more and 'pageSize' between 1 and 500")
+    order = (_one(body, "orderBy") or "Created").lower()
+    if order not in ORDER_BY:
+        raise BadRequest("'orderBy' must be Created, UpdatedAt, Finished or Name")
+    direction = (_one(body, "orderDirection") or "Descending").lower()
+    with transaction(write=False) as session:
+        items, total = queries.page(
+            session,
+            instance_filter(body),
+            offset=page * size,
+            limit=size,
+            order_by=ORDER_BY[order],
+            descending=direction != "ascending",
+        )
+    return {"items": items, "totalCount": total}
+
+
+def _nodes(definition_version_id: str) -> dict[str, str]:
+    return node_ids(version_document(definition_version_id).get("root"))
+
+
+def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """Elsa's ``WorkflowState`` from the engine's state (bookmarks, incidents, fault, I/O)."""
+    nodes = _nodes(summary["definitionVersionId"])
+    fault = state.get("fault")
+    return {
+        "id": summary["id"],
+        "definitionId": summary["definitionId"],
+        "definitionVersionId": summary["definitionVersionId"],
+        "definitionVersion": summary["version"],
+        "correlationId": summary["correlationId"],
+        "status": summary["status"],
+        "subStatus": summary["subStatus"],
+        "bookmarks": [
+            {
+                "id": b.get("id"),
+                "name": b.get("name"),
+                "hash": b.get("hash"),
+                "payload": b.get("payload"),
+                "activityId": b.get("activityId"),
+                "activityNodeId": nodes.get(str(b.get("activityId")), b.get("activityId")),
+                "activityInstanceId": b.get("activityInstanceId"),
+                "createdAt": summary["updatedAt"],
+                "autoBurn": True,
+                "callbackMethodName": None,
+                "metadata": None,
+            }
+            for b in state.get("bookmarks") or []
+        ],
+        "incidents": [
+            {
+                "activityId": i.get("activity_id"),
+                "activityNodeId": nodes.get(str(i.get("activity_id")), i.get("activity_id")),
+                "activityType": None,
+                "message": i.get("message"),
+                "exception": {"type": i.get("code") or "Error", "message": i.get("message")},
+                "timestamp": summary["updatedAt"],
+            }
+            for i in state.get("incidents") or []
+        ],
+        "fault": None
+        if not fault
+        else {
+            "exception": {"type": fault.get("code") or "Fault", "message": fault.get("message")},
+            "message": fault.get("message"),
+            "faultedActivityId": fault.get("activity_id"),
+        },
+        "completionCallbacks": [],
+        "activityExecutionContexts": [],
+        "input": state.get("input") or {},
+        "output": state.get("output") or {},
+        "properties": state.get("properties") or {},
+        "createdAt": summary["createdAt"],
+        "updatedAt": summary["updatedAt"],
+        "finishedAt": summary["finishedAt"],
+    }
+
+
+@blueprint.get("/workflow-instances/<instance_id>")
+@require("viewer")
+def get_instance(instance_id: str) -> dict[str, Any]:
+    with transaction(write=False) as session:
+        summary, state = queries.get(session, instance_id)
+    return {**summary, "workflowState": workflow_state(summary, state)}
+
+
+@blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
+@require("viewer")
+def get_journal(instance_id: str) -> dict[str, Any]:
+    skip, take = int_arg("skip", None), int_arg("take", None, low=1, high=500)
+    if skip is not None or take is not None:
+        offset, limit = skip or 0, take or 50
+    else:
+        paging = page_args()
+        offset, limit = paging.offset, paging.page_size
+    with transaction(write=False) as session:
+        summary, _ = queries.get(session, instance_id)
+        rows, total = queries.journal(session, instance_id, offset=offset, limit=limit)
+    nodes = _nodes(summary["definitionVersionId"])
+    items = [
+        {
+            "id": f"{instance_id}:{r.sequence}",
+            "activityInstanceId": r.activity_instance_id,
+            "parentActivityInstanceId": None,
+            "activityId": r.activity_id,
+            "activityType": r.activity_type,
+            "activityTypeVersion": 1,
+            "activityName": r.activity_name,
+            "nodeId": nodes.get(r.activity_id, r.activity_id),
+            "timestamp": r.timestamp.isoformat(),
+            "sequence": r.sequence,
+            "eventName": r.event_name,
+            "message": r.outcome and f"Outcome: {r.outcome}",
+            "source": None,
+            "activityState": None,
+            "payload": {"outcome": r.outcome, "attempt": r.attempt},
+        }
+        for r in rows
+    ]
+    return {"items": items, "totalCount": total}
+
+
+@blueprint.get("/workflow-instances/<instance_id>/variables")
+@require("viewer")
+def get_variables(instance_id: str) -> dict[str, Any]:
+    with transaction(write=False) as session:
+        summary, state = queries.get(session, instance_id)
+    values: dict[str, Any] = dict(state.get("variables") or {})
+    root = (state.get("contexts") or {}).get(state.get("rootContextId") or "")
+    if isinstance(root, dict):
+        values.update((root.get("scope") or {}).get("vars") or {})
+    declared = {
+        str(v.get("name")): str(v.get("id") or v.get("name"))
+        for v in version_document(summary["definitionVersionId"]).get("variables") or []
+        if isinstance(v, dict)
+    }
+    items = [{"id": declared.get(n, n), "name": n, "value": v} for n, v in sorted(values.items())]
+    return {"items": items, "count": len(items)}
+
+
+@blueprint.post("/cancel/workflow-instances/<instance_id>")
+@blueprint.post("/workflow-instances/<instance_id>/cancel")
+@require("operator")
+def cancel_instance(instance_id: str) -> dict[str, Any]:
+    with transaction() as session:
+        admin_instances.cancel(session, instance_id)
+        summary, _ = queries.get(session, instance_id)
+    return summary
+
+
+@blueprint.delete("/workflow-instances/<instance_id>")
+@require("operator")
+def delete_instance(instance_id: str) -> tuple[str, int]:
+    with transaction() as session:
+        queries.delete_finished(session, instance_id)
+    return "", 204

@@ -1,0 +1,209 @@
+"""Workflow instances as the console's Elsa API reads them: filtered pages, one instance with
+its state, the journal, variables, and deleting a finished instance.
+
+Functions take a session and never commit; they answer plain dicts and dataclasses so the HTTP
+layer does not touch the tables. Cancelling goes through ``broker.ingress.instances.cancel``,
+the same function as the ``/admin`` route.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, func, or_, select
+from sqlalchemy.orm import Session
+
+from broker.errors import Conflict, NotFound
+from broker.store.models import (
+    ActivityExecution,
+    InstanceStatus,
+    StepResult,
+    WorkflowInstance,
+)
+
+ORDER_COLUMNS = {
+    "created": WorkflowInstance.created_at,
+    "updated": WorkflowInstance.updated_at,
+    "finished": WorkflowInstance.finished_at,
+    "name": WorkflowInstance.name,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceFilter:
+    statuses: Sequence[str] = ()
+    sub_statuses: Sequence[str] = ()
+    definition_ids: Sequence[str] = ()
+    correlation_id: str | None = None
+    version: int | None = None
+    search: str | None = None
+    has_incidents: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JournalRow:
+    sequence: int
+    activity_id: str
+    activity_instance_id: str | None
+    activity_type: str
+    activity_name: str | None
+    event_name: str
+    outcome: str | None
+    attempt: int
+    payload: dict[str, Any] | None
+    timestamp: dt.datetime
+
+
+def summary(instance: WorkflowInstance) -> dict[str, Any]:
+    """Elsa's ``WorkflowInstanceSummary``."""
+    return {
+        "id": instance.id,
+        "definitionId": instance.definition_id,
+        "definitionVersionId": instance.definition_version_id,
+        "version": instance.version,
+        "status": instance.status,
+        "subStatus": instance.sub_status,
+        "correlationId": instance.correlation_id,
+        "name": instance.name,
+        "incidentCount": instance.incident_count,
+        "isSystem": False,
+        "createdAt": _iso(instance.created_at),
+        "updatedAt": _iso(instance.updated_at),
+        "finishedAt": _iso(instance.finished_at),
+    }
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _where(f: InstanceFilter) -> list[ColumnElement[bool]]:
+    table = WorkflowInstance
+    where: list[ColumnElement[bool]] = []
+    if f.statuses:
+        where.append(func.lower(table.status).in_([s.lower() for s in f.statuses]))
+    if f.sub_statuses:
+        where.append(func.lower(table.sub_status).in_([s.lower() for s in f.sub_statuses]))
+    if f.definition_ids:
+        where.append(table.definition_id.in_(list(f.definition_ids)))
+    if f.correlation_id:
+        where.append(table.correlation_id == f.correlation_id)
+    if f.version is not None:
+        where.append(table.version == f.version)
+    if f.has_incidents is not None:
+        where.append(table.incident_count > 0 if f.has_incidents else table.incident_count == 0)
+    if f.search:
+        term = f"%{f.search.lower()}%"
+        where.append(
+            or_(
+                func.lower(table.id).like(term),
+                func.lower(func.coalesce(table.name, "")).like(term),
+                func.lower(func.coalesce(table.correlation_id, "")).like(term),
+                func.lower(table.definition_id).like(term),
+            )
+        )
+    return where
+
+
+def page(
+    session: Session,
+    f: InstanceFilter,
+    *,
+    offset: int,
+    limit: int,
+    order_by: str = "created",
+    descending: bool = True,
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of instance summaries and the total count of matches."""
+    where = _where(f)
+    total = session.scalar(select(func.count()).select_from(WorkflowInstance).where(*where)) or 0
+    column = ORDER_COLUMNS[order_by]
+    ordering = column.desc() if descending else column.asc()
+    rows = session.scalars(
+        select(WorkflowInstance)
+        .where(*where)
+        .order_by(ordering, WorkflowInstance.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return [summary(r) for r in rows], int(total)
+
+
+def _get(session: Session, instance_id: str) -> WorkflowInstance:
+    instance = session.get(WorkflowInstance, instance_id)
+    if instance is None:
+        raise NotFound(f"Workflow instance '{instance_id}' not found")
+    return instance
+
+
+def get(session: Session, instance_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the summary, the engine's state or ``{}`` once purged) of one instance."""
+    instance = _get(session, instance_id)
+    return summary(instance), dict(instance.state or {})
+
+
+def output_and_fault(session: Session, instance_id: str) -> tuple[Any, dict[str, Any] | None]:
+    instance = _get(session, instance_id)
+    return instance.output, instance.fault
+
+
+def journal(
+    session: Session, instance_id: str, *, offset: int, limit: int
+) -> tuple[list[JournalRow], int]:
+    _get(session, instance_id)
+    table = ActivityExecution
+    total = session.scalar(
+        select(func.count()).select_from(table).where(table.instance_id == instance_id)
+    )
+    rows = session.scalars(
+        select(table)
+        .where(table.instance_id == instance_id)
+        .order_by(table.sequence)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [
+        JournalRow(
+            sequence=r.sequence,
+            activity_id=r.activity_id,
+            activity_instance_id=r.activity_instance_id,
+            activity_type=r.activity_type,
+            activity_name=r.activity_name,
+            event_name=r.event_name,
+            outcome=r.outcome,
+            attempt=r.attempt,
+            payload=r.payload,
+            timestamp=r.timestamp,
+        )
+        for r in rows
+    ], int(total or 0)
+
+
+def delete_finished(session: Session, instance_id: str) -> None:
+    """Delete a finished instance with its journal and step results; ``Conflict`` while it runs
+    (cancel it first), so nothing can resume a deleted instance."""
+    instance = _get(session, instance_id)
+    if instance.status != InstanceStatus.FINISHED:
+        raise Conflict(
+            f"Workflow instance '{instance_id}' is still running; cancel it first",
+            status=instance.status,
+        )
+    for table, column in (
+        (ActivityExecution, ActivityExecution.instance_id),
+        (StepResult, StepResult.instance_id),
+    ):
+        session.execute(delete(table).where(column == instance_id))
+    session.delete(instance)
+    session.flush()
+
+
+def instance_of_activity(session: Session, activity_instance_id: str) -> str | None:
+    """The workflow instance an activity instance (an execution record id) belongs to."""
+    return session.scalar(
+        select(ActivityExecution.instance_id)
+        .where(ActivityExecution.activity_instance_id == activity_instance_id)
+        .limit(1)
+    )
