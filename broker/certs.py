@@ -28,7 +28,7 @@ from broker.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
-#: every scope an admin endpoint can ask for (DESIGN section 6)
+#: every scope an admin endpoint can ask for (the README's admin API table)
 ADMIN_SCOPES: tuple[str, ...] = (
     "read:bookmark-queue:dead-letters",
     "replay:bookmark-queue:dead-letters",

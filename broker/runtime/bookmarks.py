@@ -1,4 +1,4 @@
-"""The bookmark queue and timers (DESIGN section 8): stimuli matched to waiting bookmarks.
+"""The bookmark queue and timers (docs/design.md, section 6): stimuli matched to waiting bookmarks.
 
 A stimulus (``POST /events/{name}``, a child's completion, a RunTask result, a workflow's
 PublishEvent) is a BookmarkQueueItem. The queue job matches each due item to bookmarks and writes

@@ -7,7 +7,7 @@ context manager that releases on exit; ``hold()`` wraps the whole dance and rais
 ``LockNotAcquired`` instead of returning None.
 
 How long a lock lives differs by provider, and callers that must not overlap with a former holder
-check a fence in the SQL statement that commits their work (DESIGN section 11):
+check a fence in the SQL statement that commits their work (docs/design.md, section 5):
 
 * ``file://DIR``: an OS lock (``flock``) on ``DIR/<name>.lock``. It is released when the holder
   releases it or its process dies; ``ttl`` is NOT enforced (a hung holder keeps the lock) and the
@@ -380,7 +380,7 @@ def is_local(settings: Settings) -> bool:
 def warn_if_local_locks(settings: Settings) -> bool:
     """Log a warning when distributed processes would share host-local file locks.
 
-    DESIGN section 4: every process calls this at startup. Returns whether it warned.
+    docs/design.md, section 2: every process calls this at startup. Returns whether it warned.
     """
     if settings.distributed and is_local(settings) and not settings.allow_local_locks:
         logger.warning(

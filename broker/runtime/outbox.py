@@ -1,5 +1,5 @@
-"""The transactional outbox (DESIGN section 7): rows written with the state change that asked for
-them, published after commit, and relayed until the consumer records its result.
+"""The transactional outbox (docs/design.md, section 5): rows written with the state change that
+asked for them, published after commit, and relayed until the consumer records its result.
 
 A row moves ``pending -> dispatched -> done``; a dispatched row whose lease ran out (its message was
 lost, its worker died) is published again; a row that was published ``max_outbox_delivery_attempts``
