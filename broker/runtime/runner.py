@@ -2,10 +2,10 @@
 
 Every entry point is safe to run twice (docs/design.md, section 4): the consumed outbox row tells
 whether the work was already done, the instance lock keeps two workers off one instance, and the
-save is fenced on the instance's checkpoint, so a redelivered or duplicated task either finds its work
-done or redoes exactly the step that was not saved. While the engine runs, a heartbeat thread keeps
-the instance's ``heartbeat_at``, the outbox row's lease and the lock fresh; when the worker dies the
-lease runs out and the relay publishes the row again.
+save is fenced on the instance's checkpoint, so a redelivered or duplicated task either finds its
+work done or redoes exactly the step that was not saved. While the engine runs, a heartbeat thread
+keeps the instance's ``heartbeat_at``, the outbox row's lease and the lock fresh; when the worker
+dies the lease runs out and the relay publishes the row again.
 """
 
 from __future__ import annotations
