@@ -59,8 +59,9 @@ from broker.errors import (
     RetryLater,
     WorkflowFault,
 )
+from broker.redaction import redact_text, redact_url
 from broker.settings import Settings
-from broker.urls import Target, loggable, parse_target
+from broker.urls import Target, parse_target
 
 logger = logging.getLogger(__name__)
 
@@ -334,9 +335,9 @@ class OutboundHttp:
             logger.info(
                 "outbound %s %s redirected (%d) to %s",
                 method,
-                loggable(target.url),
+                redact_url(target.url),
                 response.status_code,
-                loggable(following),
+                redact_url(following),
             )
             # Each hop is checked as the first one was: parsed once, then again at connect time.
             hop = self.check_url(following)
@@ -345,9 +346,9 @@ class OutboundHttp:
             )
             target = hop
         raise BrokerError(
-            f"outbound request to {loggable(request.url)} redirected more than "
+            f"outbound request to {redact_url(request.url)} redirected more than "
             f"{MAX_REDIRECTS} times",
-            url=loggable(request.url),
+            url=redact_url(request.url),
         )
 
     def check_url(self, url: str) -> Target:
@@ -382,30 +383,31 @@ class OutboundHttp:
         except requests.exceptions.SSLError as exc:
             if _caused_by_certificate(exc):
                 raise BrokerError(
-                    f"TLS certificate of {loggable(url)} was refused: {exc}", url=loggable(url)
+                    f"TLS certificate of {redact_url(url)} was refused: {_why(exc)}",
+                    url=redact_url(url),
                 ) from exc
-            raise RetryLater(f"TLS handshake with {loggable(url)} failed: {exc}") from exc
+            raise RetryLater(f"TLS handshake with {redact_url(url)} failed: {_why(exc)}") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            raise RetryLater(f"outbound {method} {loggable(url)} failed: {exc}") from exc
+            raise RetryLater(f"outbound {method} {redact_url(url)} failed: {_why(exc)}") from exc
         except (
             requests.exceptions.InvalidURL,
             requests.exceptions.InvalidHeader,
             ValueError,
         ) as exc:
             raise WorkflowFault(
-                f"invalid outbound request to {loggable(url)}: {exc}", category="HTTP"
+                f"invalid outbound request to {redact_url(url)}: {_why(exc)}", category="HTTP"
             ) from exc
 
     def _finish(
         self, method: str, url: str, response: requests.Response, deadline: float
     ) -> HttpResponse:
         status = response.status_code
-        logger.info("outbound %s %s -> %d", method, loggable(url), status)
+        logger.info("outbound %s %s -> %d", method, redact_url(url), status)
         with response:
             if status == 429 or status >= 500:
                 delay = parse_retry_after(response.headers.get("Retry-After"))
                 raise RetryLater(
-                    f"outbound {method} {loggable(url)} answered {status}", delay=delay
+                    f"outbound {method} {redact_url(url)} answered {status}", delay=delay
                 )
             body = self._read_body(url, response, deadline)
         content_type = response.headers.get("Content-Type", "")
@@ -421,9 +423,9 @@ class OutboundHttp:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise PayloadTooLarge(
-                f"response from {loggable(url)} declares {declared} bytes, more than the "
+                f"response from {redact_url(url)} declares {declared} bytes, more than the "
                 f"{cap}-byte cap (BROKER_HTTP_MAX_RESPONSE_BYTES)",
-                url=loggable(url),
+                url=redact_url(url),
                 limit=cap,
             )
         chunks: list[bytes] = []
@@ -433,29 +435,37 @@ class OutboundHttp:
                 size += len(chunk)
                 if size > cap:
                     raise PayloadTooLarge(
-                        f"response from {loggable(url)} exceeds the {cap}-byte cap "
+                        f"response from {redact_url(url)} exceeds the {cap}-byte cap "
                         "(BROKER_HTTP_MAX_RESPONSE_BYTES); reading stopped",
-                        url=loggable(url),
+                        url=redact_url(url),
                         limit=cap,
                     )
                 chunks.append(chunk)
                 _remaining(deadline, url)
         except requests.exceptions.ContentDecodingError as exc:
             raise BrokerError(
-                f"response from {loggable(url)} cannot be decoded: {exc}", url=loggable(url)
+                f"response from {redact_url(url)} cannot be decoded: {_why(exc)}",
+                url=redact_url(url),
             ) from exc
         except requests.exceptions.RequestException as exc:
-            raise RetryLater(f"reading the response from {loggable(url)} failed: {exc}") from exc
+            raise RetryLater(
+                f"reading the response from {redact_url(url)} failed: {_why(exc)}"
+            ) from exc
         return b"".join(chunks)
 
 
 # Helpers ------------------------------------------------------------------------------------------
 
 
+def _why(exc: BaseException) -> str:
+    """An exception's text without credentials: the HTTP stack repeats the URL's path and query."""
+    return redact_text(str(exc))
+
+
 def _remaining(deadline: float, url: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RetryLater(f"outbound request to {loggable(url)} ran out of time")
+        raise RetryLater(f"outbound request to {redact_url(url)} ran out of time")
     return left
 
 

@@ -21,6 +21,7 @@ from urllib3.exceptions import LocationParseError
 from urllib3.util import parse_url
 
 from broker.errors import OutboundBlocked
+from broker.redaction import redact_url
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -62,7 +63,7 @@ def parse_target(url: str) -> Target:
     host = _normal_host(sent.host or "")
     if not host:
         raise OutboundBlocked(
-            f"outbound URL {loggable(url)!r} names no host", host=None, reason="host"
+            f"outbound URL {redact_url(url)!r} names no host", host=None, reason="host"
         )
     port = sent.port or DEFAULT_PORTS[scheme]
     split_view = (
@@ -110,12 +111,3 @@ def _malformed(why: str) -> OutboundBlocked:
         host=None,
         reason="malformed",
     )
-
-
-def loggable(url: str) -> str:
-    """The URL without userinfo, query or fragment, which may carry secrets."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"

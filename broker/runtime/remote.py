@@ -16,6 +16,7 @@ from typing import Any
 import requests
 from sqlalchemy import select
 
+from broker.redaction import redact_text, redact_url
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
@@ -67,9 +68,12 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
             settings.elsa_dispatch_url, json=body, timeout=settings.http_timeout
         )
         if response.status_code >= 300:
-            raise RuntimeError(f"Elsa answered HTTP {response.status_code}")
+            raise RuntimeError(
+                f"Elsa at {redact_url(settings.elsa_dispatch_url)} answered HTTP "
+                f"{response.status_code}"
+            )
     except (requests.RequestException, RuntimeError) as error:
-        _failed(rt, request_id, outbox_id, published, attempts, str(error))
+        _failed(rt, request_id, outbox_id, published, attempts, redact_text(str(error)))
         return Outcome.BUSY
     with transaction(rt.factory) as session:
         start_processing(session, request_id, None, message="Dispatched to Elsa")
@@ -78,7 +82,7 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
                 request_id=request_id,
                 event_type=DISPATCHED_EVENT,
                 source="worker",
-                message=f"Dispatched to {settings.elsa_dispatch_url}",
+                message=f"Dispatched to {redact_url(settings.elsa_dispatch_url)}",
                 properties={"definitionId": published.definition_id},
             )
         )
