@@ -285,6 +285,29 @@ def wait_until(
         time.sleep(interval)
 
 
+class NoSender:
+    """A transport that sends nothing: the rows are run in process by ``drain``."""
+
+    def send(self, row: OutboxRow) -> None:
+        """Nothing to do: ``drain`` runs every unfinished row."""
+
+
+def in_process_runtime(settings: Settings, locks: Path) -> Any:
+    """A ``Runtime`` over ``settings`` (migrated and loaded) with no transport: tests call the
+    runner, or ``drain``, directly."""
+    from broker.runtime.locks import FileLockProvider
+    from broker.runtime.process import Runtime
+
+    factory, registry = prepare(settings)
+    return Runtime(
+        settings,
+        factory=factory,
+        registry=registry,
+        sender=NoSender(),
+        locks=FileLockProvider(locks),
+    )
+
+
 def drain(rt: Any, *, limit: int = 50) -> list[str]:
     """Run the unfinished outbox rows of runtime ``rt`` in process, one at a time, as the relay
     and a worker would, without waiting for their due times (a retry's delay passes at once);

@@ -23,7 +23,6 @@ from sqlalchemy import select
 from broker.logs import JsonFormatter, TextFormatter
 from broker.redaction import redact_headers, redact_text, redact_url
 from broker.runtime import requests as runtime_requests
-from broker.runtime.locks import FileLockProvider
 from broker.runtime.process import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
@@ -40,9 +39,9 @@ from tests.integration.runtime.harness import (
     Sink,
     activity,
     drain,
+    in_process_runtime,
     literal,
     obj,
-    prepare,
     request_status,
     runtime_env,
     set_output,
@@ -57,11 +56,6 @@ SECRETS = (PASSWORD, API_KEY, TOKEN, BEARER, BASIC)
 ONE_RETRY = {"maxAttempts": 2, "initialDelay": 0, "maxDelay": 0}
 DISPATCH_PATH = f"/dispatch?api_key={API_KEY}&tenant=t1"
 CALL_PATH = f"/call?api_key={API_KEY}&x=1"
-
-
-class NoSender:
-    def send(self, row: OutboxRow) -> None:
-        """Rows are run by ``drain``, not published."""
 
 
 def leaky_call(definition_id: str, request_type: str, url: str) -> dict[str, Any]:
@@ -119,15 +113,7 @@ def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
         workflows=folder,
         BROKER_ELSA_DISPATCH_URL=f"http://{credentials}:{sink.port}{DISPATCH_PATH}",
     )
-    settings = Settings.from_env(env)
-    factory, registry = prepare(settings)
-    yield Runtime(
-        settings,
-        factory=factory,
-        registry=registry,
-        sender=NoSender(),
-        locks=FileLockProvider(tmp_path / "locks"),
-    )
+    yield in_process_runtime(Settings.from_env(env), tmp_path / "locks")
     dispose_engines()
 
 
