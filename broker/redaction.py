@@ -38,12 +38,14 @@ _ENDS = ("key", "sig")
 _NOT_SECRET = frozenset({"idempotencykey"})
 _SEPARATORS = re.compile(r"[^a-z0-9]")
 
+# Each pattern starts only where a run of its characters starts (a lookbehind or a quote), so a
+# long line costs linear time, not a rescan from every position.
 # scheme://userinfo@ : everything between the scheme and the last '@' of the authority
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]*@")
+_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)[^\s/?#@]*@")
 # name=value, as in a query string or a form body
-_ASSIGNMENT = re.compile(r"([A-Za-z0-9_.\-\[\]]+)=([^&;#\s'\",)}\]]+)")
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.\-\[\]])([A-Za-z0-9_.\-\[\]]+)=([^&;#\s'\",)}\]]+)")
 # "name": "value" or 'name': 'value', as in JSON or a Python dict repr
-_QUOTED_PAIR = re.compile(r"([\"'])([A-Za-z0-9_.\-]+)\1(\s*:\s*)([\"'])(.*?)(?<!\\)\4")
+_QUOTED_PAIR = re.compile(r"([\"'])([A-Za-z0-9_.\-]+)\1(\s*:\s*)([\"'])((?:[^\"'\\\n]|\\.)*)\4")
 # An HTTP header line: the value runs to the end of the line
 _HEADER_LINE = re.compile(
     r"(?im)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key)(\s*:\s*)([^\r\n]+)"
