@@ -1,11 +1,14 @@
 """Remote execution: a workflow with ``customProperties.executor: "elsa"`` runs on an Elsa server.
 
-The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackSecret}`` to
+The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackToken}`` to
 ``BROKER_ELSA_DISPATCH_URL``; the request stays Processing until the Elsa server calls the internal
-listener back (``runner.complete_from_callback``). A failed POST is retried with backoff through the
+listener back with a body signed by that token (``callbacks``, ``runner.complete_from_callback``).
+Each POST is a new dispatch attempt, counted on the request and committed before the POST, with a
+token of its own: only the latest attempt's token is accepted, so a token that leaked from an
+earlier dispatch cannot finish the request. A failed POST is retried with backoff through the
 outbox row; when the attempts run out the request faults with a replayable dead letter. A POST is
 repeated only if the worker died between it and the commit that records it, and then carries the
-same correlation id, which the server can deduplicate on.
+same correlation id with a new token, which the server keeps in place of the first.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import requests
 from sqlalchemy import select
 
-from broker.runtime import deadletters, ids, outbox
+from broker.runtime import callbacks, deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
 from broker.runtime.retry import policy_for
@@ -44,6 +47,10 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         if already is not None:
             outbox.mark_done(session, outbox_id)
             return Outcome.SKIPPED
+        # Committed before the POST, so a callback that overtakes the commit below still finds
+        # the attempt its token was minted for.
+        dispatch_attempt = (request.remote_attempt or 0) + 1
+        request.remote_attempt = dispatch_attempt
         body = {
             "definitionId": published.definition_id,
             "correlationId": request_id,
@@ -54,7 +61,7 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
             },
             "callbackUrl": f"{settings.callback_base_url.rstrip('/')}"
             f"/internal/requests/{request_id}/result",
-            "callbackSecret": settings.resolved_callback_secret(),
+            "callbackToken": _token(settings.callback_secrets(), request_id, dispatch_attempt),
         }
         attempts = 0
         if outbox_id is not None:
@@ -85,6 +92,12 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         outbox.mark_done(session, outbox_id)
     logger.info("request %s dispatched to the remote Elsa server", request_id, extra=log)
     return Outcome.DISPATCHED
+
+
+def _token(secrets: tuple[str, ...], request_id: str, attempt: int) -> str | None:
+    """The callback token of this attempt, minted with the current secret; None when callbacks
+    are disabled (every callback would be refused)."""
+    return callbacks.token_for(secrets[0], request_id, attempt) if secrets else None
 
 
 def _failed(

@@ -14,11 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from broker import certs
+from broker.runtime import callbacks
 from broker.settings import Settings
+from broker.store.models import Request
 from tests.conftest import PROJECT_ROOT
 
 INVOICE_KEYS = {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}
@@ -161,3 +164,40 @@ def environment(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -
 
 def settings_for(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -> Settings:
     return Settings.from_env(environment(var_dir, pki, config, **extra))
+
+
+def signed_callback(
+    secret: str,
+    request_id: str,
+    attempt: int,
+    document: Any,
+    *,
+    msg_id: str | None = None,
+    timestamp: dt.datetime | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """A callback body and its headers, signed as the remote executor of ``request_id``'s dispatch
+    ``attempt`` signs it (with the token the broker minted under ``secret``)."""
+    body = json.dumps(document).encode()
+    token = callbacks.token_for(secret, request_id, attempt)
+    signed = callbacks.sign(token, body, msg_id=msg_id, timestamp=timestamp)
+    return body, {"Content-Type": "application/json", **signed}
+
+
+def mark_dispatched(database_url: str, request_id: str) -> int:
+    """Record one more remote dispatch of ``request_id``, as ``runtime.remote`` does before it
+    POSTs (tests without a worker stand in for it); answers the attempt."""
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            table = Request.__table__
+            conn.execute(
+                sa.update(table)
+                .where(table.c.id == request_id)
+                .values(remote_attempt=sa.func.coalesce(table.c.remote_attempt, 0) + 1)
+            )
+            attempt = conn.scalar(sa.select(table.c.remote_attempt).where(table.c.id == request_id))
+    finally:
+        engine.dispose()
+    if attempt is None:
+        raise LookupError(f"request {request_id} not found")
+    return int(attempt)

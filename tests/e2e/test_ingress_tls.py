@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import CALLBACK_SECRET, Server
-from tests.e2e.support import INVOICE_KEYS
+from tests.e2e.support import INVOICE_KEYS, signed_callback
 
 pytestmark = pytest.mark.slow
 
@@ -165,14 +165,20 @@ def test_idempotent_retry_answers_the_same_record_and_another_body_conflicts(
     assert other.status == 409
 
 
-def test_callback_secret_wrong_missing_and_right(server: Server) -> None:
+def test_callback_unsigned_forged_and_signed(server: Server) -> None:
+    # Given a request dispatched to a remote executor
     request_id = submit(server)
+    attempt = server.dispatch(request_id)
     path = f"/internal/requests/{request_id}/result"
     done = {"status": "Completed", "result": {"approved": True}}
-    wrong = server.internal("POST", path, done, {"X-Callback-Secret": "guess"})
+    # When callbacks arrive unsigned, with the secret itself, signed with a guessed token
     missing = server.internal("POST", path, done)
-    right = server.internal("POST", path, done, {"X-Callback-Secret": CALLBACK_SECRET})
-    assert (wrong.status, missing.status, right.status) == (401, 401, 204)
+    secret = server.internal("POST", path, done, {"X-Callback-Secret": CALLBACK_SECRET})
+    raw, forged = signed_callback("guess", request_id, attempt, done)
+    guessed = server.internal("POST", path, headers=forged, raw=raw)
+    # Then each is 401, and the executor's signed callback is accepted
+    assert (missing.status, secret.status, guessed.status) == (401, 401, 401)
+    assert server.callback(request_id, done, attempt=attempt).status == 204
     record = server.call("ClientA", "GET", f"/requests/{request_id}").body
     assert record["status"] == "Completed"
     assert record["result"] == {"approved": True}
@@ -181,26 +187,43 @@ def test_callback_secret_wrong_missing_and_right(server: Server) -> None:
 def test_terminal_request_refuses_a_late_callback_and_stays_unchanged(server: Server) -> None:
     # Given a request completed by a callback
     request_id = submit(server)
-    path = f"/internal/requests/{request_id}/result"
-    secret = {"X-Callback-Secret": CALLBACK_SECRET}
-    assert server.internal("POST", path, {"status": "Completed", "result": 1}, secret).status == 204
+    attempt = server.dispatch(request_id)
+    assert (
+        server.callback(request_id, {"status": "Completed", "result": 1}, attempt=attempt).status
+        == 204
+    )
     before = server.call("ClientA", "GET", f"/requests/{request_id}").body
-    # When a late Faulted callback arrives, and the client tries to cancel
-    late = server.internal("POST", path, {"status": "Faulted", "error": "boom"}, secret)
+    # When a late Faulted callback arrives, the first one is replayed, and the client cancels
+    late = server.callback(request_id, {"status": "Faulted", "error": "boom"}, attempt=attempt)
     cancel = server.call("ClientA", "POST", f"/requests/{request_id}/cancel")
-    # Then both are refused and the record did not change
+    # Then all are refused and the record did not change
     assert (late.status, cancel.status) == (409, 409)
     assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
 
 
-def test_callback_for_unknown_request_is_404(server: Server) -> None:
-    response = server.internal(
-        "POST",
-        "/internal/requests/nope/result",
-        {"status": "Completed"},
-        {"X-Callback-Secret": CALLBACK_SECRET},
-    )
-    assert response.status == 404
+def test_replayed_callback_is_401(server: Server) -> None:
+    request_id = submit(server)
+    attempt = server.dispatch(request_id)
+    done = {"status": "Completed", "result": 1}
+    first = server.callback(request_id, done, attempt=attempt, msg_id=f"msg-{request_id}")
+    before = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    replay = server.callback(request_id, done, attempt=attempt, msg_id=f"msg-{request_id}")
+    assert (first.status, replay.status) == (204, 401)
+    assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
+
+
+def test_callback_for_a_request_never_dispatched_is_401_and_changes_nothing(
+    server: Server,
+) -> None:
+    # Given a request the broker's own workers run, and one that does not exist
+    request_id = submit(server)
+    before = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    # When callbacks signed as for a first dispatch arrive for them
+    local = server.callback(request_id, {"status": "Completed"}, attempt=1)
+    unknown = server.callback("nope", {"status": "Completed"}, attempt=1)
+    # Then both are refused and the request is unchanged
+    assert (local.status, unknown.status) == (401, 401)
+    assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
 
 
 def test_list_pages_with_a_cursor(server: Server) -> None:

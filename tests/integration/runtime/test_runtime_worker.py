@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from broker.errors import Conflict
-from broker.runtime import deadletters, ids, journal
+from broker.runtime import callbacks, deadletters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
 from broker.runtime.process import make_publisher
 from broker.runtime.runner import complete_from_callback
@@ -251,12 +252,18 @@ def test_remote_execution_waits_for_the_callback(stack: Stack) -> None:
     # Then Elsa received the contract body and the request stays Processing
     body = next(b for b in stack.sink.bodies["/elsa"] if b["correlationId"] == request_id)
     assert body["definitionId"] == "remote"
-    assert body["callbackSecret"] == "test-secret"
+    # with a token of this request's first dispatch, never the callback secret itself
+    assert body["callbackToken"] == callbacks.token_for("test-secret", request_id, 1)
+    assert "test-secret" not in json.dumps(body)
     assert body["callbackUrl"].endswith(f"/internal/requests/{request_id}/result")
     assert request_status(stack.factory, request_id) == "Processing"
+    with transaction(stack.factory, write=False) as session:
+        assert session.get(Request, request_id).remote_attempt == 1
     # When the callback reports completion, and then a late duplicate reports a fault
     with transaction(stack.factory) as session:
-        complete_from_callback(session, request_id, "Completed", {"remote": True}, None)
+        complete_from_callback(
+            session, request_id, "Completed", {"remote": True}, None, attempt=1, webhook_id="m1"
+        )
     with transaction(stack.factory) as session, pytest.raises(Conflict):
         complete_from_callback(session, request_id, "Faulted", None, "late")
     # Then the first result stands
