@@ -5,6 +5,11 @@ SHA-1 thumbprint (uppercase hex, no colons, as elsa-broker prints it) or SHA-256
 the allowlist. These functions create such files for development and tests; production brings its
 own PKI. Files live in one folder: ``ca.pem``/``ca.key``, ``server.pem``/``server.key`` and
 ``<ClientId>.pem``/``<ClientId>.key``. Private keys are written with mode 0600.
+
+The broker's own development folder (``var/certs``, or ``certs`` under ``BROKER_VAR_DIR``) is the
+only one ``broker run`` creates anything in (``development_folder``); any other folder is an
+operator's PKI, used as given (``check_pki``): an RSA or EC key, a CA certificate whose private key
+lives elsewhere, and no client of the broker's own.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from pathlib import Path
 import click
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker.errors import ConfigError
-from broker.settings import Settings, get_settings
+from broker.settings import KEY_BY_ENV, Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
@@ -171,10 +177,11 @@ def register_dev_client(
     pem_path: str | Path,
     client_id: str,
     *,
-    scopes: Iterable[str] = ADMIN_SCOPES,
+    scopes: Iterable[str] = (),
     description: str = "development client",
 ) -> None:
-    """Allowlist the certificate in ``pem_path`` as ``client_id`` in the database."""
+    """Allowlist the certificate in ``pem_path`` as ``client_id`` in the database, with exactly
+    ``scopes`` (none unless named: least privilege)."""
     from broker.clients import ApiClient, ClientRegistry
     from broker.store import db
 
@@ -240,14 +247,76 @@ def _issue(
     return folder / f"{stem}.pem"
 
 
-def _load_ca(folder: Path) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
+def _load_ca(folder: Path) -> tuple[x509.Certificate, CertificateIssuerPrivateKeyTypes]:
     cert_path, key_path = folder / "ca.pem", folder / "ca.key"
     if not (cert_path.exists() and key_path.exists()):
-        raise ConfigError(f"no CA in {folder}; run `broker certs init` first")
+        raise ConfigError(
+            f"no CA with its private key in {folder} (ca.pem and ca.key); run `broker certs "
+            "init` for a development CA, or issue the certificate with your own CA"
+        )
     key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ConfigError(f"{key_path} is not an RSA key")
+    if not isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+        raise ConfigError(f"{key_path} is neither an RSA nor an EC key")
     return x509.load_pem_x509_certificate(cert_path.read_bytes()), key
+
+
+# The operator's PKI or the development one -------------------------------------------------------
+
+DEV_FILES = {"tls_client_ca": "ca.pem", "tls_cert": "server.pem", "tls_key": "server.key"}
+
+
+def development_folder(settings: Settings) -> Path | None:
+    """The broker's own development certificate folder, when the three TLS settings name its
+    files (``ca.pem``, ``server.pem``, ``server.key`` in ``var/certs`` or in ``certs`` under
+    ``BROKER_VAR_DIR``); None when they name an operator's PKI."""
+    folder = Path(settings.tls_client_ca).parent
+    own = {
+        Path(KEY_BY_ENV["BROKER_TLS_CLIENT_CA"].default).parent.resolve(),
+        (settings.var_path / "certs").resolve(),
+    }
+    if folder.resolve() not in own:
+        return None
+    for attr, name in DEV_FILES.items():
+        if Path(getattr(settings, attr)).resolve() != (folder / name).resolve():
+            return None
+    return folder
+
+
+def check_pki(settings: Settings) -> None:
+    """Check the configured TLS files as ``broker run`` gets them: each exists and parses (an RSA
+    or EC key matching the server certificate, a CA bundle); ``ConfigError`` names the setting.
+    Nothing is created: the CA's private key is not needed (nor expected) here."""
+    cert = _read_certificates(settings.tls_cert, "BROKER_TLS_CERT")[0]
+    _read_certificates(settings.tls_client_ca, "BROKER_TLS_CLIENT_CA")
+    try:
+        key = serialization.load_pem_private_key(_read(settings.tls_key, "BROKER_TLS_KEY"), None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"BROKER_TLS_KEY={settings.tls_key} is not an unencrypted PEM private key: {exc}"
+        ) from exc
+    if not isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+        raise ConfigError(f"BROKER_TLS_KEY={settings.tls_key} is neither an RSA nor an EC key")
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki):
+        raise ConfigError(
+            f"BROKER_TLS_KEY={settings.tls_key} does not match the certificate of "
+            f"BROKER_TLS_CERT={settings.tls_cert}"
+        )
+
+
+def _read(path: str, setting: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{setting}={path} cannot be read: {exc.strerror}") from exc
+
+
+def _read_certificates(path: str, setting: str) -> list[x509.Certificate]:
+    try:
+        found = x509.load_pem_x509_certificates(_read(path, setting))
+    except ValueError as exc:
+        raise ConfigError(f"{setting}={path} holds no PEM certificate: {exc}") from exc
+    return found
 
 
 def _new_key() -> rsa.RSAPrivateKey:
@@ -327,24 +396,32 @@ def server_command(host: str, folder: Path | None) -> None:
 @_folder_option
 @click.option("--register", is_flag=True, help="allowlist the certificate in the database")
 @click.option(
+    "--scope",
     "--scopes",
+    "scopes",
     multiple=True,
-    help="scopes to grant on --register (repeat or comma-separate; default: every admin scope)",
+    help="an admin scope to grant on --register (repeat, or comma-separate); none by default",
 )
 def client_command(
     client_id: str, folder: Path | None, register: bool, scopes: Sequence[str]
 ) -> None:
     """Issue CLIENT_ID.pem/CLIENT_ID.key and print its thumbprint."""
+    granted = sorted({s.strip() for item in scopes for s in item.split(",") if s.strip()})
+    unknown = [s for s in granted if s not in ADMIN_SCOPES]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown scope {', '.join(unknown)}; the scopes are {', '.join(ADMIN_SCOPES)}",
+            param_hint="--scope",
+        )
+    if granted and not register:
+        raise click.BadParameter("scopes are granted on --register only", param_hint="--scope")
     path = issue_client(folder or _default_folder(), client_id)
     click.echo(f"created {path}")
     click.echo(f"thumbprint {thumbprint(path)}")
     click.echo(f"sha256 {fingerprint_sha256(path)}")
     if register:
-        granted = [s.strip() for item in scopes for s in item.split(",") if s.strip()]
-        register_dev_client(
-            get_settings(), path, client_id, scopes=granted if scopes else ADMIN_SCOPES
-        )
-        click.echo(f"registered {client_id}")
+        register_dev_client(get_settings(), path, client_id, scopes=granted)
+        click.echo(f"registered {client_id} with scopes: {', '.join(granted) or 'none'}")
 
 
 @certs.command("thumbprint")

@@ -107,8 +107,12 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_PROXY_CERT_HEADER", "proxy_cert_header", "", _str,
       "header carrying the URL-encoded PEM client certificate from a trusted proxy"),
     K("BROKER_CALLBACK_SECRET", "callback_secret", "", _str,
-      "shared secret for `/internal/requests/{id}/result`; unset: generated into "
-      "`var/callback-secret` on first run; set but empty: every callback is rejected"),
+      "secret that mints the per-request tokens remote executors sign their callbacks with (it "
+      "never leaves the broker); unset: generated into `var/callback-secret` on first run; set "
+      "but empty: every callback is rejected"),
+    K("BROKER_CALLBACK_SECRET_PREVIOUS", "callback_secret_previous", "", _str,
+      "the secret before a rotation: callbacks signed with tokens it minted are still accepted; "
+      "empty once the rotation is over"),
     K("BROKER_CALLBACK_BASE_URL", "callback_base_url", "http://127.0.0.1:5080", _str,
       "base URL that a remote Elsa server calls back"),
     K("BROKER_ELSA_DISPATCH_URL", "elsa_dispatch_url", "", _str,
@@ -216,6 +220,7 @@ class Settings:
     trusted_proxies: tuple[str, ...]
     proxy_cert_header: str
     callback_secret: str
+    callback_secret_previous: str
     callback_base_url: str
     elsa_dispatch_url: str
     max_body_bytes: int
@@ -299,6 +304,15 @@ class Settings:
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
+
+    def callback_secrets(self) -> tuple[str, ...]:
+        """The live callback secrets, current first; empty when callbacks are disabled (an empty
+        current secret disables them, whatever the previous one)."""
+        current = self.resolved_callback_secret()
+        if not current:
+            return ()
+        previous = self.callback_secret_previous
+        return (current, previous) if previous and previous != current else (current,)
 
 
 class UnknownKeyWarning(UserWarning):

@@ -1,7 +1,8 @@
 """``broker run``: every role of the product in one foreground command (the embedded default).
 
-It prepares what a first run needs (database schema, development certificates, the dev client,
-the workflow registry), then starts the public ingress, the internal listener, a Celery worker and
+It prepares what a first run needs (database schema, the workflow registry and, in the broker's own
+development folder only, development certificates and the dev client; an operator's PKI is used as
+given), then starts the public ingress, the internal listener, a Celery worker and
 Celery beat as child processes. SIGINT or SIGTERM stops all of them; if one dies, the others are
 stopped too, so nothing is ever left running. Production runs each role on its own (README).
 """
@@ -110,21 +111,47 @@ def prepare(settings: Settings) -> None:
 
 
 def _ensure_dev_certificates(settings: Settings) -> None:
+    """In the broker's own development folder: create the CA, the server certificate and the
+    DevClient (with every admin scope) where missing, and register DevClient. On an operator's
+    PKI: check the files and create and register nothing."""
     from broker import certs
 
-    folder = Path(settings.tls_client_ca).parent
+    folder = certs.development_folder(settings)
+    if folder is None:
+        certs.check_pki(settings)
+        logger.info("TLS from the operator's files; no development certificate or client")
+        return
     if not Path(settings.tls_client_ca).exists():
         certs.init_ca(folder)
     if not (Path(settings.tls_cert).exists() and Path(settings.tls_key).exists()):
         certs.issue_server(folder, "localhost")
     if not (folder / f"{DEV_CLIENT}.pem").exists():
         certs.issue_client(folder, DEV_CLIENT)
-    certs.register_dev_client(settings, folder / f"{DEV_CLIENT}.pem", DEV_CLIENT)
+    certs.register_dev_client(
+        settings, folder / f"{DEV_CLIENT}.pem", DEV_CLIENT, scopes=certs.ADMIN_SCOPES
+    )
+    certs.check_pki(settings)
 
 
 def quick_start_text(settings: Settings) -> str:
-    """Ready-to-paste commands: submit the shipped invoice example, poll it, approve it."""
-    folder = Path(settings.tls_client_ca).parent
+    """Ready-to-paste commands: submit the shipped invoice example, poll it, approve it (on an
+    operator's PKI: how to allowlist a client, as there is no DevClient)."""
+    from broker import certs
+
+    folder = certs.development_folder(settings)
+    if folder is None:
+        return "\n".join(
+            [
+                "",
+                "The broker is starting on your certificates "
+                f"(client CA {settings.tls_client_ca}).",
+                "Allowlist a client: `broker certs thumbprint CLIENT.pem` into "
+                f"{settings.clients_file}.",
+                f"Health: curl -s http://{settings.internal_bind}/healthz",
+                "Stop everything with Ctrl-C.",
+                "",
+            ]
+        )
     port = settings.public_bind.rsplit(":", 1)[1]
     tls = (
         f"--cacert {folder}/ca.pem --cert {folder}/{DEV_CLIENT}.pem --key {folder}/{DEV_CLIENT}.key"

@@ -19,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 from broker.errors import BrokerError, PayloadTooLarge, StoreUnavailable
 from broker.ingress import metrics
 from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
+from broker.ingress.bodies import BodyLimit
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
 from broker.runtime.requests import NullPublisher, Publisher
 from broker.settings import Settings
@@ -127,6 +128,9 @@ def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
     app.extensions[EXTENSION] = svc
     app.url_map.strict_slashes = False
     _register_error_handlers(app, settings)
+    # Every body is read whole (or refused 413) before the app runs: see ``bodies``.
+    limited = BodyLimit(app.wsgi_app, settings.max_body_bytes, listener)
+    app.wsgi_app = limited  # type: ignore[method-assign]
 
     @app.after_request
     def _count(response: Response) -> Response:

@@ -1,25 +1,29 @@
 """The internal listener: remote-executor callbacks, health, readiness and metrics.
 
-Plain HTTP on loopback by default. The callback endpoint authenticates with a shared secret
-compared in constant time; an empty configured secret rejects every callback.
+Plain HTTP on loopback by default. A callback is authenticated by its Standard Webhooks signature
+under the token of the request's current dispatch attempt (``runtime.callbacks``): an unsigned,
+badly signed, stale (timestamp off by more than five minutes) or replayed callback, or one for a
+request never dispatched to a remote executor, is 401 and changes nothing. An empty configured
+secret rejects every callback.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 from flask import Blueprint, Response, jsonify, request
 from kombu.connection import Connection
-from sqlalchemy import text
+from sqlalchemy import select, text
 
-from broker.errors import Unauthenticated
+from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
 from broker.metrics import record_finished
-from broker.runtime import runner
+from broker.runtime import callbacks, runner
 from broker.runtime.celery_config import transport_options
+from broker.settings import Settings
+from broker.store.models import Request
 
 logger = logging.getLogger(__name__)
 
@@ -31,24 +35,30 @@ READY_TIMEOUT = 2.0  # seconds each readiness probe may take
 @bp.post("/internal/requests/<request_id>/result")
 def record_result(request_id: str) -> tuple[str, int]:
     svc = services()
-    expected = svc.settings.resolved_callback_secret()
-    given = request.headers.get("X-Callback-Secret", "")
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-        metrics.CALLBACKS.labels(outcome="unauthenticated").inc()
-        logger.warning(
-            "callback for request %s with a wrong or missing secret",
-            request_id,
-            extra={"request_id": request_id},
-        )
-        raise Unauthenticated("Invalid callback secret")
-    status, result, error = parse_callback(read_json(svc.settings))
     try:
+        attempt, webhook_id = _authenticate(svc.settings, request_id)
+        status, result, error = parse_callback(read_json(svc.settings))
         with transaction() as session:
             finished = runner.complete_from_callback(
-                session, request_id, status.value, result, error
+                session,
+                request_id,
+                status.value,
+                result,
+                error,
+                attempt=attempt,
+                webhook_id=webhook_id,
             )
             request_type, submitted_at = finished.request_type, finished.submitted_at
             finished_at = finished.completed_at
+    except Unauthenticated as refused:
+        metrics.CALLBACKS.labels(outcome="unauthenticated").inc()
+        logger.warning(
+            "callback for request %s refused: %s",
+            request_id,
+            refused.message,
+            extra={"request_id": request_id},
+        )
+        raise
     except Exception:
         metrics.CALLBACKS.labels(outcome="refused").inc()
         raise
@@ -59,6 +69,22 @@ def record_result(request_id: str) -> tuple[str, int]:
         "callback finished request %s as %s", request_id, status, extra={"request_id": request_id}
     )
     return "", 204
+
+
+def _authenticate(settings: Settings, request_id: str) -> tuple[int, str]:
+    """The dispatch attempt and ``webhook-id`` of a callback whose signature holds; raises
+    ``Unauthenticated`` before the body is parsed or anything is written."""
+    limit = settings.max_body_bytes
+    raw = request.get_data(cache=True)  # bounded by MAX_CONTENT_LENGTH; read_json reuses it
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
+    with transaction(write=False) as session:
+        attempt = session.scalar(select(Request.remote_attempt).where(Request.id == request_id))
+    if attempt is None:  # unknown, or never dispatched to a remote executor: no token exists
+        raise Unauthenticated("No callback is expected for this request")
+    headers = {name: request.headers.get(name, "") for name in callbacks.HEADERS}
+    webhook_id = callbacks.verify(settings.callback_secrets(), request_id, attempt, raw, headers)
+    return attempt, webhook_id
 
 
 @bp.get("/healthz")

@@ -1,8 +1,11 @@
 """Remote execution: a workflow with ``customProperties.executor: "elsa"`` runs on an Elsa server.
 
-The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackSecret}`` to
+The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackToken}`` to
 ``BROKER_ELSA_DISPATCH_URL``; the request stays Processing until the Elsa server calls the internal
-listener back (``runner.complete_from_callback``).
+listener back with a body signed by that token (``callbacks``, ``runner.complete_from_callback``).
+Each POST is a new dispatch attempt, counted on the request and committed before the POST, with a
+token of its own: only the latest attempt's token is accepted, so a token that leaked from an
+earlier dispatch cannot finish the request.
 
 A dispatch that fails transiently (the connection is refused or times out, or Elsa answers 5xx,
 408 or 429) is retried like any transient failure, under the workflow's retry policy
@@ -15,7 +18,7 @@ counted from those audit events since the request's last replay, so a replay sta
 message names the dispatch URL with its credentials masked.
 
 A POST is repeated only if the worker died between it and the commit that records it, and then
-carries the same correlation id, which the server can deduplicate on.
+carries the same correlation id with a new token, which the server keeps in place of the first.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from broker import metrics
 from broker.errors import RetryLater, WorkflowFault
 from broker.outbound import parse_retry_after
 from broker.redaction import redact_text, redact_url
-from broker.runtime import deadletters, ids, outbox
+from broker.runtime import callbacks, deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
 from broker.runtime.retry import RetryPolicy, policy_for
@@ -62,6 +65,10 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         if DISPATCHED_EVENT in history.since_replay:
             outbox.mark_done(session, outbox_id)
             return Outcome.SKIPPED
+        # Committed before the POST, so a callback that overtakes the commit below still finds
+        # the attempt its token was minted for.
+        dispatch_attempt = (request.remote_attempt or 0) + 1
+        request.remote_attempt = dispatch_attempt
         body = {
             "definitionId": published.definition_id,
             "correlationId": request_id,
@@ -72,7 +79,7 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
             },
             "callbackUrl": f"{settings.callback_base_url.rstrip('/')}"
             f"/internal/requests/{request_id}/result",
-            "callbackSecret": settings.resolved_callback_secret(),
+            "callbackToken": _token(settings.callback_secrets(), request_id, dispatch_attempt),
         }
         request_type, submitted_at = request.request_type, request.submitted_at
     attempt = history.since_replay.count(FAILED_EVENT) + 1
@@ -98,6 +105,12 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         outbox.mark_done(session, outbox_id)
     logger.info("request %s dispatched to the remote Elsa server", request_id, extra=log)
     return Outcome.DISPATCHED
+
+
+def _token(secrets: tuple[str, ...], request_id: str, attempt: int) -> str | None:
+    """The callback token of this attempt, minted with the current secret; None when callbacks
+    are disabled (every callback would be refused)."""
+    return callbacks.token_for(secrets[0], request_id, attempt) if secrets else None
 
 
 def post(settings: Settings, body: dict[str, Any]) -> None:

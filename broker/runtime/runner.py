@@ -17,12 +17,12 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from broker import metrics
 from broker.engine.engine import Engine, EngineServices
-from broker.errors import BadRequest, Conflict, NotFound
+from broker.errors import BadRequest, Conflict, NotFound, Unauthenticated
 from broker.runtime import ids, outbox
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.outcome import Outcome
@@ -47,6 +47,8 @@ from broker.store.models import (
 
 logger = logging.getLogger(__name__)
 
+#: the audit event of an accepted remote callback
+CALLBACK_RECEIVED = "CallbackReceived"
 #: how long a task waits for an instance another worker holds, before postponing its row
 LOCK_WAIT_SECONDS = 5.0
 #: when postponed, the row is published again after this many seconds
@@ -481,16 +483,32 @@ def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: s
 
 
 def complete_from_callback(
-    session: Session, request_id: str, status: str, result: Any, error: str | None
+    session: Session,
+    request_id: str,
+    status: str,
+    result: Any,
+    error: str | None,
+    *,
+    attempt: int | None = None,
+    webhook_id: str | None = None,
 ) -> Request:
     """Finish a remotely executed request from the executor's callback, in the caller's
     transaction. ``NotFound`` for an unknown request, ``Conflict`` (409) when it is already
-    terminal (a late or duplicate callback changes nothing), ``BadRequest`` for a bad status."""
+    terminal (a late or duplicate callback changes nothing), ``BadRequest`` for a bad status.
+
+    The internal listener passes the dispatch ``attempt`` the callback's signature was verified
+    for and its ``webhook_id``: ``Unauthenticated`` when the request has been dispatched again
+    since, or when a callback with that id was already accepted (a replay). The id is kept in the
+    CallbackReceived audit event."""
     if status not in (RequestStatus.COMPLETED.value, RequestStatus.FAULTED.value):
         raise BadRequest("status must be Completed or Faulted", field="status")
     request = session.get(Request, request_id)
     if request is None:
         raise NotFound(f"Request '{request_id}' not found")
+    if attempt is not None and request.remote_attempt != attempt:
+        raise Unauthenticated("Callback of an earlier dispatch attempt")
+    if webhook_id is not None and webhook_id in accepted_webhook_ids(session, request_id):
+        raise Unauthenticated("Callback already received (replayed webhook-id)")
     now = utcnow()
     sub_status = "Finished" if status == RequestStatus.COMPLETED.value else "Faulted"
     set_to = finish_request(
@@ -509,12 +527,24 @@ def complete_from_callback(
         RequestEvent(
             request_id=request_id,
             timestamp=now,
-            event_type="CallbackReceived",
+            event_type=CALLBACK_RECEIVED,
             source="callback",
             message=f"Remote executor reported {status}",
-            properties={"status": status},
+            properties={"status": status, "attempt": attempt, "webhookId": webhook_id},
         )
     )
     session.flush()
     session.refresh(request)
     return request
+
+
+def accepted_webhook_ids(session: Session, request_id: str) -> set[str]:
+    """The ``webhook-id`` of every callback accepted for ``request_id`` (at most one per dispatch
+    attempt, as an accepted callback finishes the request)."""
+    found = session.scalars(
+        select(RequestEvent.properties).where(
+            RequestEvent.request_id == request_id,
+            RequestEvent.event_type == CALLBACK_RECEIVED,
+        )
+    )
+    return {str(p["webhookId"]) for p in found if p and p.get("webhookId")}

@@ -152,6 +152,9 @@ class Request(Base):
     definition_version: Mapped[int | None] = mapped_column(Integer)
     definition_version_id: Mapped[str | None] = mapped_column(Id)
     instance_id: Mapped[str | None] = mapped_column(Id)
+    # Dispatches to a remote executor so far (None: never dispatched). A callback must be signed
+    # with the token of the current one (``runtime.callbacks``).
+    remote_attempt: Mapped[int | None] = mapped_column(Integer)
     submitted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     completed_at: Mapped[dt.datetime | None]

@@ -26,7 +26,14 @@ import pytest
 from broker.settings import Settings
 from broker.store import db
 from tests.conftest import PROJECT_ROOT, free_port
-from tests.e2e.support import Pki, environment, make_pki, write_config
+from tests.e2e.support import (
+    Pki,
+    environment,
+    make_pki,
+    mark_dispatched,
+    signed_callback,
+    write_config,
+)
 
 START_TIMEOUT = 60.0
 CALLBACK_SECRET = "e2e-callback-secret"
@@ -86,11 +93,19 @@ class Server:
             conn.close()
 
     def internal(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
     ) -> Response:
         conn = http.client.HTTPConnection("127.0.0.1", self.internal_port, timeout=30)
         try:
-            payload = None if body is None else json.dumps(body).encode()
+            payload = (
+                raw if raw is not None else (None if body is None else json.dumps(body).encode())
+            )
             conn.request(
                 method,
                 path,
@@ -100,6 +115,21 @@ class Server:
             return _read(conn.getresponse())
         finally:
             conn.close()
+
+    def dispatch(self, request_id: str) -> int:
+        """Mark ``request_id`` dispatched to a remote executor, as the worker does before it POSTs
+        (these listeners run without a worker); answers the dispatch attempt."""
+        return mark_dispatched(self.settings.database_url, request_id)
+
+    def callback(
+        self, request_id: str, document: Any, *, attempt: int, msg_id: str | None = None
+    ) -> Response:
+        """The remote executor's signed result for dispatch ``attempt`` of ``request_id``."""
+        raw, headers = signed_callback(
+            CALLBACK_SECRET, request_id, attempt, document, msg_id=msg_id
+        )
+        path = f"/internal/requests/{request_id}/result"
+        return self.internal("POST", path, headers=headers, raw=raw)
 
 
 def _read(response: http.client.HTTPResponse) -> Response:

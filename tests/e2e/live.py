@@ -585,7 +585,9 @@ def start_stack(
         from broker.settings import Settings
 
         settings = Settings.from_env(broker_env)
-        certs.register_dev_client(settings, certs_folder / f"{DEV}.pem", DEV)
+        certs.register_dev_client(
+            settings, certs_folder / f"{DEV}.pem", DEV, scopes=certs.ADMIN_SCOPES
+        )
         env = _python_env(broker_env)
         factory = db.make_session_factory(db.make_engine(settings.database_url))
         stack = LiveStack(root, env, public_port, internal_port, factory, sink, {}, beats=beats)

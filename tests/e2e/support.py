@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker import certs
+from broker.runtime import callbacks
 from broker.settings import Settings
+from broker.store.models import Request
 from tests.conftest import PROJECT_ROOT
 
 INVOICE_KEYS = {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}
@@ -161,3 +168,131 @@ def environment(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -
 
 def settings_for(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -> Settings:
     return Settings.from_env(environment(var_dir, pki, config, **extra))
+
+
+def signed_callback(
+    secret: str,
+    request_id: str,
+    attempt: int,
+    document: Any,
+    *,
+    msg_id: str | None = None,
+    timestamp: dt.datetime | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """A callback body and its headers, signed as the remote executor of ``request_id``'s dispatch
+    ``attempt`` signs it (with the token the broker minted under ``secret``)."""
+    body = json.dumps(document).encode()
+    token = callbacks.token_for(secret, request_id, attempt)
+    signed = callbacks.sign(token, body, msg_id=msg_id, timestamp=timestamp)
+    return body, {"Content-Type": "application/json", **signed}
+
+
+def mark_dispatched(database_url: str, request_id: str) -> int:
+    """Record one more remote dispatch of ``request_id``, as ``runtime.remote`` does before it
+    POSTs (tests without a worker stand in for it); answers the attempt."""
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            table = Request.__table__
+            conn.execute(
+                sa.update(table)
+                .where(table.c.id == request_id)
+                .values(remote_attempt=sa.func.coalesce(table.c.remote_attempt, 0) + 1)
+            )
+            attempt = conn.scalar(sa.select(table.c.remote_attempt).where(table.c.id == request_id))
+    finally:
+        engine.dispose()
+    if attempt is None:
+        raise LookupError(f"request {request_id} not found")
+    return int(attempt)
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorPki:
+    """An operator's own PKI: ``folder`` holds only ``ca.pem``, ``server.pem`` and ``server.key``
+    (the CA's private key is kept in ``private``, as in any real deployment); the client ``Ops``
+    was issued by that CA (``private/Ops.pem``)."""
+
+    folder: Path
+    private: Path
+
+    @property
+    def client(self) -> tuple[Path, Path]:
+        return self.private / "Ops.pem", self.private / "Ops.key"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "BROKER_TLS_CERT": str(self.folder / "server.pem"),
+            "BROKER_TLS_KEY": str(self.folder / "server.key"),
+            "BROKER_TLS_CLIENT_CA": str(self.folder / "ca.pem"),
+        }
+
+
+def make_operator_pki(root: Path, kind: str) -> OperatorPki:
+    """An operator PKI whose CA (and server key) is ``rsa`` or ``ec`` (P-256)."""
+    private, folder = root / "ca-private", root / "pki"
+    private.mkdir(parents=True)
+    folder.mkdir(parents=True)
+    if kind == "rsa":
+        certs.init_ca(private, common_name="Operator RSA CA")
+        certs.issue_server(private, "localhost")
+    else:
+        _ec_ca_and_server(private)
+    certs.issue_client(private, "Ops")  # an RSA leaf signed by the operator's CA
+    for name in ("ca.pem", "server.pem", "server.key"):
+        (folder / name).write_bytes((private / name).read_bytes())
+    (folder / "server.key").chmod(0o600)
+    return OperatorPki(folder, private)
+
+
+def _ec_ca_and_server(folder: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def save(stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+        (folder / f"{stem}.pem").write_bytes(cert.public_bytes(Encoding.PEM))
+        pem = key.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption())
+        (folder / f"{stem}.key").write_bytes(pem)
+        (folder / f"{stem}.key").chmod(0o600)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("Operator EC CA"))
+        .issuer_name(name("Operator EC CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    save("ca", ca, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(name("localhost"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    save("server", server, key)

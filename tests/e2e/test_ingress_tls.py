@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import http.client
+import json
 import ssl
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import CALLBACK_SECRET, Server
-from tests.e2e.support import INVOICE_KEYS
+from tests.e2e.support import INVOICE_KEYS, signed_callback
 
 pytestmark = pytest.mark.slow
 
@@ -76,14 +77,12 @@ def test_connection_without_certificate_fails_the_handshake(server: Server) -> N
         server.call(None, "GET", "/requests")
 
 
-def test_expired_certificate_is_refused(server: Server) -> None:
-    # Given an allowlisted but expired certificate: the handshake refuses it, or the app does
-    try:
-        response = server.call("Expired", "GET", "/requests")
-    except HANDSHAKE_REFUSED:
-        return
-    assert response.status == 401
-    assert response.body["error"] == "Client certificate has expired"
+@pytest.mark.parametrize("tls12", [False, True])
+def test_expired_certificate_fails_the_handshake(server: Server, tls12: bool) -> None:
+    # Given an allowlisted but expired certificate: the TLS layer itself refuses it (the app's
+    # own validity check serves the proxy mode, where no handshake sees the certificate)
+    with pytest.raises(ssl.SSLError, match=r"(?i)certificate.expired"):
+        server.call("Expired", "GET", "/requests", tls12=tls12)
 
 
 def test_wrong_client_for_request_type_gets_elsa_brokers_message(server: Server) -> None:
@@ -115,33 +114,57 @@ def test_malformed_json_is_400(server: Server) -> None:
     assert response.body["error"].startswith("Malformed JSON")
 
 
-def test_oversized_body_is_413_declared_or_chunked(server: Server) -> None:
-    # Given a body over the default 1 MiB limit
-    big = b'{"requestType": "OpenType", "payload": {"x": "' + b"x" * 1_100_000 + b'"}}'
-    # When it is sent with a Content-Length
-    declared = server.call("ClientA", "POST", "/requests", raw=big)
-    # And when it is streamed in chunks without one
+LIMIT = 1_048_576  # BROKER_MAX_BODY_BYTES of the e2e listeners (the default)
+
+
+def _oversized(size: int) -> bytes:
+    head, tail = b'{"requestType": "OpenType", "payload": {"x": "', b'"}}'
+    body = head + b"x" * (size - len(head) - len(tail)) + tail
+    assert len(body) == size
+    return body
+
+
+def test_oversized_bodies_are_413_with_json_every_time(server: Server) -> None:
+    # Given bodies over the limit, from one byte over to five times it
+    sizes = [LIMIT + 1, 1_100_000, 2 * LIMIT, 5 * LIMIT]
     conn = http.client.HTTPSConnection(
         "localhost", server.public_port, timeout=30, context=server.context("ClientA")
     )
+    answers: list[tuple[int, int, bool, Any]] = []
     try:
-        chunks = (big[i : i + 65536] for i in range(0, len(big), 65536))
-        conn.request(
-            "POST",
-            "/requests",
-            body=chunks,
-            encode_chunked=True,
-            headers={"Content-Type": "application/json"},
-        )
-        chunked = conn.getresponse()
-        chunked_status = chunked.status
-    except (BrokenPipeError, ConnectionResetError):
-        chunked_status = 413  # the server answered 413 and closed before we finished sending
+        # When ClientA posts them 20 times in a row on one connection (it reopens the connection
+        # only when the server asks it to), declared with a Content-Length and streamed in chunks
+        for attempt in range(20):
+            size, chunked = sizes[attempt % len(sizes)], attempt % 2 == 1
+            big = _oversized(size)
+            body: Any = (big[i : i + 65536] for i in range(0, size, 65536)) if chunked else big
+            conn.request(
+                "POST",
+                "/requests",
+                body=body,
+                encode_chunked=chunked,
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            answers.append((size, response.status, chunked, json.loads(response.read())))
+        # Then every one was answered 413 with the JSON error (a connection error fails the test)
+        for size, status, chunked, document in answers:
+            assert (size, chunked, status) == (size, chunked, 413)
+            assert document == {
+                "error": f"Request body exceeds {LIMIT} bytes",
+                "code": "payload_too_large",
+                "limit": LIMIT,
+            }
+        # And the connection is still good for a request within the limit
+        conn.request("GET", "/request-types")
+        assert conn.getresponse().status == 200
     finally:
         conn.close()
-    # Then both are refused as too large
-    assert declared.status == 413
-    assert chunked_status == 413
+
+
+def test_a_body_of_exactly_the_limit_is_read(server: Server) -> None:
+    response = server.call("ClientA", "POST", "/requests", raw=_oversized(LIMIT))
+    assert response.status == 202
 
 
 def test_another_clients_record_is_403(server: Server) -> None:
@@ -165,14 +188,20 @@ def test_idempotent_retry_answers_the_same_record_and_another_body_conflicts(
     assert other.status == 409
 
 
-def test_callback_secret_wrong_missing_and_right(server: Server) -> None:
+def test_callback_unsigned_forged_and_signed(server: Server) -> None:
+    # Given a request dispatched to a remote executor
     request_id = submit(server)
+    attempt = server.dispatch(request_id)
     path = f"/internal/requests/{request_id}/result"
     done = {"status": "Completed", "result": {"approved": True}}
-    wrong = server.internal("POST", path, done, {"X-Callback-Secret": "guess"})
+    # When callbacks arrive unsigned, with the secret itself, signed with a guessed token
     missing = server.internal("POST", path, done)
-    right = server.internal("POST", path, done, {"X-Callback-Secret": CALLBACK_SECRET})
-    assert (wrong.status, missing.status, right.status) == (401, 401, 204)
+    secret = server.internal("POST", path, done, {"X-Callback-Secret": CALLBACK_SECRET})
+    raw, forged = signed_callback("guess", request_id, attempt, done)
+    guessed = server.internal("POST", path, headers=forged, raw=raw)
+    # Then each is 401, and the executor's signed callback is accepted
+    assert (missing.status, secret.status, guessed.status) == (401, 401, 401)
+    assert server.callback(request_id, done, attempt=attempt).status == 204
     record = server.call("ClientA", "GET", f"/requests/{request_id}").body
     assert record["status"] == "Completed"
     assert record["result"] == {"approved": True}
@@ -181,26 +210,43 @@ def test_callback_secret_wrong_missing_and_right(server: Server) -> None:
 def test_terminal_request_refuses_a_late_callback_and_stays_unchanged(server: Server) -> None:
     # Given a request completed by a callback
     request_id = submit(server)
-    path = f"/internal/requests/{request_id}/result"
-    secret = {"X-Callback-Secret": CALLBACK_SECRET}
-    assert server.internal("POST", path, {"status": "Completed", "result": 1}, secret).status == 204
+    attempt = server.dispatch(request_id)
+    assert (
+        server.callback(request_id, {"status": "Completed", "result": 1}, attempt=attempt).status
+        == 204
+    )
     before = server.call("ClientA", "GET", f"/requests/{request_id}").body
-    # When a late Faulted callback arrives, and the client tries to cancel
-    late = server.internal("POST", path, {"status": "Faulted", "error": "boom"}, secret)
+    # When a late Faulted callback arrives, the first one is replayed, and the client cancels
+    late = server.callback(request_id, {"status": "Faulted", "error": "boom"}, attempt=attempt)
     cancel = server.call("ClientA", "POST", f"/requests/{request_id}/cancel")
-    # Then both are refused and the record did not change
+    # Then all are refused and the record did not change
     assert (late.status, cancel.status) == (409, 409)
     assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
 
 
-def test_callback_for_unknown_request_is_404(server: Server) -> None:
-    response = server.internal(
-        "POST",
-        "/internal/requests/nope/result",
-        {"status": "Completed"},
-        {"X-Callback-Secret": CALLBACK_SECRET},
-    )
-    assert response.status == 404
+def test_replayed_callback_is_401(server: Server) -> None:
+    request_id = submit(server)
+    attempt = server.dispatch(request_id)
+    done = {"status": "Completed", "result": 1}
+    first = server.callback(request_id, done, attempt=attempt, msg_id=f"msg-{request_id}")
+    before = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    replay = server.callback(request_id, done, attempt=attempt, msg_id=f"msg-{request_id}")
+    assert (first.status, replay.status) == (204, 401)
+    assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
+
+
+def test_callback_for_a_request_never_dispatched_is_401_and_changes_nothing(
+    server: Server,
+) -> None:
+    # Given a request the broker's own workers run, and one that does not exist
+    request_id = submit(server)
+    before = server.call("ClientA", "GET", f"/requests/{request_id}").body
+    # When callbacks signed as for a first dispatch arrive for them
+    local = server.callback(request_id, {"status": "Completed"}, attempt=1)
+    unknown = server.callback("nope", {"status": "Completed"}, attempt=1)
+    # Then both are refused and the request is unchanged
+    assert (local.status, unknown.status) == (401, 401)
+    assert server.call("ClientA", "GET", f"/requests/{request_id}").body == before
 
 
 def test_list_pages_with_a_cursor(server: Server) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -11,8 +14,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
+from broker import certs
+from broker.store.models import Client
 from tests.conftest import PROJECT_ROOT, free_port
+from tests.e2e.support import make_operator_pki
 
 pytestmark = pytest.mark.slow
 
@@ -45,32 +52,57 @@ def _wait_for(url: str, deadline: float) -> bytes:
     raise AssertionError(f"{url} never answered: {last}")
 
 
-def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None:
-    # Given a configuration rooted in a temporary folder, on free loopback ports
-    var = tmp_path / "var"
-    internal = f"127.0.0.1:{free_port()}"
-    env = {
+def _environment(var: Path, **extra: str) -> dict[str, str]:
+    """A configuration rooted in ``var``, on free loopback ports."""
+    return {
         **os.environ,  # noqa: TID251 - the child needs PATH and friends
         "BROKER_VAR_DIR": str(var),
         "BROKER_DATABASE_URL": f"sqlite:///{var / 'broker.db'}",
         "BROKER_LOCK_URL": f"file://{var / 'locks'}",
         "BROKER_PUBLIC_BIND": f"127.0.0.1:{free_port()}",
-        "BROKER_INTERNAL_BIND": internal,
+        "BROKER_INTERNAL_BIND": f"127.0.0.1:{free_port()}",
         "BROKER_TLS_CERT": str(var / "certs" / "server.pem"),
         "BROKER_TLS_KEY": str(var / "certs" / "server.key"),
         "BROKER_TLS_CLIENT_CA": str(var / "certs" / "ca.pem"),
         "BROKER_SMTP_URL": f"file://{var / 'mail'}",
         "BROKER_WORKER_CONCURRENCY": "1",
+        **extra,
     }
+
+
+def _start(env: dict[str, str], stderr: Path | None = None) -> subprocess.Popen[bytes]:
     broker = Path(sys.executable).parent / "broker"
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [str(broker), "run"],
         cwd=PROJECT_ROOT,
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr is None else stderr.open("wb"),
     )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C to the whole foreground group; asserts that nothing of it is left running."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=40)
+        deadline = time.monotonic() + 10
+        while _group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_members(proc.pid) == []
+    finally:
+        if proc.poll() is None or _group_members(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None:
+    # Given a configuration rooted in a temporary folder, on free loopback ports
+    var = tmp_path / "var"
+    env = _environment(var)
+    internal = env["BROKER_INTERNAL_BIND"]
+    proc = _start(env)
     try:
         # When it has started
         body = _wait_for(f"http://{internal}/healthz", time.monotonic() + 90)
@@ -90,3 +122,76 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         if proc.poll() is None or _group_members(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("kind", ["rsa", "ec"])
+def test_run_on_an_operator_pki_serves_mtls_and_registers_no_client(
+    tmp_path: Path, kind: str
+) -> None:
+    # Given an operator's PKI (the CA's private key kept elsewhere) and a client it issued,
+    # allowlisted in the operator's clients.json without any scope
+    pki = make_operator_pki(tmp_path / "operator", kind)
+    ops_pem, ops_key = pki.client
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "clients.json").write_text(
+        json.dumps({"clients": [{"clientId": "Ops", "thumbprint": certs.thumbprint(ops_pem)}]})
+    )
+    rule = {"clientId": "Ops", "requestType": "InvoiceProcess", "requiredKeys": []}
+    (config / "requestTypes.json").write_text(json.dumps({"requestTypes": [rule]}))
+    var = tmp_path / "var"
+    env = _environment(
+        var,
+        BROKER_CLIENTS_FILE=str(config / "clients.json"),
+        BROKER_REQUEST_TYPES_FILE=str(config / "requestTypes.json"),
+        **pki.environment(),
+    )
+    before = {p.name: p.read_bytes() for p in pki.folder.iterdir()}
+    log = tmp_path / "run.log"
+    # When broker run starts on it
+    proc = _start(env, stderr=log)
+    try:
+        deadline = time.monotonic() + 90
+        try:
+            _wait_for(f"http://{env['BROKER_INTERNAL_BIND']}/healthz", deadline)
+        except AssertionError:
+            raise AssertionError(log.read_text()) from None
+        # Then the public listener serves the operator's client over mutual TLS
+        context = ssl.create_default_context(cafile=str(pki.folder / "ca.pem"))
+        context.load_cert_chain(ops_pem, ops_key)
+        port = int(env["BROKER_PUBLIC_BIND"].rsplit(":", 1)[1])
+        types = _mtls_get(context, port, "/request-types", deadline)
+        admin = _mtls_get(context, port, "/admin/workflow-runtime/status", deadline)
+    finally:
+        _stop(proc)
+    assert types[0] == 200, types
+    assert [t["requestType"] for t in json.loads(types[1])["requestTypes"]] == ["InvoiceProcess"]
+    assert admin[0] == 403  # the operator granted Ops no admin scope
+    # And broker run registered no client of its own, and wrote nothing into the operator's
+    # folder nor a development PKI anywhere
+    engine = sa.create_engine(env["BROKER_DATABASE_URL"])
+    try:
+        with engine.connect() as conn:
+            assert conn.scalars(sa.select(Client.__table__.c.client_id)).all() == []
+    finally:
+        engine.dispose()
+    assert {p.name: p.read_bytes() for p in pki.folder.iterdir()} == before
+    assert not (var / "certs").exists()
+    assert "DevClient" not in log.read_text()
+
+
+def _mtls_get(context: ssl.SSLContext, port: int, path: str, deadline: float) -> tuple[int, bytes]:
+    """GET over mutual TLS, retried while the public listener is still starting."""
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPSConnection("localhost", port, timeout=10, context=context)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        except ConnectionRefusedError as exc:
+            last = exc
+            time.sleep(0.3)
+        finally:
+            conn.close()
+    raise AssertionError(f"{path} never answered: {last}")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.e2e.conftest import CALLBACK_SECRET, Server
+from tests.e2e.conftest import Server
 
 pytestmark = pytest.mark.slow
 
@@ -71,11 +71,9 @@ def test_stdlib_client_submits_and_polls_until_terminal(broker_server: Server) -
     )
     try:
         request_id = _wait_for_queued_invoice(broker_server, "INV-7")
-        done = broker_server.internal(
-            "POST",
-            f"/internal/requests/{request_id}/result",
-            {"status": "Completed", "result": {"paid": True}},
-            {"X-Callback-Secret": CALLBACK_SECRET},
+        attempt = broker_server.dispatch(request_id)
+        done = broker_server.callback(
+            request_id, {"status": "Completed", "result": {"paid": True}}, attempt=attempt
         )
         assert done.status == 204
         stdout, stderr = process.communicate(timeout=60)

@@ -271,6 +271,18 @@ def test_dockerfile_builds_in_stages_from_a_pinned_slim_python() -> None:
         assert not base.endswith(":latest")
 
 
+def test_dockerfile_leaves_the_internal_listener_on_loopback() -> None:
+    # Given the Dockerfile's instructions
+    instructions = dockerfile_instructions()
+    env = " ".join(rest for name, rest in instructions if name == "ENV")
+    exposed = " ".join(rest for name, rest in instructions if name == "EXPOSE").split()
+    # Then the image keeps the default bind (loopback) and does not advertise the port
+    assert "BROKER_INTERNAL_BIND" not in env
+    assert KEY_BY_ENV["BROKER_INTERNAL_BIND"].default.startswith("127.0.0.1:")
+    assert "5080" not in exposed
+    assert "5001" in exposed
+
+
 def test_dockerfile_defaults_to_the_worker_in_app_with_config_and_workflows() -> None:
     # Given the Dockerfile's instructions
     instructions = dockerfile_instructions()
@@ -346,7 +358,6 @@ def test_compose_roles_share_settings_and_wait_for_the_migration() -> None:
     assert shared["BROKER_QUEUE_URL"].startswith("redis://")
     assert shared["BROKER_LOCK_URL"].startswith("redis://")
     assert shared["BROKER_DISTRIBUTED"] == "true"
-    assert shared["BROKER_INTERNAL_BIND"] == "0.0.0.0:5080"
     # And every long-running role has them and starts only after the migration succeeded
     for role in CANONICAL.keys() - {"migrate"}:
         service = services[role]
@@ -388,9 +399,9 @@ def test_compose_worker_scales_and_beat_stays_single() -> None:
 def test_compose_publishes_the_listeners_and_keeps_flower_on_loopback() -> None:
     # Given the published ports
     services = compose()["services"]
-    # Then the public API is reachable, the internal listener and Flower only from the host
+    # Then the public API is reachable, Flower only from the host, the internal listener not at all
     assert services["ingress"]["ports"] == ["5001:5001"]
-    assert services["internal"]["ports"] == ["127.0.0.1:5080:5080"]
+    assert "ports" not in services["internal"]
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
     # And Flower's credentials are required from the operator's environment
     env = services["flower"]["environment"]
@@ -412,6 +423,37 @@ def test_compose_passes_certificates_and_callback_secret_as_secrets() -> None:
     assert "BROKER_CALLBACK_SECRET" in mounted
     assert "BROKER_CALLBACK_SECRET" not in shared
     assert set(doc["secrets"]) >= {"tls_cert", "tls_key", "tls_client_ca", "callback_secret"}
+
+
+def test_compose_keeps_the_internal_listener_and_backends_off_the_public_network() -> None:
+    # Given the compose file
+    doc = compose()
+    services, networks = doc["services"], doc["networks"]
+    # Then the backend network is internal (no route out, nothing published)
+    assert networks["backend"]["internal"] is True
+    assert not networks["edge"].get("internal", False)
+    # And only the internal service binds its listener beyond loopback, on the backend alone
+    wide = {
+        name
+        for name, service in services.items()
+        if not str(
+            (service.get("environment") or {}).get("BROKER_INTERNAL_BIND", "127.0.0.1:5080")
+        ).startswith("127.")
+    }
+    assert wide == {"internal"}
+    assert services["internal"]["networks"] == ["backend"]
+    assert "BROKER_INTERNAL_BIND" not in doc["x-broker-env"]
+    # And the databases and every role but the public listener, Flower and the workers' outbound
+    # calls stay on the backend
+    on_edge = {name for name, s in services.items() if "edge" in s.get("networks", [])}
+    assert on_edge == {"ingress", "worker", "flower"}
+    for name, service in services.items():
+        assert service.get("networks"), f"{name} would join the default network"
+    # And no port but the public listener's is published beyond the host's loopback
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert port == "5001:5001" or port.startswith("127.0.0.1:"), (name, port)
+            assert not port.endswith(":5080"), name
 
 
 def compose_command() -> list[str] | None:
@@ -556,6 +598,72 @@ def test_kubernetes_services_expose_each_listener() -> None:
     components = set(k8s_pod_specs())
     for service in services:
         assert service["spec"]["selector"]["app.kubernetes.io/component"] in components
+
+
+def test_kubernetes_binds_the_internal_listener_wide_in_its_own_pods_only() -> None:
+    # Given the shared ConfigMap and every pod
+    config = k8s_one("ConfigMap", "broker-config")["data"]
+    binds = {
+        role: {e["name"]: e.get("value") for e in container.get("env", [])}.get(
+            "BROKER_INTERNAL_BIND"
+        )
+        for role, pod in k8s_pod_specs().items()
+        for container in pod["containers"]
+    }
+    # Then only the internal pods listen beyond loopback, behind a ClusterIP Service
+    assert "BROKER_INTERNAL_BIND" not in config
+    assert {role: bind for role, bind in binds.items() if bind} == {"internal": "0.0.0.0:5080"}
+    assert k8s_one("Service", "broker-internal")["spec"]["type"] == "ClusterIP"
+
+
+def test_kubernetes_network_policy_admits_the_internal_port_only_from_named_pods() -> None:
+    # Given the NetworkPolicy that selects the internal listener's pods
+    internal_labels = k8s_one("Deployment", "broker-internal")["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    policies = [
+        o
+        for o in k8s_objects()
+        if o["kind"] == "NetworkPolicy"
+        and o["spec"]["podSelector"].get("matchLabels", {}).items() <= internal_labels.items()
+        and "matchExpressions" not in o["spec"]["podSelector"]
+    ]
+    [policy] = policies
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == "broker"
+    assert "Ingress" in spec["policyTypes"]
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "internal"
+    # Then every rule names its sources (a rule without `from` would admit anyone) and the port
+    peers: list[dict[str, Any]] = []
+    for rule in spec["ingress"]:
+        assert rule.get("from"), "a rule without sources admits every pod and address"
+        assert rule["ports"] == [{"protocol": "TCP", "port": 5080}]
+        peers += rule["from"]
+    for peer in peers:
+        assert "ipBlock" not in peer, peer
+        assert peer.get("podSelector", {}).get("matchLabels"), f"{peer} admits whole namespaces"
+    # And the sources are the broker's own pods and Prometheus
+    own = [p for p in peers if "namespaceSelector" not in p]
+    assert [p["podSelector"]["matchLabels"] for p in own] == [
+        {"app.kubernetes.io/name": "elsa-celery-broker"}
+    ]
+    prometheus = [
+        p
+        for p in peers
+        if p["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "prometheus"
+    ]
+    assert len(prometheus) == 1
+    assert prometheus[0]["namespaceSelector"]["matchLabels"]
+
+
+def test_kubernetes_background_pods_admit_only_prometheus_on_the_worker_metrics_port() -> None:
+    policy = k8s_one("NetworkPolicy", "broker-background")
+    [expression] = policy["spec"]["podSelector"]["matchExpressions"]
+    assert set(expression["values"]) == {"worker", "beat", "migrate"}
+    [rule] = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9808}]
+    [peer] = rule["from"]
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
 
 
 def test_kubernetes_references_name_existing_configmaps_and_secrets() -> None:

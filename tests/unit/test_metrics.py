@@ -30,6 +30,7 @@ from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow
 from tests.conftest import PROJECT_ROOT
+from tests.e2e.support import signed_callback
 from tests.integration.runtime.harness import (
     Sink,
     activity,
@@ -412,18 +413,21 @@ def test_a_remote_callback_counts_the_request_it_finishes(tmp_path: Path) -> Non
                 request_type_key=kind.lower(),
                 keys={},
                 status="Processing",
+                remote_attempt=1,
             )
         )
     client = create_internal_app(settings, session_factory=factory).test_client()
     callback = {"status": "Completed", "result": 1}
-    secret = {"X-Callback-Secret": "s3cret"}
     try:
         # When the executor reports completion, and then (late) reports it again
-        first = client.post("/internal/requests/r-1/result", headers=secret, json=callback)
-        again = client.post("/internal/requests/r-1/result", headers=secret, json=callback)
+        statuses = []
+        for _ in range(2):
+            body, headers = signed_callback("s3cret", "r-1", 1, callback)
+            posted = client.post("/internal/requests/r-1/result", data=body, headers=headers)
+            statuses.append(posted.status_code)
     finally:
         db.dispose_engines()
     # Then the request is counted once
-    assert (first.status_code, again.status_code) == (204, 409)
+    assert statuses == [204, 409]
     assert sample("broker_requests_completed_total", request_type=kind) == 1
     assert sample("broker_request_latency_seconds_count", request_type=kind) == 1

@@ -80,6 +80,20 @@ def test_callback_secret_unset_is_generated_once_and_empty_rejects(tmp_path: Pat
     assert Settings.from_env({"BROKER_CALLBACK_SECRET": ""}).resolved_callback_secret() == ""
 
 
+def test_callback_secrets_are_current_then_previous_and_none_when_disabled() -> None:
+    def live(**env: str) -> tuple[str, ...]:
+        return Settings.from_env(env).callback_secrets()
+
+    assert live(BROKER_CALLBACK_SECRET="new", BROKER_CALLBACK_SECRET_PREVIOUS="old") == (
+        "new",
+        "old",
+    )
+    assert live(BROKER_CALLBACK_SECRET="new") == ("new",)
+    assert live(BROKER_CALLBACK_SECRET="new", BROKER_CALLBACK_SECRET_PREVIOUS="new") == ("new",)
+    # An empty current secret disables callbacks, even during a rotation
+    assert live(BROKER_CALLBACK_SECRET="", BROKER_CALLBACK_SECRET_PREVIOUS="old") == ()
+
+
 def _env_example() -> dict[str, str]:
     found: dict[str, str] = {}
     text = (ROOT / "config" / "broker.env.example").read_text()

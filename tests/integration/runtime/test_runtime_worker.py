@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from broker.errors import Conflict
-from broker.runtime import deadletters, ids, journal
+from broker.errors import Conflict, Unauthenticated
+from broker.runtime import callbacks, deadletters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
 from broker.runtime.process import make_publisher
 from broker.runtime.runner import complete_from_callback
@@ -251,18 +252,56 @@ def test_remote_execution_waits_for_the_callback(stack: Stack) -> None:
     # Then Elsa received the contract body and the request stays Processing
     body = next(b for b in stack.sink.bodies["/elsa"] if b["correlationId"] == request_id)
     assert body["definitionId"] == "remote"
-    assert body["callbackSecret"] == "test-secret"
+    # with a token of this request's first dispatch, never the callback secret itself
+    assert body["callbackToken"] == callbacks.token_for("test-secret", request_id, 1)
+    assert "test-secret" not in json.dumps(body)
     assert body["callbackUrl"].endswith(f"/internal/requests/{request_id}/result")
     assert request_status(stack.factory, request_id) == "Processing"
+    with transaction(stack.factory, write=False) as session:
+        assert session.get(Request, request_id).remote_attempt == 1
     # When the callback reports completion, and then a late duplicate reports a fault
     with transaction(stack.factory) as session:
-        complete_from_callback(session, request_id, "Completed", {"remote": True}, None)
+        complete_from_callback(
+            session, request_id, "Completed", {"remote": True}, None, attempt=1, webhook_id="m1"
+        )
     with transaction(stack.factory) as session, pytest.raises(Conflict):
         complete_from_callback(session, request_id, "Faulted", None, "late")
     # Then the first result stands
     with transaction(stack.factory, write=False) as session:
         record = session.get(Request, request_id)
         assert (record.status, record.result) == ("Completed", {"remote": True})
+
+
+def test_a_repeated_remote_dispatch_gets_a_new_token_and_the_old_one_stops_working(
+    stack: Stack,
+) -> None:
+    # Given a remote Elsa server that answers the next dispatch with 503
+    with stack.sink.lock:
+        stack.sink.fail["/elsa"] = stack.sink.attempts[("/elsa", None)] + 1
+    try:
+        request_id = submit_request(
+            stack.factory, stack.registry, "Remote", publisher=stack.publisher
+        )
+        # When the worker retries the dispatch until it is accepted
+        wait_until(
+            lambda: "RequestDispatched" in event_types(stack.factory, request_id),
+            timeout=WAIT,
+            what="dispatch after a retry",
+        )
+    finally:
+        stack.sink.fail.pop("/elsa", None)
+    # Then each POST carried the token of its own attempt
+    tokens = [
+        b["callbackToken"] for b in stack.sink.bodies["/elsa"] if b["correlationId"] == request_id
+    ]
+    assert tokens == [callbacks.token_for("test-secret", request_id, n) for n in (1, 2)]
+    # And a callback of the first attempt is refused, while the current one's finishes it
+    with transaction(stack.factory) as session, pytest.raises(Unauthenticated):
+        complete_from_callback(session, request_id, "Completed", 1, None, attempt=1, webhook_id="a")
+    assert request_status(stack.factory, request_id) == "Processing"
+    with transaction(stack.factory) as session:
+        complete_from_callback(session, request_id, "Completed", 2, None, attempt=2, webhook_id="b")
+    assert request_status(stack.factory, request_id) == "Completed"
 
 
 def _sub_status(stack: Stack, request_id: str) -> str | None:

@@ -78,7 +78,7 @@ def test_cli_init_server_client_and_thumbprint(tmp_path: Path) -> None:
     assert f"thumbprint {printed.output.strip()}" in client.output
 
 
-def test_cli_client_register_allowlists_it_with_every_admin_scope_by_default(
+def test_cli_client_register_grants_no_admin_scope_unless_named(
     ingress_settings: Settings, session_factory: sessionmaker[Session], tmp_path: Path
 ) -> None:
     # Given a database and the settings of this process
@@ -87,8 +87,9 @@ def test_cli_client_register_allowlists_it_with_every_admin_scope_by_default(
         runner = CliRunner()
         folder = str(tmp_path / "pki")
         runner.invoke(certs.certs, ["init", "--dir", folder])
-        # When a client is issued with --register, and another with explicit scopes
-        dev = runner.invoke(certs.certs, ["client", "DevClient", "--dir", folder, "--register"])
+        # When a client is issued with --register alone, and another naming scopes (repeated,
+        # or comma-separated)
+        plain = runner.invoke(certs.certs, ["client", "Plain", "--dir", folder, "--register"])
         ops = runner.invoke(
             certs.certs,
             [
@@ -97,20 +98,56 @@ def test_cli_client_register_allowlists_it_with_every_admin_scope_by_default(
                 "--dir",
                 folder,
                 "--register",
-                "--scopes",
+                "--scope",
                 "read:dead-letters,read:workflow-runtime",
+                "--scope",
+                "replay:dead-letters",
             ],
         )
     finally:
         set_settings(None)
-    # Then both are in the allowlist with the expected scopes
-    assert dev.exit_code == 0, dev.output
+    # Then the first holds no scope at all, the second exactly the named ones
+    assert plain.exit_code == 0, plain.output
+    assert "scopes: none" in plain.output
     assert ops.exit_code == 0, ops.output
     registry = ClientRegistry(ingress_settings, session_factory)
     registry.load()
-    dev_client, ops_client = registry.get("DevClient"), registry.get("Ops")
-    assert dev_client is not None
-    assert dev_client.scopes == frozenset(certs.ADMIN_SCOPES)
-    assert dev_client.thumbprint == certs.thumbprint(tmp_path / "pki" / "DevClient.pem")
+    plain_client, ops_client = registry.get("Plain"), registry.get("Ops")
+    assert plain_client is not None
+    assert plain_client.scopes == frozenset()
+    assert plain_client.thumbprint == certs.thumbprint(tmp_path / "pki" / "Plain.pem")
     assert ops_client is not None
-    assert ops_client.scopes == frozenset({"read:dead-letters", "read:workflow-runtime"})
+    assert ops_client.scopes == frozenset(
+        {"read:dead-letters", "read:workflow-runtime", "replay:dead-letters"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--register", "--scope", "read:everything"], "unknown scope read:everything"),
+        (["--scope", "read:dead-letters"], "on --register only"),
+    ],
+)
+def test_cli_client_refuses_unknown_or_unregistered_scopes_and_issues_nothing(
+    ingress_settings: Settings,
+    session_factory: sessionmaker[Session],
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+) -> None:
+    set_settings(ingress_settings)
+    try:
+        runner = CliRunner()
+        folder = tmp_path / "pki"
+        runner.invoke(certs.certs, ["init", "--dir", str(folder)])
+        result = runner.invoke(certs.certs, ["client", "Ops", "--dir", str(folder), *args])
+    finally:
+        set_settings(None)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "--scope" in result.output
+    assert not (folder / "Ops.pem").exists()
+    registry = ClientRegistry(ingress_settings, session_factory)
+    registry.load()
+    assert registry.get("Ops") is None

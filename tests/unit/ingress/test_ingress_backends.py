@@ -15,7 +15,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import WorkflowInstance
-from tests.e2e.support import INVOICE_KEYS, Pki
+from tests.e2e.support import INVOICE_KEYS, Pki, mark_dispatched, signed_callback
 
 
 @pytest.fixture
@@ -78,12 +78,10 @@ def test_submit_replay_list_cancel_and_callback_guard(
     with factory() as session:
         subs = set(session.scalars(select(WorkflowInstance.sub_status)))
     assert subs == {"Cancelled"}
-    # A callback cannot move the terminal request
+    # A callback cannot move the terminal request (even one dispatched to a remote executor)
     internal = create_internal_app(settings, session_factory=factory).test_client()
-    late = internal.post(
-        f"/internal/requests/{request_id}/result",
-        headers={"X-Callback-Secret": "s3cret-callback"},
-        json={"status": "Completed"},
-    )
+    attempt = mark_dispatched(settings.database_url, request_id)
+    raw, signed = signed_callback("s3cret-callback", request_id, attempt, {"status": "Completed"})
+    late = internal.post(f"/internal/requests/{request_id}/result", data=raw, headers=signed)
     assert late.status_code == 409
     assert client.get(f"/requests/{request_id}").get_json()["status"] == "Cancelled"

@@ -18,10 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest
 from broker.ingress.schemas import decode_json, is_json_media_type
+from broker.runtime import callbacks
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
 
 ClientAs = Callable[[str], FlaskClient]
-SECRET = {"X-Callback-Secret": "s3cret-callback"}
+SECRET = "s3cret-callback"  # the callback secret of ``ingress_settings``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +55,9 @@ ROUTES = [
 def post(
     client_as: ClientAs, internal_app: Flask, session_factory: sessionmaker[Session]
 ) -> Callable[..., Any]:
-    """POST raw bytes to a route, as ClientA on the public listener or with the callback secret
-    on the internal one (where request r-1 waits for its callback)."""
+    """POST raw bytes to a route, as ClientA on the public listener, or signed as the remote
+    executor of request r-1's first dispatch on the internal one (the intake runs after the
+    signature is verified: unauthenticated bodies are never parsed)."""
     with session_factory.begin() as session:
         session.add(
             Request(
@@ -66,6 +68,7 @@ def post(
                 request_type_key="opentype",
                 keys={},
                 status="Processing",
+                remote_attempt=1,
             )
         )
     public, internal = client_as("ClientA"), internal_app.test_client()
@@ -73,7 +76,8 @@ def post(
     def send(route: Route, body: bytes, content_type: str | None = "application/json") -> Any:
         headers = {"Content-Type": content_type} if content_type is not None else {}
         if route.name == "callback":
-            return internal.post(route.path, data=body, headers={**headers, **SECRET})
+            signed = callbacks.sign(callbacks.token_for(SECRET, "r-1", 1), body)
+            return internal.post(route.path, data=body, headers={**headers, **signed})
         return public.post(route.path, data=body, headers=headers)
 
     return send

@@ -1,0 +1,98 @@
+"""Callback tokens and signatures of remote execution (the Standard Webhooks scheme).
+
+The callback secret never leaves the broker. Each dispatch of a request to a remote executor
+carries a token of its own, ``whsec_`` + base64 of HMAC-SHA256(secret, "<request id>:<attempt>"),
+where the attempt counts the dispatches of that request. The executor signs its callback with that
+token as Standard Webhooks prescribes::
+
+    webhook-id:        a unique id of the message (the same on a retry of the same message)
+    webhook-timestamp: Unix seconds when it was sent
+    webhook-signature: v1,<base64 HMAC-SHA256(token key, "<id>.<timestamp>.<body>")>
+
+A callback is therefore good only for its request and only for the request's current dispatch
+attempt; a timestamp more than ``TOLERANCE`` away from now is refused, and so is a ``webhook-id``
+already accepted (see ``runner.complete_from_callback``). During a rotation of the secret both the
+current and the previous secret are live: tokens are minted with the current one and verified
+against both.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import uuid
+from collections.abc import Mapping, Sequence
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from broker.errors import Unauthenticated
+
+#: how far a callback's timestamp may be from the broker's clock (fixed by the webhooks package)
+TOLERANCE = dt.timedelta(minutes=5)
+TOKEN_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
+HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+
+
+def token_for(secret: str, request_id: str, attempt: int) -> str:
+    """The callback token of one dispatch attempt of one request, minted under ``secret``."""
+    if not secret:
+        raise ValueError("the callback secret is empty")
+    digest = hmac.new(secret.encode(), f"{request_id}:{attempt}".encode(), hashlib.sha256).digest()
+    return TOKEN_PREFIX + base64.b64encode(digest).decode("ascii")
+
+
+def sign(
+    token: str,
+    body: bytes,
+    *,
+    msg_id: str | None = None,
+    timestamp: dt.datetime | None = None,
+) -> dict[str, str]:
+    """The three Standard Webhooks headers of a callback ``body`` signed with ``token`` (what a
+    remote executor sends; the broker's tests use it as one)."""
+    msg_id = msg_id or f"msg_{uuid.uuid4().hex}"
+    timestamp = timestamp or dt.datetime.now(dt.UTC)
+    signature = Webhook(token).sign(msg_id, timestamp, body.decode("utf-8"))
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(timestamp.timestamp())),
+        "webhook-signature": signature,
+    }
+
+
+def verify(
+    secrets: Sequence[str],
+    request_id: str,
+    attempt: int,
+    body: bytes,
+    headers: Mapping[str, str],
+) -> str:
+    """The ``webhook-id`` of a callback whose signature holds under the token of ``request_id``'s
+    current dispatch ``attempt`` minted with any of ``secrets``; ``Unauthenticated`` otherwise
+    (no secret, a missing header, a timestamp out of the tolerance, a signature that matches no
+    live token). The message names the reason, never a secret."""
+    live = [s for s in secrets if s]
+    if not live:
+        raise Unauthenticated("Callbacks are disabled (no callback secret is configured)")
+    given = {name: headers.get(name, "") for name in HEADERS}
+    missing = [name for name, value in given.items() if not value]
+    if missing:
+        raise Unauthenticated(f"Missing callback signature headers: {', '.join(missing)}")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unauthenticated("Callback body is not UTF-8") from exc
+    for secret in live:
+        try:
+            Webhook(token_for(secret, request_id, attempt)).verify(text, given, json_parse=False)
+        except WebhookVerificationError as exc:
+            if "timestamp" in str(exc).lower():
+                # The same for every token: the clock check comes before the signature.
+                raise Unauthenticated(f"Callback refused: {exc}") from exc
+        except ValueError as exc:  # a malformed signature list (binascii.Error included)
+            raise Unauthenticated("Malformed webhook-signature header") from exc
+        else:
+            return given["webhook-id"]
+    raise Unauthenticated("Invalid callback signature")
