@@ -277,8 +277,9 @@ class OutboundHttp:
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc from the environment
         self.session.headers["User-Agent"] = USER_AGENT
+        self._guard = AddressGuard(resolver or system_resolver)
         if not self.allowlist:
-            adapter = GuardedAdapter(AddressGuard(resolver or system_resolver))
+            adapter = GuardedAdapter(self._guard)
             self.session.mount("http://", adapter)
             self.session.mount("https://", adapter)
 
@@ -360,6 +361,24 @@ class OutboundHttp:
                 reason="not allowlisted",
             )
 
+    def vet_url(self, url: str) -> None:
+        """``check_url``, and with an empty allowlist also resolve the host now and refuse it
+        unless every address is public: what a URL registered for later calls must pass."""
+        self.check_url(url)
+        if self.allowlist:
+            return
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port or DEFAULT_PORTS[parts.scheme.lower()]
+        try:
+            self._guard.vet(host, port)
+        except OSError as exc:
+            raise OutboundBlocked(
+                f"outbound host {host!r} cannot be resolved: {exc}",
+                host=host,
+                reason="dns",
+            ) from exc
+
     def _open(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes | None, deadline: float
     ) -> requests.Response:
@@ -400,7 +419,9 @@ class OutboundHttp:
             if status == 429 or status >= 500:
                 delay = parse_retry_after(response.headers.get("Retry-After"))
                 raise RetryLater(
-                    f"outbound {method} {_loggable(url)} answered {status}", delay=delay
+                    f"outbound {method} {_loggable(url)} answered {status}",
+                    delay=delay,
+                    status_code=status,
                 )
             body = self._read_body(url, response, deadline)
         content_type = response.headers.get("Content-Type", "")
