@@ -220,7 +220,9 @@ def record(
         )
         endpoint.failing_since = None
     else:
-        endpoint.failing_since = endpoint.failing_since or now
+        # failing since this attempt was due (for a first attempt: since the event)
+        due_at = min(delivery.next_attempt_at or now, now)
+        endpoint.failing_since = endpoint.failing_since or due_at
         due = next_attempt_at(settings, attempt, now, retry_until, result.retry_after, rng)
         if result.retryable and due is not None:
             outcome = OUTCOME_RETRY
