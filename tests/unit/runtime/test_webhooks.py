@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -35,6 +36,7 @@ from broker.store.models import (
     WebhookEndpoint,
     utcnow,
 )
+from tests.conftest import PROJECT_ROOT
 from tests.support.receiver import InvalidSignature, Receiver, verify
 
 
@@ -479,3 +481,63 @@ def test_a_duplicate_run_of_one_attempt_sends_once(
         assert len(receiver.received()) == 1
     with db.transaction(factory, write=False) as session:
         assert len(session.scalars(select(WebhookAttempt)).all()) == 1
+
+
+def readme_verify() -> Any:
+    """The verification helper exactly as the README documents it."""
+    text = (PROJECT_ROOT / "README.md").read_text()
+    start = text.index("```python", text.index("Verifying a delivery takes")) + len("```python")
+    namespace: dict[str, Any] = {}
+    exec(compile(text[start : text.index("```", start)], "README.md", "exec"), namespace)  # noqa: S102 - our own README's snippet
+    return namespace["verify"]
+
+
+def test_the_readme_helper_verifies_a_delivery_and_refuses_a_tampered_or_old_one(
+    wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
+) -> None:
+    check = readme_verify()
+    with Receiver() as receiver:
+        endpoint_id, secret = add_endpoint(factory, http, receiver.url)
+        complete(factory, new_request(factory))
+        run_due(wh_settings, factory, http)
+        [delivery] = receiver.received()
+    assert check(secret, delivery.headers, delivery.body) is True
+    assert check(secret, delivery.headers, delivery.body + b" ") is False
+    # A delivery signed correctly but ten minutes ago (a replay of an old one) is refused too
+    plan = webhook_delivery.Plan(
+        delivery_id="d",
+        endpoint_id=endpoint_id,
+        url=receiver.url,
+        secrets=(secret,),
+        message_id=delivery.headers["webhook-id"],
+        body=delivery.body.decode(),
+        attempt=1,
+    )
+    old = webhook_delivery.headers_for(plan, utcnow() - dt.timedelta(minutes=10))
+    assert check(secret, old, delivery.body) is False
+    with pytest.raises(InvalidSignature, match="timestamp"):
+        verify(secret, old, delivery.body)
+    fresh = webhook_delivery.headers_for(plan, utcnow())
+    assert check(secret, fresh, delivery.body) is True
+    assert verify(secret, fresh, delivery.body)["type"] == "request.completed"
+
+
+def test_delivery_outcomes_are_counted_for_metrics(
+    wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
+) -> None:
+    def sample(outcome: str) -> float:
+        value = REGISTRY.get_sample_value("broker_webhook_deliveries_total", {"outcome": outcome})
+        return value or 0.0
+
+    def observed() -> float:
+        return REGISTRY.get_sample_value("broker_webhook_delivery_seconds_count") or 0.0
+
+    before = {o: sample(o) for o in ("delivered", "retry")}
+    count = observed()
+    with Receiver(503) as receiver:
+        add_endpoint(factory, http, receiver.url)
+        complete(factory, new_request(factory))
+        assert run_due(wh_settings, factory, http) == ["retry", "delivered"]
+    assert sample("retry") == before["retry"] + 1
+    assert sample("delivered") == before["delivered"] + 1
+    assert observed() == count + 2
