@@ -39,15 +39,19 @@ def webhooks_list(api: ApiClient, as_json: bool) -> None:
 
 
 @webhooks.command("add")
-@click.argument("url")
+@click.argument("endpoint_url", metavar="URL")
 @click.option("--event", "events", multiple=True, help="An event to receive (repeatable).")
 @click.option("--secret", help="A whsec_ secret to sign with [default: a new one].")
 @api_command
 def webhooks_add(
-    api: ApiClient, as_json: bool, url: str, events: tuple[str, ...], secret: str | None
+    api: ApiClient,
+    as_json: bool,
+    endpoint_url: str,
+    events: tuple[str, ...],
+    secret: str | None,
 ) -> None:
     """Register URL; prints the signing secret, which is never shown again."""
-    endpoint = api.add_webhook(url, events or None, secret)
+    endpoint = api.add_webhook(endpoint_url, events or None, secret)
     emit(
         endpoint,
         as_json,

@@ -23,7 +23,7 @@ import random
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 from standardwebhooks.webhooks import Webhook
 
@@ -32,7 +32,12 @@ from broker.engine.services import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
-from broker.runtime.webhooks import REMOVED_FROM_FILE, enqueue_attempt, live_secrets
+from broker.runtime.webhooks import (
+    REMOVED_FROM_FILE,
+    SOURCE_CALLBACK,
+    enqueue_attempt,
+    live_secrets,
+)
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -54,6 +59,8 @@ BACKOFF_FACTOR = 5.0
 #: are not hit by every delivery at once
 JITTER = (0.8, 1.2)
 MAX_ERROR_LENGTH = 500
+#: finished deliveries one purge run deletes at most
+PURGE_BATCH = 1000
 
 OUTCOME_DELIVERED = "delivered"
 OUTCOME_RETRY = "retry"
@@ -357,6 +364,39 @@ def reopen(session: Session, letter: DeadLetter, outbox_id: str, *, now: dt.date
             created_at=now,
         )
     )
+
+
+def purge_finished(session: Session, *, retention: float, now: dt.datetime | None = None) -> int:
+    """Delete deliveries finished (delivered or dead) more than ``retention`` seconds ago, their
+    attempts, and the one-off callback endpoints left without deliveries; answers how many
+    deliveries went. The purge job passes the dead-letter TTL: a dead delivery stays while its
+    dead letter can be replayed."""
+    cutoff = (now or utcnow()) - dt.timedelta(seconds=retention)
+    old = list(
+        session.scalars(
+            select(WebhookDelivery.id)
+            .where(
+                WebhookDelivery.state != WebhookDeliveryState.PENDING.value,
+                WebhookDelivery.finished_at < cutoff,
+            )
+            .limit(PURGE_BATCH)
+        )
+    )
+    if old:
+        session.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(old)))
+        session.execute(delete(WebhookDelivery).where(WebhookDelivery.id.in_(old)))
+    session.execute(
+        delete(WebhookEndpoint)
+        .where(
+            WebhookEndpoint.source == SOURCE_CALLBACK,
+            WebhookEndpoint.created_at < cutoff,
+            ~select(WebhookDelivery.id)
+            .where(WebhookDelivery.endpoint_id == WebhookEndpoint.id)
+            .exists(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return len(old)
 
 
 # The delivery log ---------------------------------------------------------------------------------

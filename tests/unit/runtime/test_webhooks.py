@@ -541,3 +541,33 @@ def test_delivery_outcomes_are_counted_for_metrics(
     assert sample("retry") == before["retry"] + 1
     assert sample("delivered") == before["delivered"] + 1
     assert observed() == count + 2
+
+
+def test_the_purge_removes_finished_deliveries_after_the_retention_but_keeps_pending_ones(
+    wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
+) -> None:
+    with Receiver(204, 404) as receiver:
+        add_endpoint(factory, http, receiver.url)
+        complete(factory, new_request(factory))  # delivered
+        complete(factory, new_request(factory))  # dead (404)
+        run_due(wh_settings, factory, http)
+    add_endpoint(factory, http, "http://127.0.0.1:9/never")
+    complete(factory, new_request(factory))  # pending for the second endpoint too
+    with db.transaction(factory) as session:
+        cb = webhooks.add_callback(
+            session, client_id="ClientA", request_id="r-x", url="http://x/", secret="whsec_x"
+        )
+        cb.created_at = utcnow() - dt.timedelta(days=30)
+    later = utcnow() + dt.timedelta(seconds=wh_settings.dead_letter_ttl + 1)
+    with db.transaction(factory) as session:
+        assert webhook_delivery.purge_finished(session, retention=60, now=utcnow()) == 0
+        purged = webhook_delivery.purge_finished(
+            session, retention=wh_settings.dead_letter_ttl, now=later
+        )
+    assert purged == 2
+    with db.transaction(factory, write=False) as session:
+        left = session.scalars(select(WebhookDelivery.state)).all()
+        assert left
+        assert set(left) == {"pending"}
+        assert session.scalars(select(WebhookAttempt)).all() == []
+        assert session.get(WebhookEndpoint, cb.id) is None
