@@ -345,6 +345,7 @@ _ENDPOINTS_OF_REQUEST = (
         or_(_ENDPOINTS.c.request_id.is_(None), _ENDPOINTS.c.request_id == _REQUESTS.c.id),
     )
 )
+_CACHE_KEY = "webhook_endpoints_of_request"
 _REQUEST_DATA = select(
     _REQUESTS.c.request_type,
     _REQUESTS.c.status,
@@ -367,9 +368,7 @@ def record_status_change(
         return []
     targets = [
         endpoint_id
-        for endpoint_id, events in session.execute(
-            _ENDPOINTS_OF_REQUEST, {"request_id": request_id}
-        )
+        for endpoint_id, events in _endpoints_of(session, request_id)
         if event in (events or ())
     ]
     if not targets:
@@ -414,6 +413,22 @@ def record_status_change(
         extra={"request_id": request_id},
     )
     return outbox_ids
+
+
+def _endpoints_of(session: Session, request_id: str) -> list[tuple[str, list[str]]]:
+    """The request's enabled endpoints and their events, read once per transaction (a short
+    first step writes Processing and its end together: one read serves both)."""
+    transaction = session.get_transaction()
+    cached: tuple[Any, dict[str, list[tuple[str, list[str]]]]] | None
+    cached = session.info.get(_CACHE_KEY)
+    if cached is None or cached[0] is not transaction:
+        cached = (transaction, {})
+        session.info[_CACHE_KEY] = cached
+    by_request = cached[1]
+    if request_id not in by_request:
+        rows = session.execute(_ENDPOINTS_OF_REQUEST, {"request_id": request_id})
+        by_request[request_id] = [(str(row[0]), list(row[1] or ())) for row in rows]
+    return by_request[request_id]
 
 
 def enqueue_attempt(session: Session, delivery_id: str, attempt: int, *, at: dt.datetime) -> str:

@@ -6,6 +6,9 @@ Short horizons and backoffs come from the settings (``BROKER_WEBHOOK_*``)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ from broker.runtime.process import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint
+from tests.conftest import free_port, port_open
 from tests.integration.runtime.harness import (
     Worker,
     prepare,
@@ -33,7 +37,7 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
-from tests.support.receiver import Receiver, verify
+from tests.support.receiver import EXAMPLE, Receiver, verify
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -182,3 +186,47 @@ def test_a_receiver_that_never_answers_ends_as_a_dead_letter_that_replays_to_suc
     assert last.answered == 204
     assert verify(secret, last.headers, last.body)["data"]["correlationId"] == request_id
     assert last.headers["webhook-id"] == receiver.received()[0].headers["webhook-id"]
+
+
+def test_the_example_receiver_verifies_and_acknowledges_a_real_delivery(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # Given the shipped example receiver running as its own process with the endpoint's secret
+    port = free_port()
+    client = "Example"
+    with OutboundHttp(stack.settings) as guard, transaction(stack.factory) as session:
+        _, secret = webhooks.register(
+            session,
+            client_id=client,
+            url=f"http://127.0.0.1:{port}/",
+            events=None,
+            secret=None,
+            vetter=guard,
+        )
+    out = (tmp_path / "receiver.out").open("wb")
+    receiver = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--port", str(port), "--secret", secret],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: port_open("127.0.0.1", port), timeout=20, what="the receiver")
+        # When a request of that client completes
+        request_id = submit_request(
+            stack.factory, stack.registry, "Quick", client_id=client, publisher=stack.publisher
+        )
+        wait_until(
+            lambda: delivery_state(stack, request_id) == "delivered",
+            timeout=60,
+            what=f"the delivery ({stack.worker.tail()})",
+        )
+    finally:
+        receiver.terminate()
+        receiver.wait(timeout=10)
+        out.close()
+    # Then the receiver verified it (answered 2xx) and printed the event
+    lines = [json.loads(line) for line in (tmp_path / "receiver.out").read_text().splitlines()
+             if line.startswith("{")]  # fmt: skip
+    assert [(e["type"], e["data"]["correlationId"]) for e in lines] == [
+        ("request.completed", request_id)
+    ]

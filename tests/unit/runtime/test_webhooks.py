@@ -10,6 +10,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -571,3 +572,38 @@ def test_the_purge_removes_finished_deliveries_after_the_retention_but_keeps_pen
         assert set(left) == {"pending"}
         assert session.scalars(select(WebhookAttempt)).all() == []
         assert session.get(WebhookEndpoint, cb.id) is None
+
+
+def test_the_beat_job_syncs_clients_json_into_the_database(
+    wh_settings: Settings, factory: sessionmaker[Session], tmp_path: Path
+) -> None:
+    from broker.runtime.process import Runtime, set_runtime
+    from tasks.webhooks import sync_webhooks
+
+    clients = tmp_path / "clients.json"
+    clients.write_text(
+        json.dumps(
+            {
+                "clients": [
+                    {
+                        "clientId": "ClientA",
+                        "thumbprint": "A" * 40,
+                        "webhooks": [{"url": "http://127.0.0.1:9/hook"}],
+                    }
+                ]
+            }
+        )
+    )
+    set_runtime(Runtime(wh_settings.replace(clients_file=str(clients)), factory=factory))
+    try:
+        assert sync_webhooks() == 1
+        assert sync_webhooks() == 0
+    finally:
+        set_runtime(None)
+    with db.transaction(factory, write=False) as session:
+        [endpoint] = session.scalars(select(WebhookEndpoint)).all()
+    assert (endpoint.source, endpoint.client_key, endpoint.url) == (
+        "config",
+        "clienta",
+        "http://127.0.0.1:9/hook",
+    )
