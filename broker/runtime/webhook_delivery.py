@@ -211,8 +211,12 @@ def record(
     """Log the attempt and move the delivery on: delivered, the next attempt, or dead."""
     now = now or utcnow()
     delivery = session.get(WebhookDelivery, delivery_id)
-    endpoint = session.get(WebhookEndpoint, delivery.endpoint_id) if delivery else None
-    if delivery is None or endpoint is None:
+    if delivery is None:
+        return OUTCOME_DEAD
+    endpoint = session.get(WebhookEndpoint, delivery.endpoint_id)
+    if endpoint is None:  # deleted while the attempt was in flight: nothing left to retry for
+        delivery.state, delivery.finished_at = WebhookDeliveryState.DEAD.value, now
+        delivery.last_error = "the endpoint was deleted"
         return OUTCOME_DEAD
     delivery.attempts = attempt
     delivery.last_status_code = result.status_code
