@@ -308,7 +308,11 @@ class OutboundHttp:
             self.check_url(url)
             response = self._open(method, url, headers, body, deadline)
             location = response.headers.get("Location")
-            if response.status_code not in REDIRECT_STATUSES or not location:
+            if (
+                response.status_code not in REDIRECT_STATUSES
+                or not location
+                or not request.follow_redirects
+            ):
                 return self._finish(method, url, response, deadline)
             response.close()
             target = urljoin(url, location)

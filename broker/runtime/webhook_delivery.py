@@ -184,6 +184,8 @@ def send(http: HttpClient, plan: Plan, *, timeout: float) -> Result:
         headers=headers_for(plan, at),
         body=plan.body.encode(),
         timeout=timeout,
+        # a redirected POST may turn into a GET without the body: a 3xx is a failure here
+        follow_redirects=False,
     )
     try:
         response = http.send(request)

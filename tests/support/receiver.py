@@ -69,6 +69,8 @@ class Receiver:
                     time.sleep(receiver.hang_seconds)
                     return
                 self.send_response(int(answer))
+                if 300 <= int(answer) < 400:
+                    self.send_header("Location", "/moved")  # a redirect the sender must not take
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -290,6 +290,16 @@ def test_a_4xx_answer_is_not_retried(
         assert session.scalars(select(DeadLetter.kind)).all() == ["webhook"]
 
 
+def test_a_redirect_is_not_followed_and_ends_the_delivery(
+    wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
+) -> None:
+    with Receiver(302) as receiver:
+        add_endpoint(factory, http, receiver.url)
+        complete(factory, new_request(factory))
+        assert run_due(wh_settings, factory, http) == ["dead"]
+        assert [d.answered for d in receiver.received()] == [302]  # /moved was never called
+
+
 def test_processing_is_sent_only_to_endpoints_that_ask_for_it(
     wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
 ) -> None:
