@@ -26,6 +26,7 @@ from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint
 from tests.conftest import free_port, port_open
+from tests.integration.runtime.conftest import backend_urls
 from tests.integration.runtime.harness import (
     Worker,
     prepare,
@@ -64,27 +65,26 @@ def quick_workflow(folder: Path) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("webhooks")
+@pytest.fixture(scope="module", params=["embedded", "production"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """SQLite, the filesystem transport and file locks; or PostgreSQL and Redis."""
+    root = tmp_path_factory.mktemp(f"webhooks-{request.param}")
     var_dir = root / "var"
     var_dir.mkdir()
     quick_workflow(root / "workflows")
-    env = runtime_env(
-        var_dir,
-        database_url=f"sqlite:///{var_dir / 'broker.db'}",
-        workflows=root / "workflows",
-        **WEBHOOK_ENV,
-    )
-    settings = Settings.from_env(env)
-    factory, registry = prepare(settings)
-    worker = Worker(env, root / "worker.log").start()
-    try:
-        yield Stack(settings, factory, registry, make_publisher(settings, factory), worker)
-    finally:
-        worker.stop()
-        registry.stop()
-        dispose_engines()
+    for urls in backend_urls(str(request.param), var_dir):
+        env = runtime_env(var_dir, workflows=root / "workflows", **urls, **WEBHOOK_ENV)
+        settings = Settings.from_env(env)
+        factory, registry = prepare(settings)
+        worker = Worker(env, root / "worker.log").start()
+        try:
+            yield Stack(settings, factory, registry, make_publisher(settings, factory), worker)
+        finally:
+            worker.stop()
+            registry.stop()
+            dispose_engines()
 
 
 def register(stack: Stack, url: str, client_id: str) -> tuple[str, str]:
