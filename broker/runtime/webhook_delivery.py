@@ -306,7 +306,10 @@ def _bury(
     )
     deadletters.record(
         session,
-        dead_letter_id=ids.dead_letter_id_for("webhook", f"{delivery.id}:{delivery.attempts}"),
+        # one letter per burial: a replayed delivery that fails again gets a new one
+        dead_letter_id=ids.dead_letter_id_for(
+            "webhook", f"{delivery.id}:{delivery.attempts}:{now.isoformat()}"
+        ),
         kind="webhook",
         reason="Undeliverable",
         source_id=delivery.id,
