@@ -189,3 +189,21 @@ def test_webhook_dead_letters_are_listed_by_kind(client_as: ClientAs) -> None:
     assert response.status_code == 200
     assert response.get_json()["items"] == []
     assert admin.get("/admin/dead-letters?kind=nonsense").status_code == 400
+
+
+def test_a_disabled_endpoint_shows_the_client_why(
+    allowlisted: ClientAs, session_factory: sessionmaker[Session]
+) -> None:
+    endpoint_id = allowlisted("ClientA").post("/webhooks", json={"url": LOOPBACK}).get_json()["id"]
+    # Given the endpoint failed for its whole horizon and was disabled
+    with session_factory.begin() as session:
+        endpoint = session.get(WebhookEndpoint, endpoint_id)
+        assert endpoint is not None
+        endpoint.enabled = False
+        endpoint.disabled_reason = "every delivery failed since 2026-12-01; last: answered 503"
+        endpoint.disabled_at = endpoint.created_at
+    # Then the client sees it disabled, with the reason
+    [listed] = allowlisted("ClientA").get("/webhooks").get_json()["items"]
+    assert listed["enabled"] is False
+    assert listed["disabled"]["reason"].startswith("every delivery failed since")
+    assert listed["disabled"]["at"] is not None
