@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,7 +44,7 @@ DEFAULT_TIMEOUT = 10.0
 #: largest page the API serves (``GET /requests`` limit, admin ``pageSize``)
 MAX_PAGE_SIZE = 500
 #: dead-letter kinds and the admin collection that serves each
-DEAD_LETTER_KINDS = ("request", "outbox", "bookmark")
+DEAD_LETTER_KINDS = ("request", "outbox", "webhook", "bookmark")
 UNREACHABLE = 0  # ``status`` of an error raised without an HTTP answer
 
 _BY_STATUS: dict[int, type[BrokerError]] = {
@@ -231,6 +231,34 @@ class ApiClient:
     def request_types(self) -> list[dict[str, Any]]:
         """``GET /request-types``: what this client may submit."""
         return list(self._json("GET", "/request-types")["requestTypes"])
+
+    # Webhooks ------------------------------------------------------------------------------------
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        """``GET /webhooks``: this client's endpoints (never their secrets)."""
+        return list(self._json("GET", "/webhooks")["items"])
+
+    def add_webhook(
+        self, url: str, events: Sequence[str] | None = None, secret: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /webhooks``: the new endpoint with its secret (shown only this once)."""
+        body: dict[str, Any] = {"url": url}
+        if events:
+            body["events"] = list(events)
+        if secret:
+            body["secret"] = secret
+        return self._json("POST", "/webhooks", json=body)
+
+    def delete_webhook(self, endpoint_id: str) -> None:
+        self._call("DELETE", f"/webhooks/{_segment(endpoint_id)}")
+
+    def rotate_webhook_secret(self, endpoint_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/webhooks/{_segment(endpoint_id)}/rotate-secret")
+
+    def webhook_deliveries(self, endpoint_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """``GET /webhooks/{id}/deliveries``: the last attempts, newest first."""
+        path = f"/webhooks/{_segment(endpoint_id)}/deliveries"
+        return list(self._json("GET", path, params={"limit": limit})["items"])
 
     # Admin: dead letters --------------------------------------------------------------------------
 

@@ -30,6 +30,11 @@ LAZY_COMMANDS = {
     "instances": ("broker.ops_commands", "instances", "Inspect and cancel workflow instances."),
     "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
     "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),
+    "webhooks": (
+        "broker.webhook_commands",
+        "webhooks",
+        "Webhook endpoints and their delivery log.",
+    ),
     "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
     "bench": ("tests.perf.bench.commands", "bench", "Benchmark the broker beside raw Celery."),
 }

@@ -3,7 +3,8 @@
 Two files in elsa-broker's formats, so its users can bring theirs unchanged::
 
     clients.json      {"clients": [{"clientId", "thumbprint", "fingerprintSha256"?, "description",
-                                    "scopes": [...]}]}
+                                    "scopes": [...], "webhooks"?: [{"url", "events"?, "secret"?}],
+                                    "allowCallbackUrl"?: bool, "callbackSecret"?: "whsec_..."}]}
     requestTypes.json {"requestTypes": [{"clientId", "requestType", "requiredKeys": [...],
                                          "allowAdditionalKeys": bool}]}
 
@@ -44,6 +45,28 @@ _SHA1_HEX = re.compile(r"^[0-9A-F]{40}$")
 _SHA256_HEX = re.compile(r"^[0-9A-F]{64}$")
 
 
+#: the webhook events a client may subscribe to (``request.processing`` only when asked for)
+WEBHOOK_EVENTS = (
+    "request.completed",
+    "request.faulted",
+    "request.cancelled",
+    "request.processing",
+)
+#: what an endpoint that names no events receives
+DEFAULT_WEBHOOK_EVENTS = ("request.completed", "request.faulted", "request.cancelled")
+_WEBHOOK_SECRET = re.compile(r"^whsec_[A-Za-z0-9+/]{16,}={0,2}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookConfig:
+    """A webhook endpoint of clients.json: ``{"url", "events"?, "secret"?}``; ``secrets`` holds
+    one secret, or two during a rotation (the new one first), or none (one is generated)."""
+
+    url: str
+    events: tuple[str, ...]
+    secrets: tuple[str, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class ApiClient:
     """A client allowed in by its certificate."""
@@ -53,6 +76,10 @@ class ApiClient:
     fingerprint_sha256: str | None  # SHA-256, upper-case hex, no colons
     description: str | None
     scopes: frozenset[str]
+    webhooks: tuple[WebhookConfig, ...] = ()
+    #: whether a submission may name a one-off ``callbackUrl`` (signed with ``callback_secret``)
+    allow_callback_url: bool = False
+    callback_secret: str | None = None
 
     @property
     def key(self) -> str:
@@ -341,9 +368,79 @@ def _client_from_entry(entry: Mapping[str, Any], where: _Where) -> ApiClient:
     scopes = entry.get("scopes") or []
     if not isinstance(scopes, list) or not all(isinstance(s, str) and s.strip() for s in scopes):
         raise where.error("scopes must be a list of non-empty strings")
-    return ApiClient(
+    client = ApiClient(
         client_id, thumbprint, fingerprint, description, frozenset(s.strip() for s in scopes)
     )
+    return _with_webhooks(client, entry, where)
+
+
+def _with_webhooks(client: ApiClient, entry: Mapping[str, Any], where: _Where) -> ApiClient:
+    """The client with its ``webhooks``, ``allowCallbackUrl`` and ``callbackSecret`` fields."""
+    items = entry.get("webhooks") or []
+    if not isinstance(items, list):
+        raise where.error("webhooks must be a list of {url, events, secret} objects")
+    webhooks = tuple(
+        _webhook_from_item(item, f"webhooks[{n}]", where) for n, item in enumerate(items)
+    )
+    allow = entry.get("allowcallbackurl", False)
+    if not isinstance(allow, bool):
+        raise where.error("allowCallbackUrl must be true or false")
+    secret = entry.get("callbacksecret")
+    if secret is not None and not _is_webhook_secret(secret):
+        raise where.error("callbackSecret must be a secret of the form whsec_<base64>")
+    if allow and secret is None:
+        raise where.error("allowCallbackUrl needs a callbackSecret (whsec_<base64>) to sign with")
+    return dataclasses.replace(
+        client, webhooks=webhooks, allow_callback_url=allow, callback_secret=secret
+    )
+
+
+def _webhook_from_item(item: Any, name: str, where: _Where) -> WebhookConfig:
+    if not isinstance(item, dict):
+        raise where.error(f"{name} must be an object with url, events and secret")
+    fields = {str(k).lower(): v for k, v in item.items()}
+    unknown = sorted(set(fields) - {"url", "events", "secret"})
+    if unknown:
+        raise where.error(f"{name}: unknown field(s) {', '.join(unknown)}")
+    url = fields.get("url")
+    if not isinstance(url, str) or not url.strip().lower().startswith(("http://", "https://")):
+        raise where.error(f"{name}.url must be an http:// or https:// URL")
+    try:
+        events = parse_webhook_events(fields.get("events"))
+    except ValueError as exc:
+        raise where.error(f"{name}.events: {exc}") from exc
+    secret = fields.get("secret")
+    secrets: tuple[str, ...]
+    if secret is None:
+        secrets = ()
+    elif isinstance(secret, str):
+        secrets = (secret,)
+    elif isinstance(secret, list) and 1 <= len(secret) <= 2:
+        secrets = tuple(secret)
+    else:
+        raise where.error(f"{name}.secret must be a secret or a list of two (new, old)")
+    if not all(_is_webhook_secret(s) for s in secrets):
+        raise where.error(f"{name}.secret must be of the form whsec_<base64>")
+    return WebhookConfig(url.strip(), events, secrets)
+
+
+def parse_webhook_events(value: Any) -> tuple[str, ...]:
+    """A webhook's event list, checked; None means the three terminal events.
+    ``ValueError`` names what is wrong."""
+    if value is None:
+        return DEFAULT_WEBHOOK_EVENTS
+    if not isinstance(value, list) or not value or not all(isinstance(e, str) for e in value):
+        raise ValueError(f"must be a non-empty list of event names ({', '.join(WEBHOOK_EVENTS)})")
+    unknown = sorted(set(value) - set(WEBHOOK_EVENTS))
+    if unknown:
+        raise ValueError(
+            f"unknown event(s) {', '.join(unknown)}; known: {', '.join(WEBHOOK_EVENTS)}"
+        )
+    return tuple(e for e in WEBHOOK_EVENTS if e in value)
+
+
+def _is_webhook_secret(value: Any) -> bool:
+    return isinstance(value, str) and bool(_WEBHOOK_SECRET.match(value))
 
 
 def _entries(path: Path, list_key: str) -> list[tuple[int, dict[str, Any]]]:
@@ -396,6 +493,7 @@ def _apply_database(
         if not row.enabled:
             clients.pop(key, None)
             continue
+        from_file = clients.get(key)
         try:
             clients[key] = ApiClient(
                 client_id=row.client_id,
@@ -407,6 +505,10 @@ def _apply_database(
                 ),
                 description=row.description,
                 scopes=frozenset(row.scopes or ()),
+                # a row overrides the certificate and scopes; the file's webhooks stay
+                webhooks=from_file.webhooks if from_file else (),
+                allow_callback_url=from_file.allow_callback_url if from_file else False,
+                callback_secret=from_file.callback_secret if from_file else None,
             )
         except ValueError as exc:
             logger.error("client row %s is ignored: %s", row.client_id, exc)

@@ -114,9 +114,17 @@ class RetryLater(BrokerError):
     code = "retry_later"
     status = 503
 
-    def __init__(self, message: str, *, delay: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        delay: float | None = None,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.delay = delay
+        #: the HTTP status that caused it (429, 5xx), None for connect errors and timeouts
+        self.status_code = status_code
 
 
 class OutboundBlocked(BrokerError):

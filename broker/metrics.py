@@ -83,6 +83,17 @@ ACTIVITY_DURATION = Histogram(
     buckets=ACTIVITY_BUCKETS,
 )
 
+WEBHOOK_DELIVERIES = Counter(
+    "broker_webhook_deliveries",
+    "Webhook delivery attempts, by outcome (delivered, retry, dead)",
+    ["outcome"],
+)
+WEBHOOK_LATENCY = Histogram(
+    "broker_webhook_delivery_seconds",
+    "Seconds one webhook delivery attempt took, from connect to the receiver's answer",
+    buckets=ACTIVITY_BUCKETS,
+)
+
 
 # Recording ----------------------------------------------------------------------------------------
 
@@ -133,6 +144,13 @@ def record_retry(request_type: str) -> None:
 def record_activity(activity_type: str, seconds: float) -> None:
     """One activity execution took ``seconds``."""
     ACTIVITY_DURATION.labels(activity_type=activity_type).observe(max(seconds, 0.0))
+
+
+@_never_raise
+def record_webhook(outcome: str, seconds: float) -> None:
+    """A webhook delivery attempt ended with ``outcome`` after ``seconds`` (after its commit)."""
+    WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
+    WEBHOOK_LATENCY.observe(max(seconds, 0.0))
 
 
 class JournalEntry(Protocol):

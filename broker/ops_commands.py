@@ -33,7 +33,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_TIMEOUT = 4
-KINDS = ("request", "outbox", "bookmark")
+KINDS = ("request", "outbox", "webhook", "bookmark")
 WATCH_INTERVAL = 1.0
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -393,7 +393,7 @@ def watch_command(
 KIND_OPTION = click.option(
     "--kind",
     type=click.Choice(KINDS, case_sensitive=False),
-    help="request, outbox or bookmark [default: request and outbox].",
+    help="request, outbox, webhook or bookmark [default: request, outbox and webhook].",
 )
 LETTER_HEADERS = (
     "ID",
@@ -479,7 +479,7 @@ def letters_replay(
         )
         return
     if kind is None:
-        raise click.UsageError("--all needs --kind (request, outbox or bookmark)")
+        raise click.UsageError("--all needs --kind (request, outbox, webhook or bookmark)")
     summary = replay_all(api, kind)
     emit(
         summary,

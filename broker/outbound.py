@@ -299,7 +299,8 @@ class OutboundHttp:
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc from the environment
         self.session.headers["User-Agent"] = USER_AGENT
-        adapter = GuardedAdapter(AddressGuard(resolver or system_resolver, self.allowlist))
+        self._guard = AddressGuard(resolver or system_resolver, self.allowlist)
+        adapter = GuardedAdapter(self._guard)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
@@ -328,7 +329,11 @@ class OutboundHttp:
         for _hop in range(MAX_REDIRECTS + 1):
             response = self._open(method, target.url, headers, body, deadline)
             location = response.headers.get("Location")
-            if response.status_code not in REDIRECT_STATUSES or not location:
+            if (
+                response.status_code not in REDIRECT_STATUSES
+                or not location
+                or not request.follow_redirects
+            ):
                 return self._finish(method, target.url, response, deadline)
             response.close()
             following = urljoin(target.url, location)
@@ -365,6 +370,22 @@ class OutboundHttp:
                 reason="not allowlisted",
             )
         return target
+
+    def vet_url(self, url: str) -> None:
+        """``check_url``, and with an empty allowlist also resolve the host now and refuse it
+        unless every address is public: what a URL registered for later calls must pass."""
+        target = self.check_url(url)
+        if self.allowlist:
+            return
+        host, port = target.host, target.port
+        try:
+            self._guard.vet(host, port)
+        except OSError as exc:
+            raise OutboundBlocked(
+                f"outbound host {host!r} cannot be resolved: {exc}",
+                host=host,
+                reason="dns",
+            ) from exc
 
     def _open(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes | None, deadline: float
@@ -407,7 +428,9 @@ class OutboundHttp:
             if status == 429 or status >= 500:
                 delay = parse_retry_after(response.headers.get("Retry-After"))
                 raise RetryLater(
-                    f"outbound {method} {redact_url(url)} answered {status}", delay=delay
+                    f"outbound {method} {redact_url(url)} answered {status}",
+                    delay=delay,
+                    status_code=status,
                 )
             body = self._read_body(url, response, deadline)
         content_type = response.headers.get("Content-Type", "")

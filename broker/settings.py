@@ -193,6 +193,17 @@ KEYS: tuple[Key, ...] = (
       "seconds a finished request's workflow state is kept (the request and its audit stay)"),
     K("BROKER_DRAIN_TIMEOUT", "drain_timeout", "30", _float,
       "seconds a worker stopping on SIGTERM has to checkpoint and requeue"),
+    # Webhooks
+    K("BROKER_WEBHOOK_HORIZON", "webhook_horizon", "259200", _float,
+      "seconds a webhook delivery is retried before it becomes a dead letter (an endpoint failing "
+      "that long is disabled)"),
+    K("BROKER_WEBHOOK_RETRY_INITIAL_DELAY", "webhook_retry_initial_delay", "30", _float,
+      "first webhook retry delay, seconds; each next one is 5 times longer (with jitter), the "
+      "last attempt falls on the horizon"),
+    K("BROKER_WEBHOOK_TIMEOUT", "webhook_timeout", "10", _float,
+      "seconds one webhook delivery attempt may take"),
+    K("BROKER_WEBHOOK_SECRET_OVERLAP", "webhook_secret_overlap", "86400", _float,
+      "seconds the previous secret of a rotated webhook endpoint still signs deliveries"),
 )
 # fmt: on
 del K
@@ -262,6 +273,10 @@ class Settings:
     purge_interval: float
     result_retention: float
     drain_timeout: float
+    webhook_horizon: float
+    webhook_retry_initial_delay: float
+    webhook_timeout: float
+    webhook_secret_overlap: float
     #: whether BROKER_CALLBACK_SECRET was given at all (unset means: generate one)
     callback_secret_set: bool = False
 

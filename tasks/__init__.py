@@ -15,6 +15,6 @@ celery = app
 # The worker's runtime publishes through this app (its connection pool is the worker's own).
 set_runtime(Runtime(get_settings(), celery_app=app))
 
-from tasks import maintenance, workflow  # noqa: E402  (tasks register on the app above)
+from tasks import maintenance, webhooks, workflow  # noqa: E402  (tasks register on the app above)
 
-__all__ = ["app", "celery", "maintenance", "workflow"]
+__all__ = ["app", "celery", "maintenance", "webhooks", "workflow"]

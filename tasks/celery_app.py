@@ -16,7 +16,12 @@ from celery import Celery, shared_task
 from celery.signals import celeryd_after_setup, worker_ready
 
 from broker.errors import StoreUnavailable
-from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE, create_celery
+from broker.runtime.celery_config import (
+    DEFAULT_QUEUE,
+    MAINTENANCE_QUEUE,
+    WEBHOOK_QUEUE,
+    create_celery,
+)
 from broker.runtime.process import Runtime, get_runtime
 from broker.settings import Settings, get_settings
 
@@ -33,8 +38,9 @@ def create_app(settings: Settings | None = None) -> Celery:
 
 
 def worker_queues(runtime: Runtime) -> list[str]:
-    """The queues a worker consumes: default, maintenance and every loaded workflow's own."""
-    queues = {DEFAULT_QUEUE, MAINTENANCE_QUEUE}
+    """The queues a worker consumes: default, maintenance, webhooks and every loaded workflow's
+    own."""
+    queues = {DEFAULT_QUEUE, MAINTENANCE_QUEUE, WEBHOOK_QUEUE}
     for workflow in runtime.registry.definitions():
         queues.add(workflow.queue)
     return sorted(queues)

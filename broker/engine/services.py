@@ -22,6 +22,7 @@ class HttpRequest:
     body: bytes | None = None
     idempotency_key: str | None = None
     timeout: float | None = None  # seconds; None means the configured default
+    follow_redirects: bool = True  # False: a 3xx is answered as it is (webhooks)
 
 
 @dataclasses.dataclass(frozen=True)

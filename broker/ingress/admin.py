@@ -24,7 +24,11 @@ logger = logging.getLogger(__name__)
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 BOOKMARK = (DeadLetterKind.BOOKMARK.value,)
-WORK = (DeadLetterKind.REQUEST.value, DeadLetterKind.OUTBOX.value)
+WORK = (
+    DeadLetterKind.REQUEST.value,
+    DeadLetterKind.OUTBOX.value,
+    DeadLetterKind.WEBHOOK.value,
+)
 MAX_PAGE = 1_000_000
 
 
@@ -89,7 +93,7 @@ def _kinds() -> tuple[str, ...]:
     if kind is None:
         return WORK
     if kind.lower() not in WORK:
-        raise BadRequest("kind must be request or outbox", field="kind")
+        raise BadRequest("kind must be request, outbox or webhook", field="kind")
     return (kind.lower(),)
 
 

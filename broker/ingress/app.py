@@ -40,7 +40,7 @@ def create_public_app(
     publisher: Publisher | None = None,
 ) -> Flask:
     """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
-    from broker.ingress import admin, events, openapi, request_types, requests
+    from broker.ingress import admin, events, openapi, request_types, requests, webhooks
 
     factory = session_factory or _session_factory(settings)
     if clients is None:
@@ -48,6 +48,7 @@ def create_public_app(
 
         client_registry = ClientRegistry(settings, factory)
         client_registry.load()
+        _sync_webhooks(settings, factory, client_registry)
         clients = client_registry
     if registry is None:
         from broker.registry import WorkflowRegistry
@@ -70,7 +71,14 @@ def create_public_app(
             extra={"trust_store": TrustStore(settings.tls_client_ca)},
         ),
     )
-    for blueprint in (requests.bp, events.bp, request_types.bp, admin.bp, openapi.bp):
+    for blueprint in (
+        requests.bp,
+        events.bp,
+        request_types.bp,
+        webhooks.bp,
+        admin.bp,
+        openapi.bp,
+    ):
         app.register_blueprint(blueprint)
 
     @app.before_request
@@ -104,6 +112,20 @@ def create_internal_app(
     )
     app.register_blueprint(internal.bp)
     return app
+
+
+def _sync_webhooks(settings: Settings, factory: sessionmaker[Session], clients: Any) -> None:
+    """Bring clients.json's webhook endpoints into the database at start (beat keeps them in
+    step afterwards); a database that is down only delays it."""
+    from broker.outbound import OutboundHttp
+    from broker.runtime import webhooks
+    from broker.store import db
+
+    try:
+        with db.transaction(factory) as session, OutboundHttp(settings) as http:
+            webhooks.sync_configured(session, clients.clients(), http)
+    except (sa_exc.SQLAlchemyError, StoreUnavailable) as exc:
+        logger.warning("clients.json webhooks not synced at start: %s", exc)
 
 
 def _session_factory(settings: Settings) -> sessionmaker[Session]:

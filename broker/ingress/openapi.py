@@ -18,6 +18,13 @@ bp = Blueprint("openapi", __name__)
 
 JSON = "application/json"
 NAME_MAX = 200
+URL_MAX = 2000
+WEBHOOK_EVENTS = [
+    "request.completed",
+    "request.faulted",
+    "request.cancelled",
+    "request.processing",
+]
 STATUSES = [s.value for s in RequestStatus]
 
 
@@ -122,6 +129,13 @@ SCHEMAS: dict[str, Any] = {
             "requestType": {**NAME, "pattern": "\\S"},
             "keys": {"type": "object", "additionalProperties": {"type": "string"}},
             "payload": _nullable({"type": "object"}),
+            "callbackUrl": {
+                "type": "string",
+                "maxLength": URL_MAX,
+                "pattern": "^https?://",
+                "description": "a one-off webhook endpoint for this request's terminal events; "
+                "only for clients whose clients.json entry has allowCallbackUrl",
+            },
         },
     },
     "Accepted": {
@@ -234,7 +248,7 @@ SCHEMAS: dict[str, Any] = {
         "required": ["id", "kind", "reason", "replayable", "createdAt"],
         "properties": {
             "id": {"type": "string"},
-            "kind": {"type": "string", "enum": ["request", "outbox", "bookmark"]},
+            "kind": {"type": "string", "enum": ["request", "outbox", "webhook", "bookmark"]},
             "reason": {"type": "string"},
             "requestId": _nullable({"type": "string"}),
             "workflowInstanceId": _nullable({"type": "string"}),
@@ -295,6 +309,134 @@ SCHEMAS: dict[str, Any] = {
             "timestamp": {"type": "string", "format": "date-time"},
         },
     },
+    "WebhookEndpointRequest": {
+        "type": "object",
+        "required": ["url"],
+        "additionalProperties": False,
+        "properties": {
+            "url": {
+                "type": "string",
+                "maxLength": URL_MAX,
+                "description": "http(s) URL; refused when it is a private or loopback address "
+                "that BROKER_HTTP_ALLOWLIST does not admit",
+            },
+            "events": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "string", "enum": WEBHOOK_EVENTS},
+                "description": "default: the three terminal events (request.processing is "
+                "sent only when named)",
+            },
+            "secret": {
+                "type": "string",
+                "pattern": "^whsec_",
+                "description": "whsec_ + base64 of 24 to 64 bytes; generated when absent",
+            },
+        },
+    },
+    "WebhookEndpoint": {
+        "type": "object",
+        "required": ["id", "url", "events", "source", "enabled", "disabled", "createdAt"],
+        "properties": {
+            "id": {"type": "string"},
+            "url": {"type": "string"},
+            "events": {"type": "array", "items": {"type": "string", "enum": WEBHOOK_EVENTS}},
+            "source": {"type": "string", "enum": ["api", "config", "callback"]},
+            "enabled": {"type": "boolean"},
+            "disabled": _nullable(
+                {
+                    "type": "object",
+                    "description": "why the endpoint was disabled (e.g. it failed for the "
+                    "whole retry horizon)",
+                    "properties": {
+                        "reason": _nullable({"type": "string"}),
+                        "at": _nullable({"type": "string", "format": "date-time"}),
+                    },
+                }
+            ),
+            "failingSince": _nullable({"type": "string", "format": "date-time"}),
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "WebhookEndpointWithSecret": {
+        "allOf": [
+            _ref("WebhookEndpoint"),
+            {
+                "type": "object",
+                "required": ["secret"],
+                "properties": {
+                    "secret": {"type": "string", "description": "shown only in this answer"}
+                },
+            },
+        ]
+    },
+    "WebhookEndpoints": {
+        "type": "object",
+        "required": ["items"],
+        "properties": {"items": {"type": "array", "items": _ref("WebhookEndpoint")}},
+    },
+    "WebhookAttempt": {
+        "type": "object",
+        "required": [
+            "deliveryId",
+            "webhookId",
+            "eventType",
+            "attempt",
+            "attemptedAt",
+            "statusCode",
+            "latencyMs",
+            "outcome",
+        ],
+        "properties": {
+            "deliveryId": {"type": "string"},
+            "webhookId": {"type": "string"},
+            "eventType": {"type": "string", "enum": WEBHOOK_EVENTS},
+            "correlationId": _nullable({"type": "string"}),
+            "attempt": {"type": "integer"},
+            "attemptedAt": {"type": "string", "format": "date-time"},
+            "statusCode": _nullable({"type": "integer"}),
+            "latencyMs": {"type": "integer"},
+            "outcome": {"type": "string", "enum": ["delivered", "retry", "dead"]},
+            "error": _nullable({"type": "string"}),
+            "deliveryState": {"type": "string", "enum": ["pending", "delivered", "dead"]},
+            "nextAttemptAt": _nullable({"type": "string", "format": "date-time"}),
+        },
+    },
+    "WebhookAttempts": {
+        "type": "object",
+        "required": ["items"],
+        "properties": {"items": {"type": "array", "items": _ref("WebhookAttempt")}},
+    },
+    "WebhookEvent": {
+        "type": "object",
+        "description": "The body the broker POSTs to an endpoint, with the headers webhook-id "
+        "(the same on every retry), webhook-timestamp and webhook-signature (Standard Webhooks: "
+        "v1,<base64 HMAC-SHA256 of id.timestamp.body>)",
+        "required": ["type", "timestamp", "data"],
+        "properties": {
+            "type": {"type": "string", "enum": WEBHOOK_EVENTS},
+            "timestamp": {"type": "string", "format": "date-time"},
+            "data": {
+                "type": "object",
+                "required": [
+                    "correlationId",
+                    "requestType",
+                    "status",
+                    "result",
+                    "errorDetail",
+                    "keys",
+                ],
+                "properties": {
+                    "correlationId": {"type": "string"},
+                    "requestType": {"type": "string"},
+                    "status": {"type": "string", "enum": STATUSES},
+                    "result": {"nullable": True},
+                    "errorDetail": _nullable({"type": "string"}),
+                    "keys": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+        },
+    },
     "RuntimeStatus": {
         "type": "object",
         "required": ["paused", "updatedAt"],
@@ -322,6 +464,7 @@ def _page_of(item: str) -> dict[str, Any]:
 REQUEST_ID = _path("id", "the request's correlation id")
 DEAD_LETTER_ID = _path("id", "the dead letter's id")
 INSTANCE_ID = _path("id", "the workflow instance's id")
+ENDPOINT_ID = _path("id", "the webhook endpoint's id")
 
 PATHS: dict[str, Any] = {
     "/requests": {
@@ -428,6 +571,73 @@ PATHS: dict[str, Any] = {
             "responses": _responses({200: _body(_ref("RequestTypes"), "Rules and workflows")}),
         }
     },
+    "/webhooks": {
+        "post": {
+            "summary": "Register a webhook endpoint (the secret is answered only now)",
+            "tags": ["webhooks"],
+            "requestBody": {
+                "required": True,
+                "content": {JSON: {"schema": _ref("WebhookEndpointRequest")}},
+            },
+            "responses": _responses(
+                {
+                    201: _body(
+                        _ref("WebhookEndpointWithSecret"),
+                        "Registered",
+                        headers={
+                            "Location": {
+                                "schema": {"type": "string"},
+                                "description": "/webhooks/{id}",
+                            }
+                        },
+                    )
+                },
+                400,
+                413,
+            ),
+        },
+        "get": {
+            "summary": "This client's webhook endpoints (never their secrets)",
+            "tags": ["webhooks"],
+            "responses": _responses({200: _body(_ref("WebhookEndpoints"), "The endpoints")}),
+        },
+    },
+    "/webhooks/{id}": {
+        "parameters": [ENDPOINT_ID],
+        "get": {
+            "summary": "One of this client's webhook endpoints",
+            "tags": ["webhooks"],
+            "responses": _responses({200: _body(_ref("WebhookEndpoint"), "The endpoint")}, 404),
+        },
+        "delete": {
+            "summary": "Remove an endpoint registered through the API",
+            "tags": ["webhooks"],
+            "responses": _responses({204: {"description": "Removed"}}, 404, 409),
+        },
+    },
+    "/webhooks/{id}/rotate-secret": {
+        "parameters": [ENDPOINT_ID],
+        "post": {
+            "summary": "A new signing secret; the previous one signs too for the overlap",
+            "tags": ["webhooks"],
+            "responses": _responses(
+                {200: _body(_ref("WebhookEndpointWithSecret"), "Rotated")}, 404, 409
+            ),
+        },
+    },
+    "/webhooks/{id}/deliveries": {
+        "parameters": [ENDPOINT_ID],
+        "get": {
+            "summary": "The endpoint's last delivery attempts, newest first",
+            "tags": ["webhooks"],
+            "parameters": [
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "how many")
+            ],
+            "responses": _responses(
+                {200: _body(_ref("WebhookAttempts"), "The delivery log")}, 400, 404
+            ),
+        },
+    },
     "/admin/bookmark-queue/dead-letters": {
         "get": _scoped(
             "read:bookmark-queue:dead-letters",
@@ -468,15 +678,15 @@ PATHS: dict[str, Any] = {
     "/admin/dead-letters": {
         "get": _scoped(
             "read:dead-letters",
-            "Request and outbox dead letters",
+            "Request, outbox and webhook dead letters",
             {200: _body(_page_of("DeadLetter"), "One page")},
             400,
             parameters=[
                 *PAGE,
                 _query(
                     "kind",
-                    {"type": "string", "enum": ["request", "outbox"]},
-                    "request or outbox; both when absent",
+                    {"type": "string", "enum": ["request", "outbox", "webhook"]},
+                    "request, outbox or webhook; all three when absent",
                 ),
             ],
         )
@@ -494,7 +704,7 @@ PATHS: dict[str, Any] = {
         "parameters": [DEAD_LETTER_ID],
         "post": _scoped(
             "replay:dead-letters",
-            "Replay: the request resumes, the task is re-sent",
+            "Replay: the request resumes, the task or the webhook is sent again",
             {200: _body(_ref("Replayed"), "Replayed")},
             404,
             409,

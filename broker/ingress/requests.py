@@ -12,7 +12,9 @@ from broker.ingress import metrics
 from broker.ingress.auth import authenticate
 from broker.ingress.context import WorkflowLike, services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
+from broker.ingress.webhooks import outbound
 from broker.runtime import requests as runtime
+from broker.runtime import webhooks
 from broker.runtime.requests import Submission, Submitted
 
 logger = logging.getLogger(__name__)
@@ -48,8 +50,12 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             extra={"client_id": client.client_id, "request_type": rule.request_type},
         )
         raise UnknownRequestType(submission.request_type, client.client_id)
+    secret = None
+    if submission.callback_url is not None:
+        secret = webhooks.callback_secret_of(client)
+        webhooks.check_url(submission.callback_url, outbound(), field="callbackUrl")
     lease = svc.publisher.dispatch_lease
-    outcome = _submit(client.client_id, submission, workflow, lease)
+    outcome = _submit(client.client_id, submission, workflow, lease, secret)
     if not outcome.created:
         return jsonify(outcome.view), 200
     metrics.record_accepted(rule.request_type)
@@ -67,7 +73,11 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 
 
 def _submit(
-    client_id: str, submission: Submission, workflow: WorkflowLike, lease: float | None
+    client_id: str,
+    submission: Submission,
+    workflow: WorkflowLike,
+    lease: float | None,
+    callback_secret: str | None = None,
 ) -> Submitted:
     """Record the submission; with a ``lease``, its row is inserted already dispatched because
     the caller publishes it right after the commit (see ``runtime.submit``)."""
@@ -79,6 +89,7 @@ def _submit(
                 submission=submission,
                 workflow=workflow,
                 dispatch_lease=lease,
+                callback_secret=callback_secret,
             )
     except IntegrityError:
         if submission.idempotency_key is None:
@@ -97,6 +108,7 @@ def _submit(
             submission=submission,
             workflow=workflow,
             dispatch_lease=lease,
+            callback_secret=callback_secret,
         )
 
 

@@ -30,7 +30,7 @@ from broker.store.models import RequestStatus
 
 MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)
 
-SUBMISSION_FIELDS = frozenset({"requestType", "keys", "payload"})
+SUBMISSION_FIELDS = frozenset({"requestType", "keys", "payload", "callbackUrl"})
 EVENT_FIELDS = frozenset({"correlationId", "payload"})
 CALLBACK_FIELDS = frozenset({"status", "result", "error"})
 
@@ -203,7 +203,17 @@ def parse_submission(document: Any, idempotency_key: str | None) -> Submission:
         keys=keys,
         payload=_payload(body.get("payload")),
         idempotency_key=idempotency_key,
+        callback_url=_callback_url(body.get("callbackUrl")),
     )
+
+
+def _callback_url(value: Any) -> str | None:
+    """The optional one-off ``callbackUrl`` (the outbound guard checks it later)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip().lower().startswith(("http://", "https://")):
+        raise BadRequest("callbackUrl must be an http:// or https:// URL", field="callbackUrl")
+    return value.strip()
 
 
 def check_keys(

@@ -20,6 +20,8 @@ from broker.settings import Settings
 
 DEFAULT_QUEUE = "broker.default"
 MAINTENANCE_QUEUE = "broker.maintenance"
+#: webhook deliveries have their own queue: a slow receiver never holds up workflow steps
+WEBHOOK_QUEUE = "broker.webhooks"
 
 # Task names (the contract between the outbox rows and the task doors in ``tasks``).
 RUN_REQUEST = "broker.run_request"
@@ -31,8 +33,19 @@ PROCESS_BOOKMARK_QUEUE = "broker.process_bookmark_queue"
 FIRE_TIMERS = "broker.fire_timers"
 RECOVER_STALLED = "broker.recover_stalled"
 PURGE = "broker.purge"
+DELIVER_WEBHOOK = "broker.deliver_webhook"
+SYNC_WEBHOOKS = "broker.sync_webhooks"
+#: seconds between syncs of clients.json's webhook endpoints into the database
+SYNC_WEBHOOKS_INTERVAL = 15.0
 
-MAINTENANCE_TASKS = (RELAY_OUTBOX, PROCESS_BOOKMARK_QUEUE, FIRE_TIMERS, RECOVER_STALLED, PURGE)
+MAINTENANCE_TASKS = (
+    RELAY_OUTBOX,
+    PROCESS_BOOKMARK_QUEUE,
+    FIRE_TIMERS,
+    RECOVER_STALLED,
+    PURGE,
+    SYNC_WEBHOOKS,
+)
 
 
 def transport_options(settings: Settings) -> dict[str, Any]:
@@ -79,6 +92,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "fire-timers": entry(FIRE_TIMERS, settings.timer_interval),
         "recover-stalled": entry(RECOVER_STALLED, settings.recovery_interval),
         "purge": entry(PURGE, settings.purge_interval),
+        "sync-webhooks": entry(SYNC_WEBHOOKS, SYNC_WEBHOOKS_INTERVAL),
     }
 
 
@@ -112,7 +126,10 @@ def configure(app: Celery, settings: Settings) -> None:
         task_ignore_result=True,
         task_default_queue=DEFAULT_QUEUE,
         task_create_missing_queues=True,
-        task_routes={name: {"queue": MAINTENANCE_QUEUE} for name in MAINTENANCE_TASKS},
+        task_routes={
+            **{name: {"queue": MAINTENANCE_QUEUE} for name in MAINTENANCE_TASKS},
+            DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE},
+        },
         worker_send_task_events=True,
         task_send_sent_event=True,
         worker_hijack_root_logger=False,

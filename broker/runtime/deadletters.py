@@ -1,5 +1,6 @@
-"""Dead letters of the runtime: requests out of retries and outbox rows that could not be
-delivered, and their replay by an operator.
+"""Dead letters of the runtime: requests out of retries, outbox rows that could not be
+delivered and webhook deliveries that failed for their whole horizon, and their replay by an
+operator.
 
 A dead letter keeps what replay needs in ``data`` (never shown in views). Replay is atomic: it
 marks the letter replayed (no longer replayable) and writes the new work (an outbox row) in the
@@ -17,9 +18,9 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from broker.errors import Conflict, NotFound
+from broker.errors import BrokerError, Conflict, NotFound
 from broker.redaction import redact_optional
-from broker.runtime import ids
+from broker.runtime import ids, webhooks
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_REQUEST
 from broker.store.models import (
     DeadLetter,
@@ -111,6 +112,16 @@ def replay(session: Session, dead_letter_id: str, *, source: str = "admin") -> R
     if letter.kind == DeadLetterKind.REQUEST.value:
         _reopen_request(session, letter, outbox_id, source=source)
         reason = "request reopened and resumed at the failed activity"
+    elif letter.kind == DeadLetterKind.WEBHOOK.value:
+        from broker.runtime import (
+            webhook_delivery,
+        )  # it writes dead letters through this module
+
+        try:
+            webhook_delivery.reopen(session, letter, outbox_id, now=now)
+        except BrokerError as exc:
+            raise Conflict(f"Dead letter '{dead_letter_id}' cannot be replayed: {exc}") from exc
+        reason = "webhook delivery sent again (same webhook-id), endpoint enabled"
     else:
         session.add(
             OutboxRow(
@@ -162,6 +173,9 @@ def _reopen_request(session: Session, letter: DeadLetter, outbox_id: str, *, sou
                 message="Dead letter replayed; resuming at the failed activity",
                 properties={"deadLetterId": letter.id, "activityId": letter.activity_id},
             )
+        )
+        webhooks.record_status_change(
+            session, letter.request_id, RequestStatus.PROCESSING.value, now=now
         )
     if letter.instance_id is not None:
         session.execute(

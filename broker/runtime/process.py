@@ -49,6 +49,7 @@ class Runtime:
         self._celery_app = celery_app
         self._http = http
         self._mailer = mailer
+        self._clients: Any = None
         self._lock = threading.RLock()
 
     @property
@@ -108,6 +109,18 @@ class Runtime:
 
                 self._http = OutboundHttp(self.settings)
             return self._http
+
+    @property
+    def clients(self) -> Any:
+        """The client allowlist (``broker.clients.ClientRegistry``), loaded on first use."""
+        with self._lock:
+            if self._clients is None:
+                from broker.clients import ClientRegistry
+
+                registry = ClientRegistry(self.settings, self.factory)
+                registry.load()
+                self._clients = registry
+            return self._clients
 
     @property
     def mailer(self) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from broker.runtime import ids, outbox
+from broker.runtime import ids, outbox, webhook_delivery
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime.process import Runtime
 from broker.settings import Settings
@@ -176,6 +176,7 @@ class PurgeReport:
     dead_letters: int = 0
     queue_items: int = 0
     states: int = 0
+    webhook_deliveries: int = 0
 
 
 def purge(rt: Runtime) -> PurgeReport:
@@ -227,8 +228,15 @@ def purge_old(
         .values(state=None)
         .execution_options(synchronize_session=False)
     ).rowcount  # type: ignore[attr-defined]
+    deliveries = webhook_delivery.purge_finished(
+        session, retention=settings.dead_letter_ttl, now=now
+    )
     report = PurgeReport(
-        outbox_rows=rows, dead_letters=int(letters), queue_items=items, states=int(states)
+        outbox_rows=rows,
+        dead_letters=int(letters),
+        queue_items=items,
+        states=int(states),
+        webhook_deliveries=deliveries,
     )
     if any(dataclasses.astuple(report)):
         logger.info("purge: %s", report)

@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, insert, 
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
+from broker.runtime import webhooks
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import (
     Bookmark,
@@ -123,11 +124,20 @@ class Submission:
     keys: Mapping[str, str]
     payload: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
+    #: a one-off webhook endpoint for this request's terminal events
+    callback_url: str | None = None
 
     def body_hash(self) -> str:
         """SHA-256 of the canonical JSON of the body (what an idempotent retry must repeat)."""
+        body: dict[str, Any] = {
+            "requestType": self.request_type,
+            "keys": dict(self.keys),
+            "payload": self.payload,
+        }
+        if self.callback_url is not None:
+            body["callbackUrl"] = self.callback_url
         canonical = json.dumps(
-            {"requestType": self.request_type, "keys": dict(self.keys), "payload": self.payload},
+            body,
             sort_keys=True,
             separators=(",", ":"),
             ensure_ascii=False,
@@ -157,8 +167,10 @@ def submit(
     submission: Submission,
     workflow: PinnedWorkflow,
     dispatch_lease: float | None = None,
+    callback_secret: str | None = None,
 ) -> Submitted:
-    """Record a new request (Queued), its RequestSubmitted event and its outbox row.
+    """Record a new request (Queued), its RequestSubmitted event and its outbox row (and the
+    one-off webhook endpoint of its ``callbackUrl``, signed with ``callback_secret``).
 
     With an idempotency key already used by this client, answers the earlier record when the body
     is the same and raises ``Conflict`` when it differs. Raises ``RuntimePaused`` while paused.
@@ -246,6 +258,16 @@ def submit(
         row["dispatched_at"] = now
         row["lease_expires_at"] = now + dt.timedelta(seconds=dispatch_lease)
     session.execute(_INSERT_OUTBOX, row)
+    if submission.callback_url is not None:
+        if callback_secret is None:
+            raise BadRequest("this client may not name a callbackUrl", field="callbackUrl")
+        webhooks.add_callback(
+            session,
+            client_id=client_id,
+            request_id=request_id,
+            url=submission.callback_url,
+            secret=callback_secret,
+        )
     session.flush()
     logger.info(
         "accepted request %s of type %s",
@@ -413,6 +435,7 @@ def cancel(session: Session, request_id: str, *, client_id: str | None, source: 
     cancel_instances(session, roots)
     # A start that was not taken yet (the row names the request, not an instance) is closed too.
     _close_open_work(session, OutboxRow.request_id == request_id, now)
+    webhooks.record_status_change(session, request_id, RequestStatus.CANCELLED.value, now=now)
     session.refresh(record)
     logger.info("cancelled request %s", request_id, extra={"request_id": request_id})
     return record

@@ -3,7 +3,9 @@
 ``Queued -> Processing -> Completed | Faulted | Cancelled``. Every UPDATE carries the state it
 moves from in its WHERE clause, so a redelivery, a late callback or a duplicate can never move a
 terminal request (the change is ignored and logged); the one way out of Faulted is an operator's
-replay (``deadletters.replay``). Functions take a session and never commit.
+replay (``deadletters.replay``). Each change also writes its webhook deliveries
+(``webhooks.record_status_change``) in the same transaction. Functions take a session and never
+commit.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy import and_, bindparam, update
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact_optional
+from broker.runtime import webhooks
 from broker.store.models import (
     InstanceSubStatus,
     Request,
@@ -102,6 +105,7 @@ def finish_request(
             properties={"status": status.value},
         )
     )
+    webhooks.record_status_change(session, request_id, status.value, now=now)
     return status.value
 
 
@@ -130,4 +134,5 @@ def start_processing(
                 properties={"instanceId": instance_id} if instance_id else None,
             )
         )
+        webhooks.record_status_change(session, request_id, RequestStatus.PROCESSING.value, now=now)
     return bool(changed)

@@ -24,7 +24,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.ingress import create_public_app, openapi
 from broker.ingress.auth import PEER_CERT
 from broker.store import db
-from broker.store.models import ActivityExecution, DeadLetter, Request, WorkflowInstance
+from broker.store.models import (
+    ActivityExecution,
+    DeadLetter,
+    Request,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WorkflowInstance,
+)
 from tests.e2e.support import make_pki, settings_for, write_config
 
 CHECKS = [
@@ -55,9 +63,47 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _seed(factory: sessionmaker[Session]) -> None:
-    """Records for the success paths: an instance with a journal, and dead letters of each kind
-    (one Faulted request among them, so its replay succeeds)."""
+    """Records for the success paths: an instance with a journal, dead letters of each kind
+    (one Faulted request among them, so its replay succeeds), webhook endpoints of the Admin
+    client with a dead delivery."""
     with factory.begin() as session:
+        for endpoint_id in ("wh_seed", "wh_gone"):
+            session.add(
+                WebhookEndpoint(
+                    id=endpoint_id,
+                    client_id="Admin",
+                    client_key="admin",
+                    url="http://93.184.216.34/hook",
+                    events=["request.completed"],
+                    secrets=["whsec_" + "A" * 43 + "="],
+                    source="api",
+                    enabled=False,
+                    disabled_reason="every delivery failed",
+                )
+            )
+        session.add(
+            WebhookDelivery(
+                id="delivery-1",
+                message_id="msg_1",
+                endpoint_id="wh_seed",
+                request_id="faulted-1",
+                event_type="request.completed",
+                body="{}",
+                state="dead",
+                attempts=8,
+            )
+        )
+        session.add(
+            WebhookAttempt(
+                delivery_id="delivery-1",
+                endpoint_id="wh_seed",
+                attempt=8,
+                status_code=503,
+                latency_ms=12,
+                outcome="dead",
+                error="the receiver answered 503",
+            )
+        )
         session.add(
             Request(
                 id="faulted-1",
@@ -97,6 +143,7 @@ def _seed(factory: sessionmaker[Session]) -> None:
             ("bookmark-2", "bookmark", {"name": "Approved"}),
             ("request-1", "request", {"queue": "broker.default"}),
             ("outbox-1", "outbox", {"taskName": "broker.run_request", "args": {"x": 1}}),
+            ("webhook-1", "webhook", {"deliveryId": "delivery-1", "endpointId": "wh_seed"}),
         ):
             session.add(
                 DeadLetter(
@@ -173,6 +220,14 @@ SUCCESS_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("/admin/workflow-runtime/resume", "post", {}),
     ("/admin/workflow-runtime/status", "get", {}),
     ("/requests/{id}/cancel", "post", {"path_parameters": {"id": "faulted-1"}}),
+    ("/webhooks", "post", {"body": {"url": "http://93.184.216.34/hook"}}),
+    ("/webhooks", "get", {}),
+    ("/webhooks/{id}", "get", {"path_parameters": {"id": "wh_seed"}}),
+    ("/webhooks/{id}/deliveries", "get", {"path_parameters": {"id": "wh_seed"}}),
+    ("/webhooks/{id}/rotate-secret", "post", {"path_parameters": {"id": "wh_seed"}}),
+    ("/admin/dead-letters", "get", {"query": {"kind": "webhook"}}),
+    ("/admin/dead-letters/{id}/replay", "post", {"path_parameters": {"id": "webhook-1"}}),
+    ("/webhooks/{id}", "delete", {"path_parameters": {"id": "wh_gone"}}),
     ("/openapi.json", "get", {}),
 ]
 
@@ -213,6 +268,14 @@ def test_success_paths_conform_to_the_document(api_schema: Any) -> None:
         200,
         200,
         409,
+        201,
+        200,
+        200,
+        200,
+        200,
+        200,
+        200,
+        204,
         200,
     ]
 

@@ -8,7 +8,14 @@ from types import SimpleNamespace
 import pytest
 
 from broker.registry import WorkflowRegistry
-from broker.runtime.celery_config import DEFAULT_QUEUE, MAINTENANCE_QUEUE
+from broker.runtime.celery_config import (
+    DEFAULT_QUEUE,
+    DELIVER_WEBHOOK,
+    MAINTENANCE_QUEUE,
+    SYNC_WEBHOOKS,
+    WEBHOOK_QUEUE,
+    beat_schedule,
+)
 from broker.runtime.process import Runtime, set_runtime
 from broker.settings import Settings
 from tasks.celery_app import _consume_workflow_queues, create_app
@@ -35,10 +42,11 @@ def test_a_worker_without_q_consumes_every_workflow_queue(
     app = create_app(settings)
     # When it finishes its setup
     _consume_workflow_queues("w1@host", SimpleNamespace(app=app))
-    # Then it consumes the default, maintenance and each request type's queue
+    # Then it consumes the default, maintenance, webhook and each request type's queue
     assert {
         DEFAULT_QUEUE,
         MAINTENANCE_QUEUE,
+        WEBHOOK_QUEUE,
         "broker.invoiceprocess",
     } <= _consumed(app)
 
@@ -53,3 +61,12 @@ def test_a_worker_started_with_q_consumes_only_those_queues(
     _consume_workflow_queues("w2@host", SimpleNamespace(app=app))
     # Then it did not widen the operator's choice
     assert _consumed(app) == {"broker.invoiceprocess"}
+
+
+def test_webhook_attempts_have_their_own_queue_and_beat_syncs_the_endpoints(
+    settings: Settings,
+) -> None:
+    app = create_app(settings)
+    assert app.conf.task_routes[DELIVER_WEBHOOK] == {"queue": WEBHOOK_QUEUE}
+    assert app.conf.task_routes[SYNC_WEBHOOKS] == {"queue": MAINTENANCE_QUEUE}
+    assert beat_schedule(settings)["sync-webhooks"]["task"] == SYNC_WEBHOOKS

@@ -324,3 +324,112 @@ def test_a_disabled_row_withdraws_a_file_entry(
     registry = registry_for(settings, *files, factory=factory)
     assert registry.get("ClientA") is None
     assert registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="") is None
+
+
+# Webhooks ----------------------------------------------------------------------------------------
+
+SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: Path) -> None:
+    from broker.clients import WebhookConfig, read_clients_file
+
+    path = write_json(
+        tmp_path / "clients.json",
+        {
+            "clients": [
+                {
+                    "clientId": "ClientA",
+                    "thumbprint": SHA1_A,
+                    "Webhooks": [
+                        {"url": "https://hooks.example.com/a", "secret": SECRET},
+                        {
+                            "URL": "https://hooks.example.com/b",
+                            "events": ["request.processing", "request.completed"],
+                            "secret": [SECRET, SECRET],
+                        },
+                    ],
+                    "allowCallbackUrl": True,
+                    "callbackSecret": SECRET,
+                },
+                {"clientId": "ClientB", "thumbprint": SHA1_B},
+            ]
+        },
+    )
+    clients = read_clients_file(path)
+    a, b = clients["clienta"], clients["clientb"]
+    assert a.webhooks == (
+        WebhookConfig(
+            "https://hooks.example.com/a",
+            ("request.completed", "request.faulted", "request.cancelled"),
+            (SECRET,),
+        ),
+        WebhookConfig(
+            "https://hooks.example.com/b",
+            ("request.completed", "request.processing"),
+            (SECRET, SECRET),
+        ),
+    )
+    assert a.allow_callback_url
+    assert a.callback_secret == SECRET
+    # The defaults: no webhooks, no callbackUrl
+    assert b.webhooks == ()
+    assert not b.allow_callback_url
+    assert b.callback_secret is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"webhooks": {"url": "https://x"}}, "webhooks must be a list"),
+        ({"webhooks": [{"url": "ftp://x"}]}, "webhooks[0].url must be an http"),
+        ({"webhooks": [{"url": "https://x", "events": ["request.done"]}]}, "unknown event"),
+        ({"webhooks": [{"url": "https://x", "events": []}]}, "webhooks[0].events"),
+        ({"webhooks": [{"url": "https://x", "secret": "plain"}]}, "whsec_"),
+        ({"webhooks": [{"url": "https://x", "secret": [SECRET] * 3}]}, "list of two"),
+        ({"webhooks": [{"url": "https://x", "retries": 3}]}, "unknown field(s) retries"),
+        ({"allowCallbackUrl": "yes"}, "allowCallbackUrl must be true or false"),
+        ({"allowCallbackUrl": True}, "needs a callbackSecret"),
+        ({"callbackSecret": "nope"}, "callbackSecret must be"),
+    ],
+)
+def test_a_malformed_webhook_entry_names_the_client_and_the_field(
+    tmp_path: Path, fields: dict[str, Any], reason: str
+) -> None:
+    from broker.clients import read_clients_file
+
+    entry = {"clientId": "ClientA", "thumbprint": SHA1_A, **fields}
+    path = write_json(tmp_path / "clients.json", {"clients": [entry]})
+    with pytest.raises(ClientFileError) as refused:
+        read_clients_file(path)
+    assert "ClientA" in str(refused.value)
+    assert reason in str(refused.value)
+
+
+def test_a_database_row_keeps_the_webhooks_of_the_file_entry_it_overrides(
+    settings: Settings, tmp_path: Path
+) -> None:
+    clients = write_json(
+        tmp_path / "clients.json",
+        {
+            "clients": [
+                {
+                    "clientId": "ClientA",
+                    "thumbprint": SHA1_A,
+                    "webhooks": [{"url": "https://hooks.example.com/a"}],
+                }
+            ]
+        },
+    )
+    local = settings.replace(clients_file=str(clients))
+    upgrade(local.database_url)
+    factory = make_session_factory(make_engine(local.database_url))
+    try:
+        registry = ClientRegistry(local, factory)
+        registry.register_client(ApiClient("ClientA", SHA1_B, None, None, frozenset({"x"})))
+        client = registry.get("ClientA")
+        assert client is not None
+        assert client.thumbprint == SHA1_B
+        assert [w.url for w in client.webhooks] == ["https://hooks.example.com/a"]
+    finally:
+        dispose_engines()

@@ -162,7 +162,7 @@ def test_read_backlog_counts_rows_and_the_oldest_due_pending_age(
     assert backlog.outbox == {"pending": 2, "dispatched": 1, "done": 1, "dead": 0}
     assert 300 <= backlog.oldest_pending_age < 3600
     assert backlog.bookmark_queue_depth == 2
-    assert backlog.dead_letters == {"request": 1, "outbox": 0, "bookmark": 1}
+    assert backlog.dead_letters == {"request": 1, "outbox": 0, "bookmark": 1, "webhook": 0}
 
 
 def test_an_empty_backlog_reads_as_zeroes(factory: sessionmaker[Session]) -> None:
@@ -172,7 +172,7 @@ def test_an_empty_backlog_reads_as_zeroes(factory: sessionmaker[Session]) -> Non
         "outbox": {"pending": 0, "dispatched": 0, "done": 0, "dead": 0},
         "oldestPendingAgeSeconds": 0.0,
         "bookmarkQueueDepth": 0,
-        "deadLetters": {"request": 0, "outbox": 0, "bookmark": 0},
+        "deadLetters": {"request": 0, "outbox": 0, "bookmark": 0, "webhook": 0},
     }
 
 

@@ -312,7 +312,7 @@ def test_outbox_status_reads_counts_and_the_oldest_due_row(sqlite_url: str) -> N
     assert status["outbox"] == {"pending": 2, "dispatched": 1, "done": 0, "dead": 1}
     assert status["oldestPendingAgeSeconds"] >= 120
     assert status["bookmarkQueueDepth"] == 1
-    assert status["deadLetters"] == {"request": 0, "outbox": 1, "bookmark": 0}
+    assert status["deadLetters"] == {"request": 0, "outbox": 1, "bookmark": 0, "webhook": 0}
     assert "outbox pending" in human.stdout
 
 

@@ -376,6 +376,16 @@ def test_redirect_to_a_host_outside_the_allowlist_is_refused(
     assert [s["path"] for s in sink.seen] == ["/redirect"]
 
 
+def test_a_request_that_follows_no_redirects_answers_the_3xx_itself(
+    settings: Settings, sink: Sink
+) -> None:
+    request = HttpRequest("POST", f"{base(sink)}/redirect?to=/echo", follow_redirects=False)
+    with client(settings, "127.0.0.1") as http:
+        response = http.send(request)
+    assert 300 <= response.status_code < 400
+    assert "/echo" not in [s["path"] for s in sink.seen]  # the target was never called
+
+
 def test_post_redirected_with_302_becomes_a_get_without_body(
     settings: Settings, sink: Sink
 ) -> None:

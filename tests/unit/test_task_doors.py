@@ -13,7 +13,13 @@ from tasks.celery_app import maintenance_job
 
 @pytest.mark.parametrize(
     "name",
-    ["broker.run_request", "broker.run_child", "broker.resume_instance", "broker.run_task"],
+    [
+        "broker.run_request",
+        "broker.run_child",
+        "broker.resume_instance",
+        "broker.run_task",
+        "broker.deliver_webhook",
+    ],
 )
 def test_workflow_doors_retry_soon_while_the_database_is_down(name: str) -> None:
     # Given a door that runs workflow steps

@@ -1,0 +1,113 @@
+"""``/webhooks``: a client's own webhook endpoints and their delivery log.
+
+The secret is answered once, when an endpoint is created or its secret rotated; no view shows it
+again. URLs pass the outbound guard at registration: a private or loopback address is refused
+unless ``BROKER_HTTP_ALLOWLIST`` admits it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from broker.errors import BadRequest
+from broker.ingress.auth import authenticate
+from broker.ingress.context import services, transaction
+from broker.ingress.schemas import read_json
+from broker.runtime import webhook_delivery, webhooks
+
+bp = Blueprint("webhooks", __name__)
+
+ENDPOINT_FIELDS = frozenset({"url", "events", "secret"})
+MAX_LOG = 500
+
+
+def outbound() -> Any:
+    """The listener's outbound guard (one ``OutboundHttp``, built on first use)."""
+    extra = services().extra
+    if "outbound" not in extra:
+        from broker.outbound import OutboundHttp
+
+        extra["outbound"] = OutboundHttp(services().settings)
+    return extra["outbound"]
+
+
+@bp.post("/webhooks")
+def create() -> tuple[Response, int, dict[str, str]]:
+    client = authenticate()
+    body = read_json(services().settings)
+    if not isinstance(body, dict):
+        raise BadRequest("Request body must be a JSON object", field="body")
+    unknown = sorted(set(body) - ENDPOINT_FIELDS)
+    if unknown:
+        raise BadRequest("Unknown fields", field="body", fields=unknown)
+    with transaction() as session:
+        endpoint, secret = webhooks.register(
+            session,
+            client_id=client.client_id,
+            url=body.get("url"),
+            events=body.get("events"),
+            secret=body.get("secret"),
+            vetter=outbound(),
+        )
+        view = {**webhooks.endpoint_view(endpoint), "secret": secret}
+    return jsonify(view), 201, {"Location": f"/webhooks/{view['id']}"}
+
+
+@bp.get("/webhooks")
+def list_endpoints() -> Response:
+    client = authenticate()
+    with transaction(write=False) as session:
+        items = [
+            webhooks.endpoint_view(e) for e in webhooks.list_endpoints(session, client.client_id)
+        ]
+    return jsonify({"items": items})
+
+
+@bp.get("/webhooks/<endpoint_id>")
+def get_endpoint(endpoint_id: str) -> Response:
+    client = authenticate()
+    with transaction(write=False) as session:
+        view = webhooks.endpoint_view(webhooks.get_owned(session, endpoint_id, client.client_id))
+    return jsonify(view)
+
+
+@bp.delete("/webhooks/<endpoint_id>")
+def delete_endpoint(endpoint_id: str) -> tuple[str, int]:
+    client = authenticate()
+    with transaction() as session:
+        webhooks.delete(session, endpoint_id, client.client_id)
+    return "", 204
+
+
+@bp.post("/webhooks/<endpoint_id>/rotate-secret")
+def rotate_secret(endpoint_id: str) -> Response:
+    client = authenticate()
+    overlap = services().settings.webhook_secret_overlap
+    with transaction() as session:
+        secret = webhooks.rotate_secret(session, endpoint_id, client.client_id, overlap=overlap)
+        view = webhooks.endpoint_view(webhooks.get_owned(session, endpoint_id, client.client_id))
+    return jsonify({**view, "secret": secret, "previousSecretValidFor": overlap})
+
+
+@bp.get("/webhooks/<endpoint_id>/deliveries")
+def deliveries(endpoint_id: str) -> Response:
+    client = authenticate()
+    limit = _limit(request.args.get("limit"))
+    with transaction(write=False) as session:
+        webhooks.get_owned(session, endpoint_id, client.client_id)
+        items = webhook_delivery.attempts_view(session, endpoint_id, limit=limit)
+    return jsonify({"items": items})
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return 50
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise BadRequest("limit must be an integer from 1 to 500", field="limit") from exc
+    if not 1 <= value <= MAX_LOG:
+        raise BadRequest("limit must be an integer from 1 to 500", field="limit")
+    return value

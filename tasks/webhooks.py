@@ -1,0 +1,23 @@
+"""Task doors of webhooks: one delivery attempt, and the clients.json sync (a beat job)."""
+
+from __future__ import annotations
+
+from broker.runtime import webhook_delivery, webhooks
+from broker.runtime.celery_config import DELIVER_WEBHOOK, SYNC_WEBHOOKS
+from broker.runtime.process import get_runtime
+from broker.store.db import transaction
+from tasks.celery_app import door, maintenance_job, workflow_door
+
+
+@workflow_door(name=DELIVER_WEBHOOK)
+def deliver_webhook(delivery_id: str, outbox_id: str | None = None) -> str:
+    rt = get_runtime()
+    return webhook_delivery.deliver(rt.settings, rt.factory, rt.http, delivery_id, outbox_id)
+
+
+@door(name=SYNC_WEBHOOKS)
+@maintenance_job
+def sync_webhooks() -> int:
+    rt = get_runtime()
+    with transaction(rt.factory) as session:
+        return webhooks.sync_configured(session, rt.clients.clients(), rt.http)
