@@ -24,13 +24,22 @@ Values cross the boundary as JSON (dates as ISO text, durations as seconds). Wri
 the script read (``getItems().push(1)``) reach ``Scope.set_variable`` once, when the evaluation
 succeeds; a failing script writes nothing.
 
-The time limit is QuickJS's, which this binding measures in process CPU time per call into the
-context (Promise jobs share one wall-clock deadline): a loaded machine stretches it in wall time,
-and CPU burnt by other threads of the process counts against it.
+The engine is QuickJS-ng (the ``quickjs-ng`` package). Its limits are set before any of the
+code is parsed, so they cover compilation as well as execution; the time limit interrupts the
+regex engine too (a backtracking pattern stops at the limit). It is measured in process CPU time
+per call into the context (Promise jobs share one wall-clock deadline): a loaded machine
+stretches it in wall time, and CPU burnt by other threads of the process counts against it. A
+workflow step as a whole is bounded by ``BROKER_STEP_TIME_LIMIT`` (the runtime's hard ceiling).
 
-Code may be an expression (``1 + 2``, a template literal), a script whose completion value is
-the result (``var a = 1; a + 1``), or a function body with ``return``. Errors, time and memory
-limits raise ``ExpressionError`` naming the activity and the expression.
+Workflow code is never pasted into a wrapper: it runs as a script of its own (a direct eval of
+the text, strict, inside ``with (scope)``); Elsa's function-body form (``return`` at the top) is
+compiled as a function declaration behind a ``throw`` and used only when the engine's own parse
+of it spans exactly the code, so text written to close a wrapper is refused before any of it
+runs.
+
+Code is a script whose completion value is the result (``1 + 2``, a template literal,
+``var a = 1; a + 1``), or, as Elsa allows, one that returns from its top level. Errors, time and
+memory limits raise ``ExpressionError`` naming the activity and the expression.
 """
 
 from __future__ import annotations
@@ -66,7 +75,6 @@ DEFAULT_TIME_LIMIT = 1.0  # seconds; BROKER_JS_TIME_LIMIT
 DEFAULT_MEMORY_LIMIT = 32 * 1024 * 1024  # bytes; BROKER_JS_MEMORY_LIMIT
 
 _EXPRESSION_PREVIEW = 200
-_COMPILED_CACHE_SIZE = 512
 _SHAPE_CACHE_SIZE = 128
 # A sandbox is replaced after this many evaluations, bounding whatever a long-lived runtime
 # accumulates (atoms, fragmentation) without measurable cost.
@@ -153,7 +161,7 @@ _BOOTSTRAP = r"""
     },
     toJson: (value) => JSON.stringify(value),
   };
-  const RESERVED = new Set(["eval", "arguments"]);
+  const RESERVED = new Set(["eval", "arguments", "__elsaBody"]);
 
   function makeScope(spec) {
     const { variables, inputs, activities } = JSON.parse(spec);
@@ -187,31 +195,84 @@ _BOOTSTRAP = r"""
     return harden(scope);
   }
 
-  function isScript(code) {
-    // Parsing precedes execution: when the probe is what gets thrown, the code parsed as a
-    // script (no top-level return) and none of it ran.
-    try { eval("throw PROBE;\n" + code); } catch (error) { return error === PROBE; }
-    return false;
-  }
-  const PREFIX = "(function () { with (arguments[0]) { return function () { \"use strict\";\n";
-  const SUFFIX = "\n}; } })";
-  function compile(code) {
-    try {
-      return harden(globalEval(PREFIX + "return (\n" + code + "\n);" + SUFFIX));
-    } catch (error) {
-      if (!(error instanceof SyntaxError)) throw error;
-    }
-    if (isScript(code)) {
-      return harden(globalEval(PREFIX + "return eval(" + JSON.stringify(code) + ");" + SUFFIX));
-    }
-    return harden(globalEval(PREFIX + code + SUFFIX));
-  }
+  // Workflow code is never pasted into a wrapper: it is evaluated as a script of its own (a
+  // direct eval of the text as a value, in strict mode, inside `with (scope)`), or, when it
+  // is a function body (Elsa allows `return` at the top), compiled as a function declaration
+  // behind a `throw` (nothing in it can run) and accepted only when the engine's parse of
+  // that declaration spans exactly the code: text that closes the function it is compiled in
+  // is refused before any of it runs.
+  const makeRunners = globalEval(
+    "(function (scope) { with (scope) { return [\n" +
+    "function () { \"use strict\"; return eval(arguments[0]); },\n" +
+    "function () { var __elsaBody; try { eval(arguments[0]); }\n" +
+    "  catch (error) { if (error !== arguments[1]) throw error; } return __elsaBody; }\n" +
+    "]; } })");
+  const fnToString = Function.prototype.toString;
+  const BODY_HEAD = "function __elsaBody() {\"use strict\";\n";
+  const runners = new WeakMap();
+  const kinds = new Map();
+  const KINDS_LIMIT = 512;
 
-  function begin(compiled, scope, data) {
+  function runnersOf(scope) {
+    let found = runners.get(scope);
+    if (found === undefined) {
+      const [script, declare] = makeRunners(scope);
+      found = { script: harden(script), declare, bodies: new Map() };
+      runners.set(scope, found);
+    }
+    return found;
+  }
+  function kindOf(code) {
+    let kind = kinds.get(code);
+    if (kind !== undefined) return kind;
+    try {
+      // Parsing precedes execution: when the probe is what gets thrown, the code parsed as a
+      // script and none of it ran.
+      eval("throw PROBE;\n" + code);
+    } catch (error) {
+      if (error === PROBE) kind = "script";
+      else if (!(error instanceof SyntaxError)) throw error;
+      else kind = error;
+    }
+    if (kind !== "script") {
+      const fn = bodyOf(runnersOf(EMPTY_SCOPE), code);
+      if (fn === null) throw kind;  // neither a script nor a function body: the script's error
+      kind = "body";
+    }
+    if (kinds.size >= KINDS_LIMIT) kinds.clear();
+    kinds.set(code, kind);
+    return kind;
+  }
+  function bodyOf(runner, code) {
+    let fn = runner.bodies.get(code);
+    if (fn !== undefined) return fn;
+    const text = BODY_HEAD + code + "\n}";
+    try {
+      fn = runner.declare("throw arguments[1];\n" + text, PROBE);
+    } catch (error) {
+      if (error instanceof SyntaxError) return null;
+      throw error;
+    }
+    if (typeof fn !== "function" || fnToString.call(fn) !== text) {
+      throw new SyntaxError("the code closes the function it is compiled in");
+    }
+    fn = harden(fn);
+    if (runner.bodies.size >= KINDS_LIMIT) runner.bodies.clear();
+    runner.bodies.set(code, fn);
+    return fn;
+  }
+  function evaluate(code, scope) {
+    const runner = runnersOf(scope);
+    if (kindOf(code) === "script") return runner.script(code);
+    return bodyOf(runner, code)();
+  }
+  const EMPTY_SCOPE = Object.freeze(Object.create(null));
+
+  function begin(code, scope, data) {
     current = { known: shapes.get(scope), data: JSON.parse(data), cache: new Map(),
       missing: [], result: undefined };
     try {
-      current.result = compiled(scope)();
+      current.result = evaluate(code, scope);
     } catch (error) {
       if (current.missing.length === 0) throw error;
     }
@@ -245,8 +306,8 @@ _BOOTSTRAP = r"""
     }
     return JSON.stringify({ r: result, w: writes });
   }
-  function run(compiled, scope, data) {
-    begin(compiled, scope, data);
+  function run(code, scope, data) {
+    begin(code, scope, data);
     return finish();
   }
   function abort() { current = null; }
@@ -288,8 +349,8 @@ _BOOTSTRAP = r"""
     });
   }
   function lockdown() {
-    for (const name of ["__elsaBegin", "__elsaFinish", "__elsaRun", "__elsaAbort", "__elsaCompile",
-                        "__elsaScope", "__elsaLockdown", "WeakRef", "FinalizationRegistry"]) {
+    for (const name of ["__elsaBegin", "__elsaFinish", "__elsaRun", "__elsaAbort", "__elsaScope",
+                        "__elsaLockdown", "WeakRef", "FinalizationRegistry"]) {
       delete globalThis[name];
     }
     for (const key of Reflect.ownKeys(Object.prototype)) allowOverride(Object.prototype, key);
@@ -316,7 +377,6 @@ _BOOTSTRAP = r"""
   globalThis.__elsaFinish = finish;
   globalThis.__elsaRun = run;
   globalThis.__elsaAbort = abort;
-  globalThis.__elsaCompile = compile;
   globalThis.__elsaScope = makeScope;
   globalThis.__elsaLockdown = lockdown;
 })();
@@ -430,6 +490,7 @@ class _Sandbox:
     """
 
     def __init__(self) -> None:
+        _check_engine()
         self.evaluations = 0
         self.busy = False
         # Set after a time, memory or stack limit hit or an internal error: QuickJS recovers
@@ -437,7 +498,6 @@ class _Sandbox:
         self.broken = False
         self._time_limit = -1.0
         self._memory_limit = -1
-        self._compiled: dict[str, quickjs.Object] = {}
         self._shapes: dict[tuple[tuple[str, ...], ...], quickjs.Object] = {}
         self._context = quickjs.Context()
         self._context.eval(_BOOTSTRAP)
@@ -446,7 +506,6 @@ class _Sandbox:
         self._finish = get("__elsaFinish")
         self._run = get("__elsaRun")
         self._abort = get("__elsaAbort")
-        self._compile = get("__elsaCompile")
         self._make_scope = get("__elsaScope")
         get("__elsaLockdown")()
 
@@ -480,17 +539,17 @@ class _Sandbox:
         deadline = time.monotonic() + time_limit
         needs = _needs_of(code)
         shape = self._scope_object(scope)
+        # The limits hold before any of the code is parsed: compiling is part of the evaluation.
+        self._set_time_limit(time_limit)
         try:
-            compiled = self._compiled_function(code)
-            self._set_time_limit(time_limit)
             for _attempt in range(_MAX_ATTEMPTS):
                 data = self._supply(code, scope, needs, time_limit)
                 if needs.asynchronous:
-                    self._begin(compiled, shape, data)
+                    self._begin(code, shape, data)
                     self._drain(deadline)
                     outcome = self._finish()
                 else:
-                    outcome = self._run(compiled, shape, data)
+                    outcome = self._run(code, shape, data)
                     if self._context.execute_pending_job():
                         # Promise jobs ran after the evaluation closed: drain them (they fail,
                         # seeing no evaluation) and run it again in two steps.
@@ -537,15 +596,6 @@ class _Sandbox:
                 scope, code, f"a value cannot be passed to JavaScript: {exc}", time_limit
             ) from exc
 
-    def _compiled_function(self, code: str) -> quickjs.Object:
-        compiled = self._compiled.get(code)
-        if compiled is None:
-            compiled = self._compile(code)
-            if len(self._compiled) >= _COMPILED_CACHE_SIZE:
-                self._compiled.clear()
-            self._compiled[code] = compiled
-        return compiled
-
     def _scope_object(self, scope: Scope) -> quickjs.Object:
         key = (
             tuple(scope.variable_names()),
@@ -563,6 +613,22 @@ class _Sandbox:
 
 
 _MAX_ATTEMPTS = 4
+_engine_checked = False
+
+
+def _check_engine() -> None:
+    """Refuse to run on the old ``quickjs`` package (a 2021 QuickJS whose time limit misses the
+    regex engine): it installs the same module name, and an upgraded environment may still
+    load its binary."""
+    global _engine_checked
+    if _engine_checked:
+        return
+    if quickjs.Context().eval("typeof Iterator") != "function":
+        raise RuntimeError(
+            "the JavaScript engine is the old quickjs package, not quickjs-ng: run "
+            "`pip uninstall -y quickjs quickjs-ng && pip install quickjs-ng`"
+        )
+    _engine_checked = True
 
 
 def _supply(scope: Scope, needs: _Needs) -> str:
@@ -619,6 +685,9 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(default=_json_default, separators=(",", ":"), allow_nan=False)
 
 
+_STACK_OVERFLOW = ("InternalError: stack overflow", "RangeError: Maximum call stack size exceeded")
+
+
 def _fail(scope: Scope, code: str, message: str, time_limit: float) -> ExpressionError:
     """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed."""
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
@@ -627,7 +696,7 @@ def _fail(scope: Scope, code: str, message: str, time_limit: float) -> Expressio
     elif first_line in ("InternalError: out of memory", "null"):
         # QuickJS reports an allocation failure inside its error machinery as a bare null.
         first_line = "memory limit exceeded"
-    elif first_line == "InternalError: stack overflow":
+    elif first_line in _STACK_OVERFLOW:
         first_line = "stack overflow (recursion too deep)"
     return ExpressionError(
         f"{first_line} (in: {preview(code, 80)})",
