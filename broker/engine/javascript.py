@@ -60,13 +60,16 @@ from typing import Any
 
 import quickjs
 
+from broker.engine.jsapi import HELPERS, pascalize
 from broker.engine.scope import Scope
 from broker.errors import ExpressionError
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_TIME_LIMIT",
+    "ScriptResult",
     "evaluate_javascript",
+    "run_script",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,7 +83,7 @@ _SHAPE_CACHE_SIZE = 128
 # accumulates (atoms, fragmentation) without measurable cost.
 _EVALUATIONS_PER_SANDBOX = 20_000
 
-_BOOTSTRAP = r"""
+_BOOTSTRAP_TEMPLATE = r"""
 (function () {
   "use strict";
   const PROBE = Object.freeze({});
@@ -88,6 +91,7 @@ _BOOTSTRAP = r"""
   const hasOwn = Object.prototype.hasOwnProperty;
   const globalEval = eval;
   const shapes = new WeakMap();
+  const UNHARDENED = new WeakSet();  // the per-scope proxies: see namesProxy
   let current = null;
 
   function active() {
@@ -124,74 +128,358 @@ _BOOTSTRAP = r"""
     if (evaluation.known.inputs.has(name)) missing("input", name);
     return undefined;
   }
+  // An activity's outputs arrive as one object, by the name or id the script used; an activity
+  // not asked for yet is asked for once (the host answers null when there is none).
   function readOutput(activity, output) {
     const evaluation = active();
-    const key = output === null ? activity : activity + "\u0000" + output;
-    if (hasOwn.call(evaluation.data.o, key)) return evaluation.data.o[key];
-    if (evaluation.known.activities.has(activity)) missing("output", key);
+    if (!hasOwn.call(evaluation.data.o, activity)) missing("output", activity);
+    const outputs = evaluation.data.o[activity];
+    if (outputs === null || typeof outputs !== "object") return undefined;
+    if (output === null) {
+      if (hasOwn.call(outputs, "result")) return outputs.result;
+      const names = Object.keys(outputs);  // Elsa: the activity's only (else first) output
+      return names.length > 0 ? outputs[names[0]] : undefined;
+    }
+    if (hasOwn.call(outputs, output)) return outputs[output];
+    const lower = output.toLowerCase();
+    for (const name of Object.keys(outputs)) {
+      if (name.toLowerCase() === lower) return outputs[name];
+    }
     return undefined;
   }
-  function readCurrent() {
+  function readSupplied(field, kind) {
     const evaluation = active();
-    if (!hasOwn.call(evaluation.data, "cur")) missing("current", "");
-    return evaluation.data.cur;
+    if (!hasOwn.call(evaluation.data, field)) missing(kind, "");
+    return evaluation.data[field];
   }
-  const hex = () => Math.floor(Math.random() * 16).toString(16);
+  const readCurrent = () => readSupplied("cur", "current");
+  const readLast = () => readSupplied("last", "last");
+  const readNow = () => readSupplied("now", "now");
+  // The instance's correlation id, name and definition: this evaluation's own writes first.
+  function readState(key) {
+    const evaluation = active();
+    if (evaluation.state.has(key)) return evaluation.state.get(key);
+    if (key === "correlationId") return evaluation.data.c;
+    return readSupplied("wf", "workflow")[key];
+  }
+  function writeState(key, value) {
+    active().state.set(key, value);
+  }
+  function setOutcomes(names) {
+    active().outcomes = names;
+  }
+
+  // GUIDs, UTF-8 and base64 -------------------------------------------------------------------
+  function randomBytes(count) {
+    const bytes = [];
+    for (let i = 0; i < count; i++) bytes.push(Math.floor(Math.random() * 256));
+    return bytes;
+  }
+  function newGuidText() {
+    const bytes = randomBytes(16);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    const hex = bytes.map((b) => (b + 0x100).toString(16).slice(1)).join("");
+    return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20),
+      hex.slice(20)].join("-");
+  }
   const GUID = /^[{(]?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}[)}]?$/i;
-  const helpers = {
-    getVariable: (name) => readVariable(String(name)),
-    setVariable: (name, value) => { writeVariable(String(name), value); },
-    getInput: (name) => readInput(String(name)),
-    getCorrelationId: () => active().data.c,
-    getWorkflowInstanceId: () => active().data.w,
-    getCurrentValue: () => readCurrent(),
-    getOutputFrom: (activity, output) => readOutput(String(activity),
-      output === undefined || output === null ? null : String(output)),
-    isNullOrWhiteSpace: (value) => value === null || value === undefined
-      || String(value).trim() === "",
-    isNullOrEmpty: (value) => value === null || value === undefined || String(value) === "",
-    newGuid: () => "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g,
-      (c) => (c === "x" ? hex() : "89ab"[Math.floor(Math.random() * 4)])),
-    parseGuid: (text) => {
+  function parseGuidText(text) {
+    const value = String(text).trim();
+    if (!GUID.test(value)) throw new TypeError("not a GUID: " + value);
+    const digits = value.replace(/[^0-9a-f]/gi, "").toLowerCase();
+    return [digits.slice(0, 8), digits.slice(8, 12), digits.slice(12, 16),
+      digits.slice(16, 20), digits.slice(20)].join("-");
+  }
+  function utf8Encode(text) {
+    const bytes = [];
+    for (const char of text) {
+      let code = char.codePointAt(0);
+      if (code >= 0xd800 && code <= 0xdfff) code = 0xfffd;  // a lone surrogate
+      if (code < 0x80) bytes.push(code);
+      else if (code < 0x800) bytes.push(0xc0 | (code >> 6), 0x80 | (code & 63));
+      else if (code < 0x10000) {
+        bytes.push(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 63), 0x80 | (code & 63));
+      } else {
+        bytes.push(0xf0 | (code >> 18), 0x80 | ((code >> 12) & 63), 0x80 | ((code >> 6) & 63),
+          0x80 | (code & 63));
+      }
+    }
+    return bytes;
+  }
+  function utf8Decode(bytes) {
+    let text = "";
+    for (let i = 0; i < bytes.length;) {
+      const b = bytes[i] & 0xff;
+      const size = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 0;
+      if (size === 0 || i + size > bytes.length) { text += "\ufffd"; i++; continue; }
+      let code = size === 1 ? b : b & (0xff >> (size + 1));
+      for (let k = 1; k < size; k++) code = (code << 6) | (bytes[i + k] & 63);
+      text += String.fromCodePoint(code > 0x10ffff ? 0xfffd : code);
+      i += size;
+    }
+    return text;
+  }
+  const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  function base64Encode(bytes) {
+    let out = "";
+    for (let i = 0; i < bytes.length; i += 3) {
+      const n = ((bytes[i] & 0xff) << 16) | (((bytes[i + 1] ?? 0) & 0xff) << 8)
+        | ((bytes[i + 2] ?? 0) & 0xff);
+      out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63]
+        + (i + 1 < bytes.length ? B64[(n >> 6) & 63] : "=")
+        + (i + 2 < bytes.length ? B64[n & 63] : "=");
+    }
+    return out;
+  }
+  function base64Decode(text) {
+    const clean = text.replace(/[\s=]/g, "");
+    if (/[^A-Za-z0-9+/]/.test(clean) || clean.length % 4 === 1) {
+      throw new TypeError("not base64: " + text.slice(0, 40));
+    }
+    const bytes = [];
+    for (let i = 0; i < clean.length; i += 4) {
+      const chunk = clean.slice(i, i + 4);
+      let n = 0;
+      for (let k = 0; k < 4; k++) n = (n << 6) | (k < chunk.length ? B64.indexOf(chunk[k]) : 0);
+      bytes.push((n >> 16) & 0xff);
+      if (chunk.length > 2) bytes.push((n >> 8) & 0xff);
+      if (chunk.length > 3) bytes.push(n & 0xff);
+    }
+    return bytes;
+  }
+
+  // .NET's DateTime, DateTimeOffset and TimeSpan, in UTC, on the engine's clock ---------------
+  const MS = { s: 1000, m: 60000, h: 3600000, d: 86400000 };
+  const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+  const pad = (value, width) => String(Math.trunc(Math.abs(value))).padStart(width, "0");
+  function number(value, what) {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new TypeError(what + " expects a number, got " + value);
+    return n;
+  }
+  class TimeSpan {
+    constructor(milliseconds) { this.TotalMilliseconds = number(milliseconds, "TimeSpan"); }
+    static FromDays(n) { return new TimeSpan(number(n, "FromDays") * MS.d); }
+    static FromHours(n) { return new TimeSpan(number(n, "FromHours") * MS.h); }
+    static FromMinutes(n) { return new TimeSpan(number(n, "FromMinutes") * MS.m); }
+    static FromSeconds(n) { return new TimeSpan(number(n, "FromSeconds") * MS.s); }
+    static FromMilliseconds(n) { return new TimeSpan(number(n, "FromMilliseconds")); }
+    static get Zero() { return new TimeSpan(0); }
+    static Parse(text) {
+      const match = /^\s*(-)?(?:(\d+)\.)?(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,7}))?)?\s*$/
+        .exec(String(text));
+      if (match === null) throw new TypeError("not a TimeSpan: " + text);
+      const [, sign, d, h, m, s, f] = match;
+      const ms = Number(d ?? 0) * MS.d + Number(h) * MS.h + Number(m) * MS.m
+        + Number(s ?? 0) * MS.s + (f === undefined ? 0 : Number("0." + f) * 1000);
+      return new TimeSpan(sign ? -ms : ms);
+    }
+    part(unit, modulo) {
+      return Math.trunc(this.TotalMilliseconds / unit) % modulo;
+    }
+    get Days() { return Math.trunc(this.TotalMilliseconds / MS.d); }
+    get Hours() { return this.part(MS.h, 24); }
+    get Minutes() { return this.part(MS.m, 60); }
+    get Seconds() { return this.part(MS.s, 60); }
+    get Milliseconds() { return this.part(1, 1000); }
+    get TotalDays() { return this.TotalMilliseconds / MS.d; }
+    get TotalHours() { return this.TotalMilliseconds / MS.h; }
+    get TotalMinutes() { return this.TotalMilliseconds / MS.m; }
+    get TotalSeconds() { return this.TotalMilliseconds / MS.s; }
+    Add(other) { return new TimeSpan(this.TotalMilliseconds + other.TotalMilliseconds); }
+    Subtract(other) { return new TimeSpan(this.TotalMilliseconds - other.TotalMilliseconds); }
+    Negate() { return new TimeSpan(-this.TotalMilliseconds); }
+    Duration() { return new TimeSpan(Math.abs(this.TotalMilliseconds)); }
+    // .NET's constant ("c") format: [-][d.]hh:mm:ss[.fffffff]
+    ToString() {
+      const ms = this.TotalMilliseconds;
+      const days = Math.abs(this.Days);
+      const fraction = Math.round(Math.abs(ms) % 1000 * 10000);
+      return (ms < 0 ? "-" : "") + (days > 0 ? days + "." : "") + pad(this.Hours, 2) + ":"
+        + pad(this.Minutes, 2) + ":" + pad(this.Seconds, 2)
+        + (fraction > 0 ? "." + String(fraction).padStart(7, "0") : "");
+    }
+    toString() { return this.ToString(); }
+    toJSON() { return this.ToString(); }
+    valueOf() { return this.TotalMilliseconds; }
+  }
+  function daysInMonth(year, month) { return new Date(Date.UTC(year, month + 1, 0)).getUTCDate(); }
+  const FORMAT_TOKENS =
+    /yyyy|yy|MMMM|MMM|MM|M|dddd|ddd|dd|d|HH|H|hh|h|mm|m|ss|s|fff|ff|f|tt|zzz|K|'[^']*'|./g;
+  const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+    "September", "October", "November", "December"];
+  class DateTime {
+    constructor(milliseconds) { this.epoch = number(milliseconds, "DateTime"); }
+    static get Now() { return new this(readNow()); }
+    static get UtcNow() { return new this(readNow()); }
+    static get Today() { return new this(readNow()).Date; }
+    static Parse(text) {
       const value = String(text).trim();
-      if (!GUID.test(value)) throw new TypeError("not a GUID: " + value);
-      const digits = value.replace(/[^0-9a-f]/gi, "").toLowerCase();
-      return [digits.slice(0, 8), digits.slice(8, 12), digits.slice(12, 16),
-        digits.slice(16, 20), digits.slice(20)].join("-");
-    },
-    toJson: (value) => JSON.stringify(value),
-  };
+      const ms = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(value) || !/T|\d:\d/.test(value)
+        ? value : value + "Z");
+      if (Number.isNaN(ms)) throw new TypeError("not a date: " + value);
+      return new this(ms);
+    }
+    get js() { return new Date(this.epoch); }
+    get Year() { return this.js.getUTCFullYear(); }
+    get Month() { return this.js.getUTCMonth() + 1; }
+    get Day() { return this.js.getUTCDate(); }
+    get Hour() { return this.js.getUTCHours(); }
+    get Minute() { return this.js.getUTCMinutes(); }
+    get Second() { return this.js.getUTCSeconds(); }
+    get Millisecond() { return this.js.getUTCMilliseconds(); }
+    get DayOfWeek() { return DAYS[this.js.getUTCDay()]; }
+    get DayOfYear() {
+      return Math.floor((this.epoch - Date.UTC(this.Year, 0, 1)) / MS.d) + 1;
+    }
+    get Date() { return new this.constructor(this.epoch - (((this.epoch % MS.d) + MS.d) % MS.d)); }
+    get TimeOfDay() { return new TimeSpan(((this.epoch % MS.d) + MS.d) % MS.d); }
+    AddMilliseconds(n) { return new this.constructor(this.epoch + number(n, "AddMilliseconds")); }
+    AddSeconds(n) { return this.AddMilliseconds(number(n, "AddSeconds") * MS.s); }
+    AddMinutes(n) { return this.AddMilliseconds(number(n, "AddMinutes") * MS.m); }
+    AddHours(n) { return this.AddMilliseconds(number(n, "AddHours") * MS.h); }
+    AddDays(n) { return this.AddMilliseconds(number(n, "AddDays") * MS.d); }
+    AddMonths(n) {
+      const months = this.Year * 12 + this.Month - 1 + Math.trunc(number(n, "AddMonths"));
+      const year = Math.floor(months / 12);
+      const month = months - year * 12;
+      const day = Math.min(this.Day, daysInMonth(year, month));
+      return new this.constructor(Date.UTC(year, month, day) + this.TimeOfDay.TotalMilliseconds);
+    }
+    AddYears(n) { return this.AddMonths(Math.trunc(number(n, "AddYears")) * 12); }
+    Add(span) { return this.AddMilliseconds(span.TotalMilliseconds); }
+    Subtract(other) {
+      if (other instanceof DateTime) return new TimeSpan(this.epoch - other.epoch);
+      return this.AddMilliseconds(-other.TotalMilliseconds);
+    }
+    CompareTo(other) { return Math.sign(this.epoch - other.epoch); }
+    Equals(other) { return other instanceof DateTime && other.epoch === this.epoch; }
+    ToUniversalTime() { return this; }
+    ToLocalTime() { return this; }
+    ToString(format) {
+      if (format === undefined || format === null || format === "o" || format === "O") {
+        return this.js.toISOString();
+      }
+      const spec = String(format);
+      if (spec === "s") return this.js.toISOString().slice(0, 19);
+      if (spec === "u") return this.js.toISOString().slice(0, 19).replace("T", " ") + "Z";
+      return spec.replace(FORMAT_TOKENS, (token) => {
+        switch (token) {
+          case "yyyy": return pad(this.Year, 4);
+          case "yy": return pad(this.Year % 100, 2);
+          case "MMMM": return MONTHS[this.Month - 1];
+          case "MMM": return MONTHS[this.Month - 1].slice(0, 3);
+          case "MM": return pad(this.Month, 2);
+          case "M": return String(this.Month);
+          case "dddd": return this.DayOfWeek;
+          case "ddd": return this.DayOfWeek.slice(0, 3);
+          case "dd": return pad(this.Day, 2);
+          case "d": return String(this.Day);
+          case "HH": return pad(this.Hour, 2);
+          case "H": return String(this.Hour);
+          case "hh": return pad(this.Hour % 12 || 12, 2);
+          case "h": return String(this.Hour % 12 || 12);
+          case "mm": return pad(this.Minute, 2);
+          case "m": return String(this.Minute);
+          case "ss": return pad(this.Second, 2);
+          case "s": return String(this.Second);
+          case "fff": return pad(this.Millisecond, 3);
+          case "ff": return pad(Math.floor(this.Millisecond / 10), 2);
+          case "f": return String(Math.floor(this.Millisecond / 100));
+          case "tt": return this.Hour < 12 ? "AM" : "PM";
+          case "zzz": return "+00:00";
+          case "K": return "Z";
+          default: return token.startsWith("'") ? token.slice(1, -1) : token;
+        }
+      });
+    }
+    toString() { return this.ToString(); }
+    toJSON() { return this.ToString(); }
+    valueOf() { return this.epoch; }
+  }
+  class DateTimeOffset extends DateTime {
+    get Offset() { return TimeSpan.Zero; }
+    get UtcDateTime() { return new DateTime(this.epoch); }
+    get DateTime() { return new DateTime(this.epoch); }
+    ToString(format) {
+      return format === undefined || format === null
+        ? this.js.toISOString().replace("Z", "+00:00") : super.ToString(format);
+    }
+  }
+
+  // The helpers of broker.engine.jsapi.HELPERS: [name, activity or null, value].
+  // Hardened by lockdown (freezing them earlier would freeze the shared prototypes before
+  // lockdown makes their methods overridable on one's own objects).
+  const helpers = [/*HELPERS*/];
   const RESERVED = new Set(["eval", "arguments", "__elsaBody"]);
+  const pascalize = (name) => name.replace(/(?:^|_| +)(.)/g, (_, c) => c.toUpperCase());
+  const capitalised = (name) => name.charAt(0).toUpperCase() + name.slice(1);
+
+  // `variables.X` reads and writes a variable, `input.X` reads an input. Their targets stay
+  // empty: every operation goes through the evaluation, none leaves state in the shared object.
+  function namesProxy(names, read, write) {
+    const refuse = () => false;
+    return new Proxy(Object.create(null), {
+      get: (_, key) => (typeof key === "string" ? read(key) : undefined),
+      set: (_, key, value) => {
+        if (write === null || typeof key !== "string") return false;
+        write(key, value);
+        return true;
+      },
+      has: (_, key) => typeof key === "string" && names.includes(key),
+      ownKeys: () => [...names],
+      getOwnPropertyDescriptor: (_, key) => (typeof key === "string" && names.includes(key)
+        ? { value: read(key), writable: write !== null, enumerable: true, configurable: true }
+        : undefined),
+      defineProperty: refuse,
+      deleteProperty: refuse,
+      preventExtensions: refuse,
+      setPrototypeOf: refuse,
+    });
+  }
 
   function makeScope(spec) {
-    const { variables, inputs, activities } = JSON.parse(spec);
+    const { variables, inputs, outputs, activity } = JSON.parse(spec);
     const scope = Object.create(null);
     const define = (key, descriptor) => {
       if (!RESERVED.has(key) && !(key in scope)) {
         Object.defineProperty(scope, key, { enumerable: true, ...descriptor });
       }
     };
-    const capitalised = (name) => name.charAt(0).toUpperCase() + name.slice(1);
-    for (const key of Object.keys(helpers)) define(key, { value: helpers[key] });
+    for (const [name, only, value] of helpers) {
+      if (only === null || only === activity) define(name, { value });
+    }
+    const variablesProxy = namesProxy(variables, readVariable, writeVariable);
+    const inputProxy = namesProxy(inputs, readInput, null);
+    UNHARDENED.add(variablesProxy);
+    UNHARDENED.add(inputProxy);
+    define("variables", { value: variablesProxy });
+    define("input", { value: inputProxy });
     for (const name of variables) {
       define(name, { get: () => readVariable(name), set: (value) => writeVariable(name, value) });
     }
     for (const name of variables) {
-      for (const suffix of new Set([name, capitalised(name)])) {
+      for (const suffix of new Set([pascalize(name), name, capitalised(name)])) {
         define("get" + suffix, { value: () => readVariable(name) });
         define("set" + suffix, { value: (value) => { writeVariable(name, value); } });
       }
     }
     for (const name of inputs) {
-      for (const suffix of new Set([name, capitalised(name)])) {
+      for (const suffix of new Set([pascalize(name), name, capitalised(name)])) {
         define("get" + suffix, { value: () => readInput(name) });
       }
     }
-    for (const name of activities) {
-      define("getOutputFrom" + name, { value: () => readOutput(name, null) });
+    for (const [label, names] of Object.entries(outputs)) {
+      for (const suffix of new Set([label, pascalize(label)])) {
+        define("getOutputFrom" + suffix, { value: () => readOutput(label, null) });
+        for (const output of names) {
+          define("get" + pascalize(output) + "From" + suffix,
+            { value: () => readOutput(label, output) });
+        }
+      }
     }
-    shapes.set(scope, harden({
-      variables: new Set(variables), inputs: new Set(inputs), activities: new Set(activities) }));
+    shapes.set(scope, harden({ variables: new Set(variables), inputs: new Set(inputs) }));
     return harden(scope);
   }
 
@@ -270,7 +558,7 @@ _BOOTSTRAP = r"""
 
   function begin(code, scope, data) {
     current = { known: shapes.get(scope), data: JSON.parse(data), cache: new Map(),
-      missing: [], result: undefined };
+      missing: [], result: undefined, state: new Map(), outcomes: null };
     try {
       current.result = evaluate(code, scope);
     } catch (error) {
@@ -279,7 +567,8 @@ _BOOTSTRAP = r"""
   }
   // Ends the evaluation: a number, boolean or null when that is the result and nothing is to
   // be written back (the common case, spared a JSON round trip), else JSON text
-  // {r: result, w: [[name, value], ...]} or {m: [[kind, key], ...]} for values not supplied.
+  // {r: result, w: [[name, value], ...], s: {correlationId?, name?}, o: [outcome, ...]}, or
+  // {m: [[kind, key], ...]} for values not supplied.
   function finish() {
     const evaluation = active();
     current = null;
@@ -295,7 +584,9 @@ _BOOTSTRAP = r"""
     }
     const result = evaluation.result;
     const type = typeof result;
-    if (writes.length === 0) {
+    const state = evaluation.state.size > 0 ? Object.fromEntries(evaluation.state) : null;
+    const outcomes = evaluation.outcomes;
+    if (writes.length === 0 && state === null && outcomes === null) {
       if (result === undefined || result === null) return null;
       if (type === "boolean") return result;
       if (type === "number") return Number.isFinite(result) ? result : null;
@@ -304,7 +595,7 @@ _BOOTSTRAP = r"""
         && typeof result.then === "function") {
       throw new TypeError("the result is a Promise; asynchronous results are not supported");
     }
-    return JSON.stringify({ r: result, w: writes });
+    return JSON.stringify({ r: result, w: writes, s: state, o: outcomes });
   }
   function run(code, scope, data) {
     begin(code, scope, data);
@@ -318,7 +609,7 @@ _BOOTSTRAP = r"""
     while (pending.length > 0) {
       const value = pending.pop();
       if (value === null || (typeof value !== "object" && typeof value !== "function")
-          || seen.has(value)) continue;
+          || seen.has(value) || UNHARDENED.has(value)) continue;
       seen.add(value);
       Object.freeze(value);
       pending.push(Object.getPrototypeOf(value));
@@ -370,6 +661,7 @@ _BOOTSTRAP = r"""
       new Set()[Symbol.iterator](), ""[Symbol.iterator](), /x/[Symbol.matchAll](""),
     ];
     for (const value of hidden) harden(Object.getPrototypeOf(value));
+    harden(helpers);
     harden(globalThis);
   }
 
@@ -383,6 +675,16 @@ _BOOTSTRAP = r"""
 """
 
 
+_BOOTSTRAP = _BOOTSTRAP_TEMPLATE.replace(
+    "/*HELPERS*/",
+    ",\n".join(
+        f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source})]"
+        for helper in HELPERS
+        if helper.source is not None
+    ),
+)
+
+
 def evaluate_javascript(
     code: str,
     scope: Scope,
@@ -394,12 +696,33 @@ def evaluate_javascript(
 
     ``time_limit`` (seconds) bounds the whole evaluation, Promise jobs included;
     ``memory_limit`` (bytes) bounds the sandbox's heap. Variables the script assigned or mutated
-    are written back through ``scope.set_variable`` only when it succeeds. Raises
-    ``ExpressionError``.
+    (and the instance's correlation id and name, ``setCorrelationId``/``setWorkflowInstanceName``)
+    are written back through ``scope`` only when it succeeds. Raises ``ExpressionError``.
     """
+    return run_script(code, scope, time_limit=time_limit, memory_limit=memory_limit).result
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptResult:
+    """What a script produced: its value, and the outcomes it chose (``setOutcome``), if any."""
+
+    result: Any
+    outcomes: tuple[str, ...] | None = None
+
+
+def run_script(
+    code: str,
+    scope: Scope,
+    *,
+    activity_type: str | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> ScriptResult:
+    """``evaluate_javascript`` for the script of an activity of ``activity_type``, which also
+    sees that activity's helpers (``RunJavaScript``'s ``setOutcome``/``setOutcomes``)."""
     sandbox = _acquire(memory_limit)
     try:
-        return sandbox.run(code, scope, time_limit)
+        return sandbox.run(code, scope, time_limit, activity_type)
     finally:
         sandbox.evaluations += 1
         if sandbox.broken or sandbox.evaluations >= _EVALUATIONS_PER_SANDBOX:
@@ -427,6 +750,9 @@ def _discard(sandbox: _Sandbox) -> None:
         _local.sandbox = None
 
 
+_FLAGS = ("current", "workflow", "last", "now")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Needs:
     """What an evaluation of one expression text supplies to the script: the names seen in its
@@ -434,7 +760,7 @@ class _Needs:
 
     names: frozenset[str]
     activities: frozenset[str]
-    current: bool = False
+    flags: frozenset[str] = frozenset()  # of _FLAGS: the loop item, the instance, ...
     learned: frozenset[tuple[str, str]] = frozenset()
     # Set once the script was seen to queue Promise jobs: it then runs in two steps, the jobs
     # drained in between while the evaluation is still open.
@@ -445,12 +771,13 @@ class _Needs:
         return dataclasses.replace(
             self,
             names=self.names | {key for kind, key in learned if kind in ("variable", "input")},
-            current=self.current or any(kind == "current" for kind, _ in learned),
+            flags=self.flags | {kind for kind, _ in learned if kind in _FLAGS},
             learned=learned,
         )
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+_OUTPUT_ACCESSOR = re.compile(r"get\w*?From(\w+)")
 _needs_cache: dict[str, _Needs] = {}
 _NEEDS_CACHE_SIZE = 4096
 
@@ -466,9 +793,24 @@ def _needs_of(code: str) -> _Needs:
         if token.startswith(("get", "set")) and len(token) > 3:
             rest = token[3:]
             names.update((rest, rest[0].lower() + rest[1:]))
-        if token.startswith("getOutputFrom") and len(token) > 13:
-            activities.add(token[13:])
-    needs = _Needs(frozenset(names), frozenset(activities), current="getCurrentValue" in tokens)
+        match = _OUTPUT_ACCESSOR.fullmatch(token)
+        if match is not None:
+            # get<Output>From<Activity>: the activity may itself contain "From"
+            rest = token
+            while (at := rest.find("From", 3)) >= 0:
+                rest = rest[at + 4 :]
+                if rest:
+                    activities.add(rest)
+    flags = set()
+    if "getCurrentValue" in tokens:
+        flags.add("current")
+    if "getLastResult" in tokens:
+        flags.add("last")
+    if any(token.startswith(("getWorkflow", "setWorkflow")) for token in tokens):
+        flags.add("workflow")
+    if tokens & {"DateTime", "DateTimeOffset"}:
+        flags.add("now")
+    needs = _Needs(frozenset(names), frozenset(activities), frozenset(flags))
     _remember(code, needs)
     return needs
 
@@ -498,7 +840,7 @@ class _Sandbox:
         self.broken = False
         self._time_limit = -1.0
         self._memory_limit = -1
-        self._shapes: dict[tuple[tuple[str, ...], ...], quickjs.Object] = {}
+        self._shapes: dict[tuple[Any, ...], quickjs.Object] = {}
         self._context = quickjs.Context()
         self._context.eval(_BOOTSTRAP)
         get = self._context.get
@@ -519,26 +861,35 @@ class _Sandbox:
             self._context.set_time_limit(limit)
             self._time_limit = limit
 
-    def run(self, code: str, scope: Scope, time_limit: float) -> Any:
+    def run(
+        self, code: str, scope: Scope, time_limit: float, activity_type: str | None = None
+    ) -> ScriptResult:
         self.busy = True
         try:
-            outcome = self._run_to_completion(code, scope, time_limit)
+            outcome = self._run_to_completion(code, scope, time_limit, activity_type)
         finally:
             self.busy = False
         if outcome is None or isinstance(outcome, bool | int | float):
-            return outcome
+            return ScriptResult(outcome)
         parsed: dict[str, Any] = json.loads(outcome)
         for name, value in parsed["w"]:
             try:
                 scope.set_variable(name, value)
             except Exception as exc:
                 raise _fail(scope, code, f"setting variable {name!r}: {exc}", time_limit) from exc
-        return parsed.get("r")
+        for key, value in (parsed.get("s") or {}).items():
+            scope.set_workflow_info(key, value)
+        outcomes = parsed.get("o")
+        return ScriptResult(
+            parsed.get("r"), tuple(str(o) for o in outcomes) if outcomes is not None else None
+        )
 
-    def _run_to_completion(self, code: str, scope: Scope, time_limit: float) -> Any:
+    def _run_to_completion(
+        self, code: str, scope: Scope, time_limit: float, activity_type: str | None
+    ) -> Any:
         deadline = time.monotonic() + time_limit
         needs = _needs_of(code)
-        shape = self._scope_object(scope)
+        shape = self._scope_object(scope, activity_type)
         # The limits hold before any of the code is parsed: compiling is part of the evaluation.
         self._set_time_limit(time_limit)
         try:
@@ -596,20 +947,36 @@ class _Sandbox:
                 scope, code, f"a value cannot be passed to JavaScript: {exc}", time_limit
             ) from exc
 
-    def _scope_object(self, scope: Scope) -> quickjs.Object:
+    def _scope_object(self, scope: Scope, activity_type: str | None) -> quickjs.Object:
+        outputs = tuple(
+            (label, tuple(_outputs_of(scope, label))) for label in scope.activity_names()
+        )
         key = (
             tuple(scope.variable_names()),
             tuple(scope.input_names()),
-            tuple(scope.activity_names()),
+            outputs,
+            activity_type,
         )
         shape = self._shapes.get(key)
         if shape is None:
-            spec = json.dumps({"variables": key[0], "inputs": key[1], "activities": key[2]})
-            shape = self._make_scope(spec)
+            spec = {
+                "variables": key[0],
+                "inputs": key[1],
+                "outputs": dict(outputs),
+                "activity": activity_type,
+            }
+            shape = self._make_scope(json.dumps(spec))
             if len(self._shapes) >= _SHAPE_CACHE_SIZE:
                 self._shapes.clear()
             self._shapes[key] = shape
         return shape
+
+
+def _outputs_of(scope: Scope, activity: str) -> Iterable[str]:
+    try:
+        return list(scope.activity_outputs(activity))
+    except KeyError:
+        return ()
 
 
 _MAX_ATTEMPTS = 4
@@ -647,20 +1014,33 @@ def _supply(scope: Scope, needs: _Needs) -> str:
             if name in names:
                 with contextlib.suppress(KeyError):
                     inputs[name] = scope.get_input(name)
-        for name in scope.activity_names():
-            if name in needs.activities:
+        activities = needs.activities
+        for label in scope.activity_names():
+            if label in activities or pascalize(label) in activities:
                 with contextlib.suppress(KeyError):
-                    outputs[name] = scope.get_activity_output(name)
+                    outputs[label] = dict(scope.activity_outputs(label))
     for kind, key in needs.learned:
-        if kind == "output":
-            activity, _, output = key.partition("\u0000")
-            with contextlib.suppress(KeyError):
-                outputs[key] = scope.get_activity_output(activity, output or None)
+        if kind == "output" and key not in outputs:
+            try:
+                outputs[key] = dict(scope.activity_outputs(key))
+            except KeyError:
+                outputs[key] = None
     data["v"] = variables
     data["i"] = inputs
     data["o"] = outputs
-    if needs.current:
-        data["cur"] = scope.current_value()
+    flags = needs.flags
+    if flags:
+        if "current" in flags:
+            data["cur"] = scope.current_value()
+        if "workflow" in flags:
+            data["wf"] = dict(scope.workflow_info())
+        if "last" in flags:
+            data["last"] = scope.last_result()
+        if "now" in flags:
+            now = scope.now()
+            if now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
+            data["now"] = now.timestamp() * 1000
     return _ENCODER.encode(data)
 
 

@@ -2,55 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from broker.engine.javascript import evaluate_javascript
 from broker.errors import ExpressionError
-
-
-@dataclasses.dataclass
-class DictScope:
-    """The smallest Scope: dictionaries for variables, inputs and activity outputs."""
-
-    variables: dict[str, Any] = dataclasses.field(default_factory=dict)
-    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    outputs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    current: Any = None
-    activity_id: str | None = "activity-1"
-    workflow_instance_id: str = "instance-1"
-    correlation_id: str | None = "request-1"
-    writes: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
-
-    def variable_names(self) -> Iterable[str]:
-        return list(self.variables)
-
-    def get_variable(self, name: str) -> Any:
-        return self.variables[name]
-
-    def set_variable(self, name: str, value: Any) -> None:
-        self.writes.append((name, value))
-        self.variables[name] = value
-
-    def input_names(self) -> Iterable[str]:
-        return list(self.inputs)
-
-    def get_input(self, name: str) -> Any:
-        return self.inputs[name]
-
-    def activity_names(self) -> Iterable[str]:
-        return list(self.outputs)
-
-    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
-        return self.outputs[activity_name][output_name or "result"]
-
-    def current_value(self) -> Any:
-        return self.current
+from tests.unit.engine.dict_scope import DictScope
 
 
 def run(code: str, scope: DictScope | None = None, **limits: Any) -> Any:
