@@ -25,6 +25,7 @@ __all__ = [
     "HELPERS",
     "Family",
     "Helper",
+    "helpers_markdown",
     "is_valid_name",
     "pascalize",
     "typescript_declarations",
@@ -160,14 +161,14 @@ HELPERS: tuple[Helper, ...] = (
     Helper(
         "setOutcome",
         "declare function setOutcome(name: string): void;",
-        "RunJavaScript only: the outcome (port) the activity completes with, instead of Done",
+        "the outcome (port) the activity completes with, instead of Done",
         "(name) => { setOutcomes([String(name)]); }",
         activity="Elsa.RunJavaScript",
     ),
     Helper(
         "setOutcomes",
         "declare function setOutcomes(names: string[]): void;",
-        "RunJavaScript only: several outcomes (ports) at once",
+        "several outcomes (ports) at once",
         "(names) => { setOutcomes(Array.from(names, String)); }",
         activity="Elsa.RunJavaScript",
     ),
@@ -412,4 +413,18 @@ def typescript_declarations(
     lines.append("declare class WorkflowVariables {")
     lines += [f"{name}: {type_};" for name, type_ in variables]
     lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def helpers_markdown() -> str:
+    """The helper list of ``workflows/README.md`` (between its ``helpers`` markers)."""
+    lines = []
+    for helper in HELPERS:
+        only = f" ({helper.activity.removeprefix('Elsa.')} only)" if helper.activity else ""
+        lines.append(f"- `{helper.name}`{only}: {helper.description}")
+    lines.append("")
+    lines.append("Per workflow (`{Name}` in PascalCase, as Elsa names them):")
+    lines.append("")
+    for family in FAMILIES:
+        lines.append(f"- `{family.pattern}` per {family.per}: {family.description}")
     return "\n".join(lines) + "\n"
