@@ -18,13 +18,20 @@ from sqlalchemy import select
 
 from broker.runtime import deadletters, ids, runner
 from broker.runtime.ceiling import FAULT_CODE
-from broker.runtime.celery_config import RUN_REQUEST, STEP_KILL_GRACE
+from broker.runtime.celery_config import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime, make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
-from broker.store.models import DeadLetter, OutboxRow, Request, WorkflowInstance
+from broker.store.models import (
+    ActivityExecution,
+    BookmarkQueueItem,
+    DeadLetter,
+    OutboxRow,
+    Request,
+    WorkflowInstance,
+)
 from tests.integration.runtime.harness import (
     activity,
     event_types,
@@ -62,6 +69,26 @@ def write_workflows(folder: Path) -> None:
     write_workflow(folder, script_workflow("loop", "Loop", LOOP))
     write_workflow(
         folder, workflow("quick", [set_output("out", "result", "ok")], request_type="Quick")
+    )
+    write_workflow(
+        folder,
+        workflow("stuck-child", [activity("js", "Elsa.RunJavaScript", script=literal(LOOP))]),
+    )
+    write_workflow(
+        folder,
+        workflow(
+            "waiting-parent",
+            [
+                activity(
+                    "dispatch",
+                    "Elsa.DispatchWorkflow",
+                    workflowDefinitionId=literal("stuck-child"),
+                    waitForCompletion=literal(True),
+                ),
+                set_output("out", "result", "parent went on"),
+            ],
+            request_type="WaitingParent",
+        ),
     )
 
 
@@ -161,6 +188,34 @@ def test_the_dead_letter_of_a_first_step_replays_the_request_from_its_start(rt: 
     # And running it faults again at the ceiling (the script did not change), with a fresh letter
     assert runner.run_request(rt, request_id, replayed.outbox_id) is Outcome.STALE
     assert request_status(rt.factory, request_id) == "Faulted"
+
+
+def test_a_child_past_the_ceiling_faults_and_its_waiting_parent_is_told(rt: Runtime) -> None:
+    # Given a parent that dispatched a child and waits for it
+    request_id, outbox_id = submit(rt, "WaitingParent")
+    assert runner.run_request(rt, request_id, outbox_id) is Outcome.DONE
+    sender = rt.sender
+    assert isinstance(sender, RecordingSender)
+    [child_row] = [row for row in sender.sent if row.task_name == RUN_CHILD]
+    # When the child's first step runs past the ceiling
+    child_id = str(child_row.args["instance_id"])
+    assert runner.run_child(rt, child_id, child_row.id) is Outcome.STALE
+    # Then the child is Faulted, and the parent's bookmark gets a ChildCompleted stimulus
+    with transaction(rt.factory, write=False) as session:
+        child = session.get(WorkflowInstance, child_id)
+        assert child is not None
+        assert child.sub_status == "Faulted"
+        items = session.scalars(
+            select(BookmarkQueueItem).where(BookmarkQueueItem.name == "ChildCompleted")
+        ).all()
+        assert len(items) == 1
+        assert items[0].instance_id == ids.instance_id_for_request(request_id)
+        assert items[0].options == {"childInstanceId": child_id, "childSubStatus": "Faulted"}
+        # And the child's journal says why
+        events = session.scalars(
+            select(ActivityExecution.event_name).where(ActivityExecution.instance_id == child_id)
+        ).all()
+        assert FAULT_CODE in events
 
 
 def test_a_step_within_the_ceiling_is_untouched(rt: Runtime) -> None:
