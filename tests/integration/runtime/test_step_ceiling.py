@@ -151,6 +151,10 @@ def test_a_step_past_the_ceiling_faults_while_it_still_runs(rt: Runtime) -> None
         assert (instance.status, instance.sub_status) == ("Finished", "Faulted")
         assert instance.fault is not None
         assert instance.fault["code"] == FAULT_CODE
+        # the heartbeat stopped at the ceiling though the script ran on for a second more
+        assert instance.heartbeat_at is not None
+        assert instance.finished_at is not None
+        assert instance.heartbeat_at <= instance.finished_at
         row = session.get(OutboxRow, outbox_id)
         assert row is not None
         assert row.state == "done"
