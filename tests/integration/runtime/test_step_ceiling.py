@@ -32,6 +32,7 @@ from broker.store.models import (
     Request,
     WorkflowInstance,
 )
+from tests.integration.runtime.conftest import backend_urls
 from tests.integration.runtime.harness import (
     activity,
     event_types,
@@ -246,22 +247,28 @@ def wait_status(factory: Any, request_id: str, status: str, *, timeout: float) -
     return time.monotonic() - started
 
 
+@pytest.fixture(params=["embedded", "production"])
+def worker_urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """SQLite with the filesystem transport, or PostgreSQL with Redis (see conftest)."""
+    var_dir = tmp_path / "var"
+    var_dir.mkdir()
+    yield from backend_urls(str(request.param), var_dir)
+
+
 @pytest.mark.slow
 def test_stuck_scripts_fault_within_the_ceiling_and_the_worker_takes_the_next_request(
-    tmp_path: Path,
+    tmp_path: Path, worker_urls: dict[str, str]
 ) -> None:
     # Given one worker process with one pool child, a 3 s step ceiling, and a JavaScript limit
     # so high that only the ceiling can stop a stuck script
     folder = tmp_path / "wf"
     write_workflows(folder)
-    var_dir = tmp_path / "var"
-    var_dir.mkdir()
     env = runtime_env(
-        var_dir,
-        database_url=f"sqlite:///{var_dir / 'broker.db'}",
+        tmp_path / "var",
         workflows=folder,
         BROKER_STEP_TIME_LIMIT=str(CEILING),
         BROKER_JS_TIME_LIMIT="600",
+        **worker_urls,
     )
     settings = Settings.from_env(env)
     factory, registry = prepare(settings)
