@@ -12,6 +12,10 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
+	@# quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`,
+	@# so a venv that still has the old one gets both removed and quickjs-ng installed afresh.
+	@if $(BIN)/python -m pip show --quiet quickjs >/dev/null 2>&1; then \
+		$(BIN)/python -m pip uninstall --quiet --yes quickjs quickjs-ng; fi
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
 	@touch $@
 

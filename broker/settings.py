@@ -52,6 +52,13 @@ def _float(text: str) -> float:
     return float(text.strip())
 
 
+def _positive_float(text: str) -> float:
+    value = float(text.strip())
+    if not value > 0:
+        raise ValueError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _str(text: str) -> str:
     return text.strip()
 
@@ -152,6 +159,8 @@ KEYS: tuple[Key, ...] = (
       "seconds one JavaScript evaluation may run"),
     K("BROKER_JS_MEMORY_LIMIT", "js_memory_limit", "33554432", _int,
       "bytes one JavaScript evaluation may allocate"),
+    K("BROKER_STEP_TIME_LIMIT", "step_time_limit", "300", _positive_float,
+      "seconds one workflow step may run; then it faults and its worker process is replaced"),
     K("BROKER_RETRY_MAX_ATTEMPTS", "retry_max_attempts", "5", _int,
       "default attempts of an activity that fails transiently"),
     K("BROKER_RETRY_INITIAL_DELAY", "retry_initial_delay", "1", _float,
@@ -252,6 +261,7 @@ class Settings:
     flowchart_mode: str
     js_time_limit: float
     js_memory_limit: int
+    step_time_limit: float
     retry_max_attempts: int
     retry_initial_delay: float
     retry_max_delay: float

@@ -12,13 +12,16 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from celery import Celery, shared_task
+from celery import Celery, Task, shared_task
+from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, worker_ready
 
 from broker.errors import StoreUnavailable
+from broker.runtime import ceiling, ids
 from broker.runtime.celery_config import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
+    RUN_REQUEST,
     WEBHOOK_QUEUE,
     create_celery,
 )
@@ -92,6 +95,43 @@ def door(name: str, **options: Any) -> Callable[[F], F]:
 def workflow_door(name: str, **options: Any) -> Callable[[F], F]:
     """A door that runs workflow steps: retried quickly while the database is down."""
     return door(name, **{**STORE_RETRY, **options})
+
+
+class StepTask(Task):  # type: ignore[misc]
+    """A door that runs one workflow step. When Celery's hard time limit kills the step's process,
+    this runs in the worker's main process (on a Celery that reports it) and records the fault,
+    in case the step's own watchdog could not (``broker.runtime.ceiling``)."""
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        if not isinstance(exc, TimeLimitExceeded):
+            return
+        call = dict(kwargs or {})
+        request_id = call.get("request_id")
+        instance_id = call.get("instance_id")
+        if self.name == RUN_REQUEST:
+            request_id = request_id or (args[0] if args else None)
+            instance_id = ids.instance_id_for_request(str(request_id)) if request_id else None
+        elif instance_id is None and args:
+            instance_id = args[0]
+        if not instance_id:
+            return
+        outbox_id = call.get("outbox_id") or (args[1] if args and len(args) > 1 else None)
+        try:
+            ceiling.fault_overdue_step(
+                get_runtime(),
+                instance_id=str(instance_id),
+                outbox_id=str(outbox_id) if outbox_id else None,
+                request_id=str(request_id) if request_id else None,
+            )
+        except Exception:
+            logger.error("fault of killed step %s not recorded", task_id, exc_info=True)
+
+
+def step_door(name: str, **options: Any) -> Callable[[F], F]:
+    """A workflow door that runs one step: under the step ceiling (``STEP_TASKS``)."""
+    return workflow_door(name, base=StepTask, **options)
 
 
 def maintenance_job(fn: F) -> F:

@@ -13,7 +13,7 @@ from typing import Any
 from broker.runtime import outbox, runner, usertasks
 from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.runtime.process import get_runtime
-from tasks.celery_app import workflow_door
+from tasks.celery_app import step_door, workflow_door
 
 #: what a door answers when the pause held its row back
 HELD = "held"
@@ -23,21 +23,21 @@ def _held(outbox_id: str | None) -> bool:
     return outbox.hold_if_paused(get_runtime().factory, outbox_id)
 
 
-@workflow_door(name=RUN_REQUEST)
+@step_door(name=RUN_REQUEST)
 def run_request(request_id: str, outbox_id: str | None = None) -> str:
     if _held(outbox_id):
         return HELD
     return runner.run_request(get_runtime(), request_id, outbox_id).value
 
 
-@workflow_door(name=RUN_CHILD)
+@step_door(name=RUN_CHILD)
 def run_child(instance_id: str, outbox_id: str | None = None) -> str:
     if _held(outbox_id):
         return HELD
     return runner.run_child(get_runtime(), instance_id, outbox_id).value
 
 
-@workflow_door(name=RESUME_INSTANCE)
+@step_door(name=RESUME_INSTANCE)
 def resume_instance(
     instance_id: str,
     outbox_id: str | None = None,

@@ -46,6 +46,8 @@ class Run:
         self.child_instances: list[ChildInstance] = []
         self.incidents: list[Incident] = []
         self.retry: Retry | None = None
+        # Elsa's last activity result (getLastResult()): transient, not kept across a suspension
+        self.last_result: Any = None
         self.halted = False
         self.clock = engine.services.clock
         self._definitions: dict[str, WorkflowDefinition] = {}
@@ -421,6 +423,8 @@ class ActivityContext:
     def set_output(self, name: str, value: Any) -> None:
         outputs = self.run.state["activityOutputs"]
         outputs.setdefault(self.node.label, {})[name] = value
+        if name == "result":
+            self.run.last_result = value
         reference = self.node.outputs.get(name)
         if reference is not None:
             self.run.assign(self.ctx, reference, value)
@@ -533,14 +537,33 @@ class ActivityScope:
     def activity_names(self) -> list[str]:
         return list(self._run.state["activityOutputs"])
 
-    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
-        outputs = self._run.state["activityOutputs"][activity_name]
-        if output_name is not None:
-            return outputs[output_name]
-        if "result" in outputs or not outputs:
-            return outputs["result"]
-        # Elsa's getOutputFrom<Name>() reads an activity's only (else first) output.
-        return next(iter(outputs.values()))
+    def activity_outputs(self, activity: str) -> Mapping[str, Any]:
+        outputs: dict[str, Mapping[str, Any]] = self._run.state["activityOutputs"]
+        found = outputs.get(activity)
+        if found is None:  # named by its id while it has a name (Elsa accepts either)
+            node = self._run.definition(self._ctx["def"]).nodes.get(activity)
+            found = outputs[node.label] if node is not None else outputs[activity]
+        return found
+
+    def last_result(self) -> Any:
+        return self._run.last_result
+
+    def workflow_info(self) -> Mapping[str, Any]:
+        state = self._run.state
+        return {
+            "definitionId": state["definitionId"],
+            "definitionVersionId": state["definitionVersionId"],
+            "version": state["version"],
+            "name": state["name"],
+        }
+
+    def set_workflow_info(self, key: str, value: str | None) -> None:
+        if key not in ("correlationId", "name"):
+            raise KeyError(key)
+        self._run.state[key] = value
+
+    def now(self) -> dt.datetime:
+        return self._run.clock()
 
     def current_value(self) -> Any:
         current: Mapping[str, Any] | None = self._ctx

@@ -14,23 +14,31 @@ costs a few. Reuse is safe because the context is locked down before any workflo
 - the context has no module loader, no ``std``/``os``/``require``/``fetch`` and no Python
   callable: nothing in it can reach files, the network, processes or the host.
 
-Names an expression sees: ``getVariable``, ``setVariable``, ``getInput``, ``getCorrelationId``,
-``getWorkflowInstanceId``, ``getCurrentValue``, ``getOutputFrom(activity, output?)``,
-``isNullOrWhiteSpace``, ``isNullOrEmpty``, ``newGuid``, ``parseGuid``, ``toJson``; every variable
-as a global; ``getX()``/``setX(v)`` for each variable ``X`` (also with the first letter
-capitalised), ``getX()`` for each input, and ``getOutputFromA()`` for each activity name ``A``.
-Values cross the boundary as JSON (dates as ISO text, durations as seconds). Writes, by
-``setVariable``, ``setX`` or assignment to the global, and in-place changes to an object variable
-the script read (``getItems().push(1)``) reach ``Scope.set_variable`` once, when the evaluation
-succeeds; a failing script writes nothing.
+Names a script sees are Elsa's (``broker.engine.jsapi.HELPERS``, installed from that one list,
+and ``FAMILIES``: ``get<Variable>()``/``set<Variable>(v)``, ``get<Input>()``,
+``get<Output>From<Activity>()``), plus every variable as a global. Values cross the boundary as
+JSON (dates as ISO text, durations as seconds); the instance's facts (definition, version, name,
+last result, clock) are supplied only to scripts that name them. Writes, by ``setVariable``,
+``setX``, ``variables.X = v`` or assignment to the global, in-place changes to an object variable
+the script read (``getItems().push(1)``), and ``setCorrelationId``/``setWorkflowInstanceName``
+reach the ``Scope`` once, when the evaluation succeeds; a failing script writes nothing.
 
-The time limit is QuickJS's, which this binding measures in process CPU time per call into the
-context (Promise jobs share one wall-clock deadline): a loaded machine stretches it in wall time,
-and CPU burnt by other threads of the process counts against it.
+The engine is QuickJS-ng (the ``quickjs-ng`` package). Its limits are set before any of the
+code is parsed, so they cover compilation as well as execution; the time limit interrupts the
+regex engine too (a backtracking pattern stops at the limit). It is measured in process CPU time
+per call into the context (Promise jobs share one wall-clock deadline): a loaded machine
+stretches it in wall time, and CPU burnt by other threads of the process counts against it. A
+workflow step as a whole is bounded by ``BROKER_STEP_TIME_LIMIT`` (the runtime's hard ceiling).
 
-Code may be an expression (``1 + 2``, a template literal), a script whose completion value is
-the result (``var a = 1; a + 1``), or a function body with ``return``. Errors, time and memory
-limits raise ``ExpressionError`` naming the activity and the expression.
+Workflow code is never pasted into a wrapper: it runs as a script of its own (a direct eval of
+the text, strict, inside ``with (scope)``); Elsa's function-body form (``return`` at the top) is
+compiled as a function declaration behind a ``throw`` and used only when the engine's own parse
+of it spans exactly the code, so text written to close a wrapper is refused before any of it
+runs.
+
+Code is a script whose completion value is the result (``1 + 2``, a template literal,
+``var a = 1; a + 1``), or, as Elsa allows, one that returns from its top level. Errors, time and
+memory limits raise ``ExpressionError`` naming the activity and the expression.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import importlib.resources
 import json
 import logging
 import re
@@ -51,13 +60,16 @@ from typing import Any
 
 import quickjs
 
+from broker.engine.jsapi import HELPERS, pascalize
 from broker.engine.scope import Scope
 from broker.errors import ExpressionError
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_TIME_LIMIT",
+    "ScriptResult",
     "evaluate_javascript",
+    "run_script",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,261 +78,25 @@ DEFAULT_TIME_LIMIT = 1.0  # seconds; BROKER_JS_TIME_LIMIT
 DEFAULT_MEMORY_LIMIT = 32 * 1024 * 1024  # bytes; BROKER_JS_MEMORY_LIMIT
 
 _EXPRESSION_PREVIEW = 200
-_COMPILED_CACHE_SIZE = 512
 _SHAPE_CACHE_SIZE = 128
 # A sandbox is replaced after this many evaluations, bounding whatever a long-lived runtime
 # accumulates (atoms, fragmentation) without measurable cost.
 _EVALUATIONS_PER_SANDBOX = 20_000
 
-_BOOTSTRAP = r"""
-(function () {
-  "use strict";
-  const PROBE = Object.freeze({});
-  const MISSING = Object.freeze({});
-  const hasOwn = Object.prototype.hasOwnProperty;
-  const globalEval = eval;
-  const shapes = new WeakMap();
-  let current = null;
+# The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file).
+_BOOTSTRAP_TEMPLATE = (
+    importlib.resources.files("broker.engine").joinpath("sandbox.js").read_text(encoding="utf-8")
+)
 
-  function active() {
-    if (current === null) throw new Error("no expression is being evaluated");
-    return current;
-  }
-  // A name the scope has but whose value was not supplied: record it and stop; the host runs
-  // the evaluation again with the value (nothing has been written back yet).
-  function missing(kind, key) {
-    active().missing.push([kind, key]);
-    throw MISSING;
-  }
-  function snapshotOf(value) {
-    return value !== null && typeof value === "object" ? JSON.stringify(value) : null;
-  }
-  function readVariable(name) {
-    const evaluation = active();
-    const entry = evaluation.cache.get(name);
-    if (entry !== undefined) return entry.value;
-    if (!hasOwn.call(evaluation.data.v, name)) {
-      if (evaluation.known.variables.has(name)) missing("variable", name);
-      return undefined;
-    }
-    const value = evaluation.data.v[name];
-    evaluation.cache.set(name, { value, json: snapshotOf(value), dirty: false });
-    return value;
-  }
-  function writeVariable(name, value) {
-    active().cache.set(name, { value, json: null, dirty: true });
-  }
-  function readInput(name) {
-    const evaluation = active();
-    if (hasOwn.call(evaluation.data.i, name)) return evaluation.data.i[name];
-    if (evaluation.known.inputs.has(name)) missing("input", name);
-    return undefined;
-  }
-  function readOutput(activity, output) {
-    const evaluation = active();
-    const key = output === null ? activity : activity + "\u0000" + output;
-    if (hasOwn.call(evaluation.data.o, key)) return evaluation.data.o[key];
-    if (evaluation.known.activities.has(activity)) missing("output", key);
-    return undefined;
-  }
-  function readCurrent() {
-    const evaluation = active();
-    if (!hasOwn.call(evaluation.data, "cur")) missing("current", "");
-    return evaluation.data.cur;
-  }
-  const hex = () => Math.floor(Math.random() * 16).toString(16);
-  const GUID = /^[{(]?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}[)}]?$/i;
-  const helpers = {
-    getVariable: (name) => readVariable(String(name)),
-    setVariable: (name, value) => { writeVariable(String(name), value); },
-    getInput: (name) => readInput(String(name)),
-    getCorrelationId: () => active().data.c,
-    getWorkflowInstanceId: () => active().data.w,
-    getCurrentValue: () => readCurrent(),
-    getOutputFrom: (activity, output) => readOutput(String(activity),
-      output === undefined || output === null ? null : String(output)),
-    isNullOrWhiteSpace: (value) => value === null || value === undefined
-      || String(value).trim() === "",
-    isNullOrEmpty: (value) => value === null || value === undefined || String(value) === "",
-    newGuid: () => "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g,
-      (c) => (c === "x" ? hex() : "89ab"[Math.floor(Math.random() * 4)])),
-    parseGuid: (text) => {
-      const value = String(text).trim();
-      if (!GUID.test(value)) throw new TypeError("not a GUID: " + value);
-      const digits = value.replace(/[^0-9a-f]/gi, "").toLowerCase();
-      return [digits.slice(0, 8), digits.slice(8, 12), digits.slice(12, 16),
-        digits.slice(16, 20), digits.slice(20)].join("-");
-    },
-    toJson: (value) => JSON.stringify(value),
-  };
-  const RESERVED = new Set(["eval", "arguments"]);
 
-  function makeScope(spec) {
-    const { variables, inputs, activities } = JSON.parse(spec);
-    const scope = Object.create(null);
-    const define = (key, descriptor) => {
-      if (!RESERVED.has(key) && !(key in scope)) {
-        Object.defineProperty(scope, key, { enumerable: true, ...descriptor });
-      }
-    };
-    const capitalised = (name) => name.charAt(0).toUpperCase() + name.slice(1);
-    for (const key of Object.keys(helpers)) define(key, { value: helpers[key] });
-    for (const name of variables) {
-      define(name, { get: () => readVariable(name), set: (value) => writeVariable(name, value) });
-    }
-    for (const name of variables) {
-      for (const suffix of new Set([name, capitalised(name)])) {
-        define("get" + suffix, { value: () => readVariable(name) });
-        define("set" + suffix, { value: (value) => { writeVariable(name, value); } });
-      }
-    }
-    for (const name of inputs) {
-      for (const suffix of new Set([name, capitalised(name)])) {
-        define("get" + suffix, { value: () => readInput(name) });
-      }
-    }
-    for (const name of activities) {
-      define("getOutputFrom" + name, { value: () => readOutput(name, null) });
-    }
-    shapes.set(scope, harden({
-      variables: new Set(variables), inputs: new Set(inputs), activities: new Set(activities) }));
-    return harden(scope);
-  }
-
-  function isScript(code) {
-    // Parsing precedes execution: when the probe is what gets thrown, the code parsed as a
-    // script (no top-level return) and none of it ran.
-    try { eval("throw PROBE;\n" + code); } catch (error) { return error === PROBE; }
-    return false;
-  }
-  const PREFIX = "(function () { with (arguments[0]) { return function () { \"use strict\";\n";
-  const SUFFIX = "\n}; } })";
-  function compile(code) {
-    try {
-      return harden(globalEval(PREFIX + "return (\n" + code + "\n);" + SUFFIX));
-    } catch (error) {
-      if (!(error instanceof SyntaxError)) throw error;
-    }
-    if (isScript(code)) {
-      return harden(globalEval(PREFIX + "return eval(" + JSON.stringify(code) + ");" + SUFFIX));
-    }
-    return harden(globalEval(PREFIX + code + SUFFIX));
-  }
-
-  function begin(compiled, scope, data) {
-    current = { known: shapes.get(scope), data: JSON.parse(data), cache: new Map(),
-      missing: [], result: undefined };
-    try {
-      current.result = compiled(scope)();
-    } catch (error) {
-      if (current.missing.length === 0) throw error;
-    }
-  }
-  // Ends the evaluation: a number, boolean or null when that is the result and nothing is to
-  // be written back (the common case, spared a JSON round trip), else JSON text
-  // {r: result, w: [[name, value], ...]} or {m: [[kind, key], ...]} for values not supplied.
-  function finish() {
-    const evaluation = active();
-    current = null;
-    if (evaluation.missing.length > 0) return JSON.stringify({ m: evaluation.missing });
-    const writes = [];
-    for (const [name, entry] of evaluation.cache) {
-      if (entry.dirty || entry.json !== null) {
-        const text = JSON.stringify(entry.value);
-        if (entry.dirty || text !== entry.json) {
-          writes.push([name, text === undefined ? null : JSON.parse(text)]);
-        }
-      }
-    }
-    const result = evaluation.result;
-    const type = typeof result;
-    if (writes.length === 0) {
-      if (result === undefined || result === null) return null;
-      if (type === "boolean") return result;
-      if (type === "number") return Number.isFinite(result) ? result : null;
-    }
-    if (result !== null && (type === "object" || type === "function")
-        && typeof result.then === "function") {
-      throw new TypeError("the result is a Promise; asynchronous results are not supported");
-    }
-    return JSON.stringify({ r: result, w: writes });
-  }
-  function run(compiled, scope, data) {
-    begin(compiled, scope, data);
-    return finish();
-  }
-  function abort() { current = null; }
-
-  function harden(root) {
-    const seen = new Set();
-    const pending = [root];
-    while (pending.length > 0) {
-      const value = pending.pop();
-      if (value === null || (typeof value !== "object" && typeof value !== "function")
-          || seen.has(value)) continue;
-      seen.add(value);
-      Object.freeze(value);
-      pending.push(Object.getPrototypeOf(value));
-      for (const key of Reflect.ownKeys(value)) {
-        const descriptor = Object.getOwnPropertyDescriptor(value, key);
-        if (descriptor === undefined) continue;
-        if ("value" in descriptor) pending.push(descriptor.value);
-        else pending.push(descriptor.get, descriptor.set);
-      }
-    }
-    return root;
-  }
-  function allowOverride(target, key) {
-    const descriptor = Object.getOwnPropertyDescriptor(target, key);
-    if (descriptor === undefined || !("value" in descriptor) || !descriptor.configurable) return;
-    const value = descriptor.value;
-    Object.defineProperty(target, key, {
-      get() { return value; },
-      set(replacement) {
-        if (this === target) {
-          throw new TypeError("Cannot assign to read only property '" + String(key) + "'");
-        }
-        Object.defineProperty(this, key, {
-          value: replacement, writable: true, enumerable: true, configurable: true });
-      },
-      enumerable: descriptor.enumerable,
-      configurable: false,
-    });
-  }
-  function lockdown() {
-    for (const name of ["__elsaBegin", "__elsaFinish", "__elsaRun", "__elsaAbort", "__elsaCompile",
-                        "__elsaScope", "__elsaLockdown", "WeakRef", "FinalizationRegistry"]) {
-      delete globalThis[name];
-    }
-    for (const key of Reflect.ownKeys(Object.prototype)) allowOverride(Object.prototype, key);
-    const errors = [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError,
-      URIError, InternalError, AggregateError];
-    for (const type of errors) {
-      for (const key of ["name", "message", "toString", "constructor"]) {
-        allowOverride(type.prototype, key);
-      }
-    }
-    for (const target of [Function.prototype, Array.prototype]) {
-      for (const key of ["toString", "constructor"]) allowOverride(target, key);
-    }
-    const hidden = [
-      function* () {}, async function () {}, async function* () {}, async () => {},
-      (function* () {})(), [][Symbol.iterator](), new Map()[Symbol.iterator](),
-      new Set()[Symbol.iterator](), ""[Symbol.iterator](), /x/[Symbol.matchAll](""),
-    ];
-    for (const value of hidden) harden(Object.getPrototypeOf(value));
-    harden(globalThis);
-  }
-
-  globalThis.__elsaBegin = begin;
-  globalThis.__elsaFinish = finish;
-  globalThis.__elsaRun = run;
-  globalThis.__elsaAbort = abort;
-  globalThis.__elsaCompile = compile;
-  globalThis.__elsaScope = makeScope;
-  globalThis.__elsaLockdown = lockdown;
-})();
-"""
+_BOOTSTRAP = _BOOTSTRAP_TEMPLATE.replace(
+    "/*HELPERS*/",
+    ",\n".join(
+        f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source})]"
+        for helper in HELPERS
+        if helper.source is not None
+    ),
+)
 
 
 def evaluate_javascript(
@@ -334,12 +110,33 @@ def evaluate_javascript(
 
     ``time_limit`` (seconds) bounds the whole evaluation, Promise jobs included;
     ``memory_limit`` (bytes) bounds the sandbox's heap. Variables the script assigned or mutated
-    are written back through ``scope.set_variable`` only when it succeeds. Raises
-    ``ExpressionError``.
+    (and the instance's correlation id and name, ``setCorrelationId``/``setWorkflowInstanceName``)
+    are written back through ``scope`` only when it succeeds. Raises ``ExpressionError``.
     """
+    return run_script(code, scope, time_limit=time_limit, memory_limit=memory_limit).result
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptResult:
+    """What a script produced: its value, and the outcomes it chose (``setOutcome``), if any."""
+
+    result: Any
+    outcomes: tuple[str, ...] | None = None
+
+
+def run_script(
+    code: str,
+    scope: Scope,
+    *,
+    activity_type: str | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> ScriptResult:
+    """``evaluate_javascript`` for the script of an activity of ``activity_type``, which also
+    sees that activity's helpers (``RunJavaScript``'s ``setOutcome``/``setOutcomes``)."""
     sandbox = _acquire(memory_limit)
     try:
-        return sandbox.run(code, scope, time_limit)
+        return sandbox.run(code, scope, time_limit, activity_type)
     finally:
         sandbox.evaluations += 1
         if sandbox.broken or sandbox.evaluations >= _EVALUATIONS_PER_SANDBOX:
@@ -367,6 +164,9 @@ def _discard(sandbox: _Sandbox) -> None:
         _local.sandbox = None
 
 
+_FLAGS = ("current", "workflow", "last", "now")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Needs:
     """What an evaluation of one expression text supplies to the script: the names seen in its
@@ -374,7 +174,7 @@ class _Needs:
 
     names: frozenset[str]
     activities: frozenset[str]
-    current: bool = False
+    flags: frozenset[str] = frozenset()  # of _FLAGS: the loop item, the instance, ...
     learned: frozenset[tuple[str, str]] = frozenset()
     # Set once the script was seen to queue Promise jobs: it then runs in two steps, the jobs
     # drained in between while the evaluation is still open.
@@ -385,12 +185,13 @@ class _Needs:
         return dataclasses.replace(
             self,
             names=self.names | {key for kind, key in learned if kind in ("variable", "input")},
-            current=self.current or any(kind == "current" for kind, _ in learned),
+            flags=self.flags | {kind for kind, _ in learned if kind in _FLAGS},
             learned=learned,
         )
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+_OUTPUT_ACCESSOR = re.compile(r"get\w*?From(\w+)")
 _needs_cache: dict[str, _Needs] = {}
 _NEEDS_CACHE_SIZE = 4096
 
@@ -406,9 +207,24 @@ def _needs_of(code: str) -> _Needs:
         if token.startswith(("get", "set")) and len(token) > 3:
             rest = token[3:]
             names.update((rest, rest[0].lower() + rest[1:]))
-        if token.startswith("getOutputFrom") and len(token) > 13:
-            activities.add(token[13:])
-    needs = _Needs(frozenset(names), frozenset(activities), current="getCurrentValue" in tokens)
+        match = _OUTPUT_ACCESSOR.fullmatch(token)
+        if match is not None:
+            # get<Output>From<Activity>: the activity may itself contain "From"
+            rest = token
+            while (at := rest.find("From", 3)) >= 0:
+                rest = rest[at + 4 :]
+                if rest:
+                    activities.add(rest)
+    flags = set()
+    if "getCurrentValue" in tokens:
+        flags.add("current")
+    if "getLastResult" in tokens:
+        flags.add("last")
+    if any(token.startswith(("getWorkflow", "setWorkflow")) for token in tokens):
+        flags.add("workflow")
+    if tokens & {"DateTime", "DateTimeOffset"}:
+        flags.add("now")
+    needs = _Needs(frozenset(names), frozenset(activities), frozenset(flags))
     _remember(code, needs)
     return needs
 
@@ -430,6 +246,7 @@ class _Sandbox:
     """
 
     def __init__(self) -> None:
+        _check_engine()
         self.evaluations = 0
         self.busy = False
         # Set after a time, memory or stack limit hit or an internal error: QuickJS recovers
@@ -437,8 +254,7 @@ class _Sandbox:
         self.broken = False
         self._time_limit = -1.0
         self._memory_limit = -1
-        self._compiled: dict[str, quickjs.Object] = {}
-        self._shapes: dict[tuple[tuple[str, ...], ...], quickjs.Object] = {}
+        self._shapes: dict[tuple[Any, ...], quickjs.Object] = {}
         self._context = quickjs.Context()
         self._context.eval(_BOOTSTRAP)
         get = self._context.get
@@ -446,7 +262,6 @@ class _Sandbox:
         self._finish = get("__elsaFinish")
         self._run = get("__elsaRun")
         self._abort = get("__elsaAbort")
-        self._compile = get("__elsaCompile")
         self._make_scope = get("__elsaScope")
         get("__elsaLockdown")()
 
@@ -460,37 +275,46 @@ class _Sandbox:
             self._context.set_time_limit(limit)
             self._time_limit = limit
 
-    def run(self, code: str, scope: Scope, time_limit: float) -> Any:
+    def run(
+        self, code: str, scope: Scope, time_limit: float, activity_type: str | None = None
+    ) -> ScriptResult:
         self.busy = True
         try:
-            outcome = self._run_to_completion(code, scope, time_limit)
+            outcome = self._run_to_completion(code, scope, time_limit, activity_type)
         finally:
             self.busy = False
         if outcome is None or isinstance(outcome, bool | int | float):
-            return outcome
+            return ScriptResult(outcome)
         parsed: dict[str, Any] = json.loads(outcome)
         for name, value in parsed["w"]:
             try:
                 scope.set_variable(name, value)
             except Exception as exc:
                 raise _fail(scope, code, f"setting variable {name!r}: {exc}", time_limit) from exc
-        return parsed.get("r")
+        for key, value in (parsed.get("s") or {}).items():
+            scope.set_workflow_info(key, value)
+        outcomes = parsed.get("o")
+        return ScriptResult(
+            parsed.get("r"), tuple(str(o) for o in outcomes) if outcomes is not None else None
+        )
 
-    def _run_to_completion(self, code: str, scope: Scope, time_limit: float) -> Any:
+    def _run_to_completion(
+        self, code: str, scope: Scope, time_limit: float, activity_type: str | None
+    ) -> Any:
         deadline = time.monotonic() + time_limit
         needs = _needs_of(code)
-        shape = self._scope_object(scope)
+        shape = self._scope_object(scope, activity_type)
+        # The limits hold before any of the code is parsed: compiling is part of the evaluation.
+        self._set_time_limit(time_limit)
         try:
-            compiled = self._compiled_function(code)
-            self._set_time_limit(time_limit)
             for _attempt in range(_MAX_ATTEMPTS):
                 data = self._supply(code, scope, needs, time_limit)
                 if needs.asynchronous:
-                    self._begin(compiled, shape, data)
+                    self._begin(code, shape, data)
                     self._drain(deadline)
                     outcome = self._finish()
                 else:
-                    outcome = self._run(compiled, shape, data)
+                    outcome = self._run(code, shape, data)
                     if self._context.execute_pending_job():
                         # Promise jobs ran after the evaluation closed: drain them (they fail,
                         # seeing no evaluation) and run it again in two steps.
@@ -537,32 +361,55 @@ class _Sandbox:
                 scope, code, f"a value cannot be passed to JavaScript: {exc}", time_limit
             ) from exc
 
-    def _compiled_function(self, code: str) -> quickjs.Object:
-        compiled = self._compiled.get(code)
-        if compiled is None:
-            compiled = self._compile(code)
-            if len(self._compiled) >= _COMPILED_CACHE_SIZE:
-                self._compiled.clear()
-            self._compiled[code] = compiled
-        return compiled
-
-    def _scope_object(self, scope: Scope) -> quickjs.Object:
+    def _scope_object(self, scope: Scope, activity_type: str | None) -> quickjs.Object:
+        outputs = tuple(
+            (label, tuple(_outputs_of(scope, label))) for label in scope.activity_names()
+        )
         key = (
             tuple(scope.variable_names()),
             tuple(scope.input_names()),
-            tuple(scope.activity_names()),
+            outputs,
+            activity_type,
         )
         shape = self._shapes.get(key)
         if shape is None:
-            spec = json.dumps({"variables": key[0], "inputs": key[1], "activities": key[2]})
-            shape = self._make_scope(spec)
+            spec = {
+                "variables": key[0],
+                "inputs": key[1],
+                "outputs": dict(outputs),
+                "activity": activity_type,
+            }
+            shape = self._make_scope(json.dumps(spec))
             if len(self._shapes) >= _SHAPE_CACHE_SIZE:
                 self._shapes.clear()
             self._shapes[key] = shape
         return shape
 
 
+def _outputs_of(scope: Scope, activity: str) -> Iterable[str]:
+    try:
+        return list(scope.activity_outputs(activity))
+    except KeyError:
+        return ()
+
+
 _MAX_ATTEMPTS = 4
+_engine_checked = False
+
+
+def _check_engine() -> None:
+    """Refuse to run on the old ``quickjs`` package (a 2021 QuickJS whose time limit misses the
+    regex engine): it installs the same module name, and an upgraded environment may still
+    load its binary."""
+    global _engine_checked
+    if _engine_checked:
+        return
+    if quickjs.Context().eval("typeof Iterator") != "function":
+        raise RuntimeError(
+            "the JavaScript engine is the old quickjs package, not quickjs-ng: run "
+            "`pip uninstall -y quickjs quickjs-ng && pip install quickjs-ng`"
+        )
+    _engine_checked = True
 
 
 def _supply(scope: Scope, needs: _Needs) -> str:
@@ -581,20 +428,33 @@ def _supply(scope: Scope, needs: _Needs) -> str:
             if name in names:
                 with contextlib.suppress(KeyError):
                     inputs[name] = scope.get_input(name)
-        for name in scope.activity_names():
-            if name in needs.activities:
+        activities = needs.activities
+        for label in scope.activity_names():
+            if label in activities or pascalize(label) in activities:
                 with contextlib.suppress(KeyError):
-                    outputs[name] = scope.get_activity_output(name)
+                    outputs[label] = dict(scope.activity_outputs(label))
     for kind, key in needs.learned:
-        if kind == "output":
-            activity, _, output = key.partition("\u0000")
-            with contextlib.suppress(KeyError):
-                outputs[key] = scope.get_activity_output(activity, output or None)
+        if kind == "output" and key not in outputs:
+            try:
+                outputs[key] = dict(scope.activity_outputs(key))
+            except KeyError:
+                outputs[key] = None
     data["v"] = variables
     data["i"] = inputs
     data["o"] = outputs
-    if needs.current:
-        data["cur"] = scope.current_value()
+    flags = needs.flags
+    if flags:
+        if "current" in flags:
+            data["cur"] = scope.current_value()
+        if "workflow" in flags:
+            data["wf"] = dict(scope.workflow_info())
+        if "last" in flags:
+            data["last"] = scope.last_result()
+        if "now" in flags:
+            now = scope.now()
+            if now.tzinfo is None:
+                now = now.replace(tzinfo=datetime.UTC)
+            data["now"] = now.timestamp() * 1000
     return _ENCODER.encode(data)
 
 
@@ -619,6 +479,9 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(default=_json_default, separators=(",", ":"), allow_nan=False)
 
 
+_STACK_OVERFLOW = ("InternalError: stack overflow", "RangeError: Maximum call stack size exceeded")
+
+
 def _fail(scope: Scope, code: str, message: str, time_limit: float) -> ExpressionError:
     """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed."""
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
@@ -627,7 +490,7 @@ def _fail(scope: Scope, code: str, message: str, time_limit: float) -> Expressio
     elif first_line in ("InternalError: out of memory", "null"):
         # QuickJS reports an allocation failure inside its error machinery as a bare null.
         first_line = "memory limit exceeded"
-    elif first_line == "InternalError: stack overflow":
+    elif first_line in _STACK_OVERFLOW:
         first_line = "stack overflow (recursion too deep)"
     return ExpressionError(
         f"{first_line} (in: {preview(code, 80)})",

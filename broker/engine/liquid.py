@@ -1,19 +1,26 @@
 """Liquid expressions (Elsa's "Liquid" syntax) rendered with python-liquid.
 
-The template sees what Elsa's Fluid context exposes: ``Variables.X``, ``Input.X``,
-``CorrelationId`` and ``WorkflowInstanceId``; each variable also by its bare name, and
-``Variables``/``Input`` in lower case too. python-liquid never reaches Python attributes or
-callables from a template, and the limits below bound loops and output, so a template cannot hang
-a worker or exhaust its memory.
+The template sees what Elsa's Fluid context exposes (``ConfigureLiquidEngine``): ``Variables.X``,
+``Input.X``, ``CorrelationId``, ``WorkflowInstanceId``, ``WorkflowDefinitionId``,
+``WorkflowDefinitionVersionId`` and ``WorkflowDefinitionVersion``; each variable also by its bare
+name, ``Variables``/``Input`` in lower case too, and a ``Workflow`` object gathering the instance's
+ids, name, correlation id, variables and input. Filters: Liquid's standard ones, Elsa's ``base64``
+and ``keys`` (``Elsa.Expressions.Liquid.Filters``) and Fluid's ``json``, ``md5``, ``sha1`` and
+``sha256``. python-liquid never reaches Python attributes or callables from a template, and the
+limits below bound loops and output, so a template cannot hang a worker or exhaust its memory.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import threading
+from collections.abc import Mapping
 from typing import Any
 
-from liquid import BoundTemplate, Environment
-from liquid.exceptions import LiquidError
+from liquid import BoundTemplate, Environment, Undefined
+from liquid.exceptions import FilterValueError, LiquidError
 
 from broker.engine.scope import Scope
 from broker.errors import ExpressionError
@@ -33,7 +40,56 @@ class _SandboxedEnvironment(Environment):
     block_nesting_limit = 100
 
 
+def _text_of(value: Any) -> str | None:
+    """A filter input as text, as Elsa's Base64Filter reads it (.NET's True/False, JSON for
+    arrays and objects)."""
+    if value is None or isinstance(value, Undefined):
+        return None
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return format(value, "g") if isinstance(value, float) else str(value)
+    return json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False)
+
+
+def _base64(value: Any) -> str | None:
+    text = _text_of(value)
+    return None if text is None else base64.b64encode(text.encode()).decode()
+
+
+def _keys(value: Any) -> list[str]:
+    if not isinstance(value, Mapping):
+        raise FilterValueError(f"keys expects an object, got {type(value).__name__}", token=None)
+    return [str(key) for key in value]
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, Undefined):
+        value = None
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _digest(name: str) -> Any:
+    def digest(value: Any) -> str:
+        return hashlib.new(name, (_text_of(value) or "").encode()).hexdigest()
+
+    digest.__name__ = name
+    return digest
+
+
 _environment = _SandboxedEnvironment()
+_environment.filters.update(
+    {
+        "base64": _base64,
+        "keys": _keys,
+        "json": _json,
+        "md5": _digest("md5"),
+        "sha1": _digest("sha1"),
+        "sha256": _digest("sha256"),
+    }
+)
 _templates: dict[str, BoundTemplate] = {}
 _templates_lock = threading.Lock()
 
@@ -78,14 +134,30 @@ def _context(scope: Scope) -> dict[str, Any]:
             inputs[name] = scope.get_input(name)
         except KeyError:
             continue
+    info = scope.workflow_info()
+    workflow = {
+        "Id": scope.workflow_instance_id,
+        "InstanceId": scope.workflow_instance_id,
+        "DefinitionId": info.get("definitionId"),
+        "DefinitionVersionId": info.get("definitionVersionId"),
+        "Version": info.get("version"),
+        "Name": info.get("name"),
+        "CorrelationId": scope.correlation_id,
+        "Variables": variables,
+        "Input": inputs,
+    }
     return {
         **variables,
         "Variables": variables,
         "variables": variables,
         "Input": inputs,
         "input": inputs,
+        "Workflow": workflow,
         "CorrelationId": scope.correlation_id,
         "WorkflowInstanceId": scope.workflow_instance_id,
+        "WorkflowDefinitionId": workflow["DefinitionId"],
+        "WorkflowDefinitionVersionId": workflow["DefinitionVersionId"],
+        "WorkflowDefinitionVersion": workflow["Version"],
     }
 
 

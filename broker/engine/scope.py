@@ -6,7 +6,8 @@ it, so the two stay independent and each is testable alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 
@@ -41,10 +42,26 @@ class Scope(Protocol):
         """The workflow input's value; raises ``KeyError`` when absent."""
 
     def activity_names(self) -> Iterable[str]:
-        """Names of activities whose outputs can be read (``getOutputFrom<Name>()``)."""
+        """Names (else ids) of the activities whose outputs can be read
+        (``get<Output>From<Name>()``)."""
 
-    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
-        """An activity's output (its ``result`` when ``output_name`` is None); ``KeyError``."""
+    def activity_outputs(self, activity: str) -> Mapping[str, Any]:
+        """An activity's outputs by output name, the activity named by its name or id;
+        ``KeyError`` when it has none."""
 
     def current_value(self) -> Any:
         """The current item of the innermost loop (``getCurrentValue()``), else None."""
+
+    def last_result(self) -> Any:
+        """The ``result`` output of the activity that ran last in this step (``getLastResult()``),
+        else None."""
+
+    def workflow_info(self) -> Mapping[str, Any]:
+        """The instance's ``definitionId``, ``definitionVersionId``, ``version`` and ``name``."""
+
+    def set_workflow_info(self, key: str, value: str | None) -> None:
+        """Change the instance's ``correlationId`` or ``name`` (as Correlate and SetName do);
+        ``KeyError`` for any other key."""
+
+    def now(self) -> datetime.datetime:
+        """The engine's clock (``DateTime.Now``): a redone step sees the same time."""

@@ -46,6 +46,19 @@ MAINTENANCE_TASKS = (
     PURGE,
     SYNC_WEBHOOKS,
 )
+#: the doors that run one workflow step each: they get the step ceiling
+STEP_TASKS = (RUN_REQUEST, RESUME_INSTANCE, RUN_CHILD)
+#: seconds past ``BROKER_STEP_TIME_LIMIT`` before the pool kills a step's process: the step's own
+#: watchdog records the fault at the limit, the kill frees the worker whatever the step is stuck in
+STEP_KILL_GRACE = 5.0
+
+
+def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
+    """Celery's hard time limit of each step door (prefork pool: the child is killed and
+    replaced). The soft limit is the runtime's own watchdog (``broker.runtime.ceiling``), which
+    also works when the step is stuck in native code, where a soft-limit signal would wait."""
+    limit = settings.step_time_limit + STEP_KILL_GRACE
+    return {name: {"time_limit": limit} for name in STEP_TASKS}
 
 
 def transport_options(settings: Settings) -> dict[str, Any]:
@@ -130,6 +143,7 @@ def configure(app: Celery, settings: Settings) -> None:
             **{name: {"queue": MAINTENANCE_QUEUE} for name in MAINTENANCE_TASKS},
             DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE},
         },
+        task_annotations=step_time_limits(settings),
         worker_send_task_events=True,
         task_send_sent_event=True,
         worker_hijack_root_logger=False,

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from broker.errors import BrokerError, Conflict, NotFound
 from broker.redaction import redact_optional
 from broker.runtime import ids, webhooks
-from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_REQUEST
+from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.store.models import (
     DeadLetter,
     DeadLetterKind,
@@ -190,9 +190,14 @@ def _reopen_request(session: Session, letter: DeadLetter, outbox_id: str, *, sou
             )
             .execution_options(synchronize_session=False)
         )
-    if letter.instance_id is None:  # never started (a remote dispatch): start it again
+    instance = session.get(WorkflowInstance, letter.instance_id) if letter.instance_id else None
+    if instance is None:  # never started (a remote dispatch): start it again
         task = RUN_REQUEST
         args: dict[str, Any] = {"request_id": letter.request_id}
+    elif instance.state is None:  # its first step never saved (it ran out of time): run it again
+        task = RUN_CHILD if letter.request_id is None else RUN_REQUEST
+        key = "instance_id" if letter.request_id is None else "request_id"
+        args = {key: letter.instance_id if letter.request_id is None else letter.request_id}
     else:
         task = RESUME_INSTANCE
         args = {"instance_id": letter.instance_id, "retry": 1}

@@ -175,7 +175,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
         )
     if finished:
         if target.parent_id is not None:  # only a child has a parent link to notify
-            _notify_parent(session, target, result, sub_status, now)
+            notify_parent(session, target, result, sub_status, now)
         if target.request_id is not None:
             saved.request_status = finish_request(
                 session,
@@ -454,7 +454,7 @@ def _save_children(session: Session, target: Target, children: Any, now: dt.date
             row.finished_at = now if finished else None
 
 
-def _notify_parent(
+def notify_parent(
     session: Session, target: Target, result: Any, sub_status: str, now: dt.datetime
 ) -> None:
     """A finished child that its parent waits for: a bookmark-queue item naming the parent's

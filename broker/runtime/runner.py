@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 from broker import metrics
 from broker.engine.engine import Engine, EngineServices
 from broker.errors import BadRequest, Conflict, NotFound, Unauthenticated
-from broker.runtime import ids, outbox
+from broker.runtime import ceiling, ids, outbox
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import PENDING_START, Saved, StaleStep, Target, save_step
@@ -342,6 +343,8 @@ def advance(
     """Lock the instance, plan the step from what is saved, run it, save it with the outbox row
     marked done, then publish the rows the step wrote."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
+    # The step ceiling counts from here, as Celery's hard time limit counts from the task's start.
+    deadline = time.monotonic() + rt.settings.step_time_limit
     # Loading the registry publishes workflow files (write transactions): do it before this
     # task opens its own, or SQLite's single writer would wait on itself.
     _ = rt.registry
@@ -366,7 +369,17 @@ def advance(
                 logger.info("nothing to do for instance %s", instance_id, extra=log)
                 return Outcome.SKIPPED
         opening = Opening(step.open)
-        with _heartbeat(rt, instance_id, outbox_id, lock, opening):
+
+        def overdue() -> None:
+            ceiling.fault_overdue_step(
+                rt,
+                instance_id=instance_id,
+                outbox_id=outbox_id,
+                request_id=step.target.request_id,
+                queue=step.target.queue,
+            )
+
+        with _heartbeat(rt, instance_id, outbox_id, lock, opening, deadline, overdue):
             result = step.run(build_engine(rt, instance_id))
         opening.wait()
         try:
@@ -433,20 +446,41 @@ def _consume_item(session: Session, item_id: str | None) -> None:
 
 @contextlib.contextmanager
 def _heartbeat(
-    rt: Runtime, instance_id: str, outbox_id: str | None, lock: Any, opening: Opening
+    rt: Runtime,
+    instance_id: str,
+    outbox_id: str | None,
+    lock: Any,
+    opening: Opening,
+    deadline: float,
+    overdue: Callable[[], None],
 ) -> Iterator[None]:
     """Beat while the engine runs: a pending opening after ``OPEN_DELAY_SECONDS``, then the
-    instance heartbeat, outbox lease and lock TTL."""
+    instance heartbeat, outbox lease and lock TTL, until the step ends or reaches ``deadline``
+    (``time.monotonic()``): there the beating stops and ``overdue`` records the fault (the
+    watchdog of ``broker.runtime.ceiling``; Celery's hard time limit then replaces the process).
+    """
     stop = threading.Event()
     interval = max(0.5, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
 
+    def watch() -> bool:
+        """False once the step is over its deadline (after recording its fault)."""
+        if time.monotonic() < deadline:
+            return True
+        try:
+            overdue()
+        except Exception:
+            logger.error("fault of overdue instance %s not recorded", instance_id, exc_info=True)
+        return False
+
     def beat() -> None:
-        if opening.pending and not stop.wait(OPEN_DELAY_SECONDS):
+        if opening.pending and not stop.wait(min(OPEN_DELAY_SECONDS, _left(deadline))):
             try:
                 opening.write_now(rt)
             except Exception:
                 logger.warning("start of instance %s not written", instance_id, exc_info=True)
-        while not stop.wait(interval):
+        while not stop.wait(min(interval, _left(deadline))):
+            if not watch():
+                return
             try:
                 with transaction(rt.factory) as session:
                     session.execute(
@@ -468,6 +502,10 @@ def _heartbeat(
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)
 
 
 def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: str) -> bool:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import Behaviour
+from broker.engine.activities.base import DONE, Behaviour
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.interpreter import ActivityContext
+from broker.engine.javascript import run_script
 from broker.engine.values import as_outcomes, as_text
 from broker.errors import WorkflowFault
 
@@ -127,8 +128,21 @@ class Finish(Behaviour):
 
 
 class RunJavaScript(Behaviour):
+    """Runs its script; ``setOutcome``/``setOutcomes`` in the script choose the ports it leaves
+    through (else ``Done``), as in Elsa."""
+
     def execute(self, ax: ActivityContext) -> None:
-        script = ax.get("script")
-        result = ax.evaluate({"type": "JavaScript", "value": as_text(script)}) if script else None
-        ax.set_output("result", result)
-        ax.complete()
+        script = as_text(ax.get("script"))
+        if not script.strip():
+            ax.complete()
+            return
+        engine = ax.run.engine
+        ran = run_script(
+            script,
+            ax.scope(),
+            activity_type="Elsa.RunJavaScript",
+            time_limit=engine.js_time_limit,
+            memory_limit=engine.js_memory_limit,
+        )
+        ax.set_output("result", ran.result)
+        ax.complete(*(ran.outcomes or DONE))

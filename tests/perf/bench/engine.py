@@ -1,9 +1,10 @@
 """In-process engine speed: activities per second for three shapes of workflow, no I/O.
 
 The scenarios are the shipped 5-step sequence (``workflows/bench-five-steps.json``, the same file
-the end-to-end figures run), a 100-iteration ``For`` loop and a 10-branch flowchart fork joined
-with ``FlowJoin`` (WaitAll). Each is started again and again for a fixed time; an activity is
-counted once per ``Completed`` journal entry, the root excluded.
+the end-to-end figures run), a 100-iteration ``For`` loop, a 10-branch flowchart fork joined
+with ``FlowJoin`` (WaitAll), and a sequence of 5 ``SetVariable`` steps whose values are
+JavaScript expressions (the sandbox's cost per evaluation). Each is started again and again for
+a fixed time; an activity is counted once per ``Completed`` journal entry, the root excluded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.perf.bench import WORKFLOW
 FIVE_STEPS = "5-activity sequence"
 LOOP = "100-iteration loop"
 FORK_JOIN = "10-branch fork/join"
+JAVASCRIPT = "5 JavaScript steps"
 
 
 def literal(value: Any, type_name: str = "String") -> dict[str, Any]:
@@ -104,8 +106,41 @@ def fork_join(branches: int) -> WorkflowDefinition:
     )
 
 
+def javascript_steps(count: int) -> WorkflowDefinition:
+    """``count`` SetVariable steps, each a JavaScript expression over the previous value."""
+    steps = [
+        {
+            "id": f"js{index}",
+            "type": "Elsa.SetVariable",
+            "variable": {"id": "v", "name": "Total"},
+            "value": {
+                "typeName": "Int32",
+                "expression": {
+                    "type": "JavaScript",
+                    "value": f"getTotal() + variables.Total % 7 + {index}",
+                },
+            },
+        }
+        for index in range(count)
+    ]
+    return parse_workflow(
+        {
+            "id": "javascript-v1",
+            "definitionId": "javascript",
+            "name": "javascript",
+            "variables": [{"id": "v", "name": "Total", "typeName": "Int32", "value": 1}],
+            "root": {"id": "steps", "type": "Elsa.Sequence", "activities": steps},
+        }
+    )
+
+
 def scenarios() -> list[tuple[str, WorkflowDefinition]]:
-    return [(FIVE_STEPS, five_steps()), (LOOP, loop_of(100)), (FORK_JOIN, fork_join(10))]
+    return [
+        (FIVE_STEPS, five_steps()),
+        (LOOP, loop_of(100)),
+        (FORK_JOIN, fork_join(10)),
+        (JAVASCRIPT, javascript_steps(5)),
+    ]
 
 
 def measure(name: str, definition: WorkflowDefinition, seconds: float = 1.0) -> dict[str, Any]:

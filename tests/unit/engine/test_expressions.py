@@ -2,49 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from broker.engine.expressions import evaluate
 from broker.errors import ExpressionError
-
-
-@dataclasses.dataclass
-class DictScope:
-    """The smallest Scope: dictionaries for variables, inputs and activity outputs."""
-
-    variables: dict[str, Any] = dataclasses.field(default_factory=dict)
-    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    activity_id: str | None = "activity-1"
-    workflow_instance_id: str = "instance-1"
-    correlation_id: str | None = "request-1"
-
-    def variable_names(self) -> Iterable[str]:
-        return list(self.variables)
-
-    def get_variable(self, name: str) -> Any:
-        return self.variables[name]
-
-    def set_variable(self, name: str, value: Any) -> None:
-        self.variables[name] = value
-
-    def input_names(self) -> Iterable[str]:
-        return list(self.inputs)
-
-    def get_input(self, name: str) -> Any:
-        return self.inputs[name]
-
-    def activity_names(self) -> Iterable[str]:
-        return []
-
-    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
-        raise KeyError(activity_name)
-
-    def current_value(self) -> Any:
-        return None
+from tests.unit.engine.dict_scope import DictScope
 
 
 @pytest.fixture

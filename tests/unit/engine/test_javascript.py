@@ -2,55 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from broker.engine.javascript import evaluate_javascript
 from broker.errors import ExpressionError
-
-
-@dataclasses.dataclass
-class DictScope:
-    """The smallest Scope: dictionaries for variables, inputs and activity outputs."""
-
-    variables: dict[str, Any] = dataclasses.field(default_factory=dict)
-    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    outputs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    current: Any = None
-    activity_id: str | None = "activity-1"
-    workflow_instance_id: str = "instance-1"
-    correlation_id: str | None = "request-1"
-    writes: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
-
-    def variable_names(self) -> Iterable[str]:
-        return list(self.variables)
-
-    def get_variable(self, name: str) -> Any:
-        return self.variables[name]
-
-    def set_variable(self, name: str, value: Any) -> None:
-        self.writes.append((name, value))
-        self.variables[name] = value
-
-    def input_names(self) -> Iterable[str]:
-        return list(self.inputs)
-
-    def get_input(self, name: str) -> Any:
-        return self.inputs[name]
-
-    def activity_names(self) -> Iterable[str]:
-        return list(self.outputs)
-
-    def get_activity_output(self, activity_name: str, output_name: str | None = None) -> Any:
-        return self.outputs[activity_name][output_name or "result"]
-
-    def current_value(self) -> Any:
-        return self.current
+from tests.unit.engine.dict_scope import DictScope
 
 
 def run(code: str, scope: DictScope | None = None, **limits: Any) -> Any:
@@ -333,6 +293,73 @@ def test_an_endless_chain_of_promise_jobs_is_stopped_by_the_time_limit() -> None
     with pytest.raises(ExpressionError, match="time limit"):
         run("(function loop() { Promise.resolve().then(loop); })(); 1", time_limit=0.2)
     assert run("2 + 2") == 4
+
+
+def cpu_seconds_of(action: Any) -> float:
+    """CPU seconds this process spends in ``action`` (QuickJS's limit is CPU time, so a loaded
+    machine stretches wall time, never this)."""
+    started = time.process_time()
+    action()
+    return time.process_time() - started
+
+
+def test_a_backtracking_regex_is_stopped_by_the_time_limit() -> None:
+    # Given the ReDoS pattern of the security review (exponential backtracking)
+    code = "/^(a+)+$/.test('a'.repeat(40) + 'b')"
+
+    # When it runs under a 0.3 s limit
+    def attempt() -> None:
+        with pytest.raises(ExpressionError, match="time limit"):
+            run(code, time_limit=0.3)
+
+    # Then the regex engine is interrupted at the limit, not after the match gives up
+    assert cpu_seconds_of(attempt) < 2.0
+    assert run("'ok'") == "ok"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # closes the function it would have been pasted into, then loops
+        "}); while(true){} (function(){",
+        "} while (true) {} function again() {",
+        "}}; while (true) {} ({ x: function () {",
+        # closes a parenthesised expression wrapper
+        "1); while (true) {} (1",
+        # the same with a return, so that it only parses as a function body
+        "return 1; } while (true) {} function again() {",
+    ],
+)
+def test_code_that_closes_a_wrapper_never_runs_outside_the_sandbox(code: str) -> None:
+    # Given code written to escape a wrapper it is pasted into
+    # When it is evaluated under a short limit
+    def attempt() -> None:
+        with pytest.raises(ExpressionError, match=r"SyntaxError|time limit"):
+            run(code, time_limit=0.3)
+
+    # Then it fails within the limit (refused as it parses, or stopped while it runs)
+    assert cpu_seconds_of(attempt) < 2.0
+    assert run("2 * 3") == 6
+
+
+def test_a_function_body_that_closes_its_function_is_refused_before_it_runs() -> None:
+    # Given a body that would close the function and declare a loop after it
+    code = "return 1; } while (true) {} function again() {"
+    # When it is evaluated / Then it is refused as a syntax error, without running the loop
+    with pytest.raises(ExpressionError, match="closes the function"):
+        run(code, time_limit=5.0)
+
+
+def test_an_endless_loop_in_a_function_body_is_stopped_by_the_time_limit() -> None:
+    with pytest.raises(ExpressionError, match="time limit"):
+        run("while (true) {} return 1;", time_limit=0.2)
+
+
+def test_elsa_scripts_may_return_at_the_top_level() -> None:
+    # Given Elsa's script form (Jint's AllowReturnOutsideFunction) reading a variable
+    scope = DictScope(variables={"Amount": 1500})
+    # When it returns from the top level / Then the value comes back
+    assert run("if (Amount > 1000) { return 'large'; } return 'small';", scope) == "large"
 
 
 @pytest.mark.parametrize(
