@@ -131,6 +131,20 @@ def test_unexpected_keys_are_named_unless_additional_keys_are_allowed(client_as:
     assert open_type.status_code == 202
 
 
+def test_key_names_match_required_keys_case_insensitively(
+    client_as: ClientAs, session_factory: sessionmaker[Session]
+) -> None:
+    # Given ClientA's InvoiceProcess rule (InvoiceNumber, VendorCode, no additional keys)
+    # When it sends the keys in other cases
+    keys = {"invoicenumber": "INV-1", "VENDORCODE": "V-1"}
+    response = client_as("ClientA").post("/requests", json=invoice(keys=keys))
+    # Then the request is accepted and the keys are kept as sent
+    assert response.status_code == 202, response.get_json()
+    with session_factory() as session:
+        stored = session.query(Request).one()
+        assert stored.keys == keys
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
