@@ -103,6 +103,7 @@ class Activity:
     custom_properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     can_start_workflow: bool = False
     graph: FlowGraph | None = None
+    path: str = "$"  # where the activity is in its file, for load-time errors
 
     @property
     def label(self) -> str:
@@ -156,6 +157,25 @@ class WorkflowDefinition:
         return str(mode) if mode else None
 
     @property
+    def incident_strategy(self) -> str | None:
+        """``fault`` or ``continue`` from ``options.incidentStrategyType``, else None."""
+        try:
+            return strategy_name(self.options.get("incidentStrategyType"), INCIDENT_STRATEGIES)
+        except ValueError:
+            return None  # refused at load (broker.engine.validation)
+
+    @property
+    def activation_strategy(self) -> str:
+        """``always``, ``singleton``, ``correlation`` or ``correlated-singleton``."""
+        try:
+            chosen = strategy_name(
+                self.options.get("activationStrategyType"), ACTIVATION_STRATEGIES
+            )
+        except ValueError:
+            chosen = None  # refused at load (broker.engine.validation)
+        return chosen or "always"
+
+    @property
     def retry_policy(self) -> Mapping[str, Any] | None:
         policy = self.custom_properties.get("retry")
         return policy if isinstance(policy, Mapping) else None
@@ -166,6 +186,48 @@ class WorkflowDefinition:
 
     def activity_types(self) -> set[str]:
         return {node.type for node in self.nodes.values()}
+
+
+#: Elsa's incident strategies (``options.incidentStrategyType``), by class name.
+INCIDENT_STRATEGIES = {
+    "FaultStrategy": "fault",
+    "ContinueWithIncidentsStrategy": "continue",
+}
+#: Elsa's workflow activation strategies (``options.activationStrategyType``), by class name.
+ACTIVATION_STRATEGIES = {
+    "AllowAlwaysStrategy": "always",
+    "SingletonStrategy": "singleton",
+    "CorrelationStrategy": "correlation",
+    "CorrelatedSingletonStrategy": "correlated-singleton",
+}
+_SHORT_NAMES = {
+    "fault": "FaultStrategy",
+    "continue": "ContinueWithIncidentsStrategy",
+    "default": "AllowAlwaysStrategy",
+    "always": "AllowAlwaysStrategy",
+    "singleton": "SingletonStrategy",
+    "correlation": "CorrelationStrategy",
+    "correlatedsingleton": "CorrelatedSingletonStrategy",
+}
+
+
+def strategy_name(value: Any, known: Mapping[str, str]) -> str | None:
+    """A strategy option as Studio writes it, mapped through ``known``; None when absent.
+
+    Studio stores the type's simple assembly-qualified name
+    (``Elsa.Workflows.IncidentStrategies.ContinueWithIncidentsStrategy, Elsa.Workflows.Core``);
+    the bare class name and the short word (``Continue``, ``Singleton``) are accepted too. Raises
+    ``ValueError`` for anything else.
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a type name")
+    class_name = value.split(",")[0].strip().rsplit(".", 1)[-1]
+    class_name = _SHORT_NAMES.get(class_name.lower(), class_name)
+    if class_name not in known:
+        raise ValueError(f"{value!r} is not one of {', '.join(known)}")
+    return known[class_name]
 
 
 def pascal_case(name: str) -> str:
@@ -340,6 +402,7 @@ class _Parser:
             properties=properties["plain"],
             custom_properties=custom,
             can_start_workflow=can_start is True or str(can_start).lower() == "true",
+            path=path,
         )
         if kind in ("Elsa.Flowchart",) or connections:
             node = dataclasses.replace(node, graph=self.graph(node, doc, path))

@@ -87,6 +87,7 @@ class Engine:
         mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
         strategy = (
             options.get("incidentStrategy")
+            or definition.incident_strategy
             or definition.custom_properties.get("incidentStrategy")
             or self.incident_strategy
         )
