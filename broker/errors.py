@@ -221,6 +221,13 @@ class Conflict(BrokerError):
     status = 409
 
 
+class ActivationRefused(Conflict):
+    """Raised when a workflow's activation strategy (Singleton, Correlation, CorrelatedSingleton)
+    forbids a new instance while another one is running."""
+
+    code = "activation_refused"
+
+
 class PayloadTooLarge(BrokerError):
     """Raised when a body exceeds BROKER_MAX_BODY_BYTES."""
 

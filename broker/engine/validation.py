@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from broker.engine.definition import (
+    ACTIVATION_STRATEGIES,
     INCIDENT_STRATEGIES,
     Activity,
     WorkflowDefinition,
@@ -111,7 +112,7 @@ WORKFLOW_OPTIONS: Mapping[str, Callable[[Any], str | None]] = {
     "activityCategory": _text,
     "autoUpdateConsumingWorkflows": _boolean,
     "incidentStrategyType": _strategy(INCIDENT_STRATEGIES),
-    "activationStrategyType": _strategy({"AllowAlwaysStrategy": "always"}),
+    "activationStrategyType": _strategy(ACTIVATION_STRATEGIES),
     "commitStrategyName": _commit_strategy,
     "flowchartMode": _flowchart_mode,
 }

@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, insert, 
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
+from broker.runtime.activation import check_activation
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import (
     Bookmark,
@@ -71,6 +72,8 @@ class PinnedWorkflow(Protocol):
     def version_id(self) -> str: ...
     @property
     def queue(self) -> str | None: ...
+    @property
+    def activation_strategy(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,8 +191,14 @@ def submit(
             return Submitted(earlier.id, created=False, view=request_view(session, earlier))
     if is_paused_cached(session):
         raise RuntimePaused("The workflow runtime is paused; try again later")
-    now = utcnow()
     request_id = str(uuid.uuid4())
+    check_activation(
+        session,
+        definition_id=workflow.definition_id,
+        strategy=workflow.activation_strategy,
+        correlation_id=request_id,
+    )
+    now = utcnow()
     outbox_id = str(uuid.uuid4())
     queue = workflow.queue or DEFAULT_QUEUE
     args = {"request_id": request_id}

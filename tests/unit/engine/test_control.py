@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.unit.engine.conftest import Harness
 
 
@@ -94,3 +96,28 @@ def test_ids_are_deterministic_for_the_same_instance(harness: Harness) -> None:
     assert [e.activity_instance_id for e in first.journal] == [
         e.activity_instance_id for e in second.journal
     ]
+
+
+def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
+    harness: Harness,
+) -> None:
+    # Given a workflow whose options.incidentStrategyType is Elsa's ContinueWithIncidentsStrategy
+    result = harness.start("fault-continue-option")
+    # Then the fault is an incident and the other branch still runs
+    assert result.sub_status == "Finished"
+    assert [i.activity_id for i in result.incidents] == ["bad"]
+    assert result.write_lines == ("before", "other branch")
+    # And with Elsa's FaultStrategy the same workflow faults
+    definition = harness.index.by_definition_id("fault-continue-option")
+    assert definition is not None
+    faulting = dataclasses.replace(
+        definition,
+        options={
+            "incidentStrategyType": (
+                "Elsa.Workflows.IncidentStrategies.FaultStrategy, Elsa.Workflows.Core"
+            )
+        },
+    )
+    faulted = harness.engine.start(faulting, instance_id="fault-option-2")
+    assert faulted.sub_status == "Faulted"
+    assert faulted.write_lines == ("before",)
