@@ -163,6 +163,8 @@ SCHEMAS: dict[str, Any] = {
                     "version": _nullable({"type": "integer"}),
                     "instanceId": _nullable({"type": "string"}),
                     "subStatus": _nullable({"type": "string"}),
+                    "instanceName": _nullable({"type": "string"}),
+                    "instanceCorrelationId": _nullable({"type": "string"}),
                 },
             },
         },

@@ -317,6 +317,9 @@ def request_view(session: Session, record: Request) -> dict[str, Any]:
             "version": record.definition_version,
             "instanceId": record.instance_id,
             "subStatus": instance.sub_status if instance is not None else None,
+            # What Correlate and SetName made of the instance (the request's id never changes).
+            "instanceName": instance.name if instance is not None else None,
+            "instanceCorrelationId": instance.correlation_id if instance is not None else None,
         },
     }
 
