@@ -46,6 +46,7 @@ CATALOG: dict[str, Behaviour] = {
     "Elsa.Delay": waits.Delay(),
     "Elsa.Timer": waits.Timer(),
     "Elsa.StartAt": waits.StartAt(),
+    "Elsa.Cron": waits.Cron(),
     "Elsa.RunTask": waits.RunTask(),
     "Elsa.DispatchWorkflow": dispatch.DispatchWorkflow(),
     "Elsa.BulkDispatchWorkflows": dispatch.BulkDispatchWorkflows(),

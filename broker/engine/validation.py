@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from broker.engine.cron import check_cron
 from broker.engine.definition import (
     ACTIVATION_STRATEGIES,
     INCIDENT_STRATEGIES,
@@ -54,6 +55,7 @@ FIXED_PORTS: Mapping[str, frozenset[str]] = {
             "Elsa.Delay",
             "Elsa.Timer",
             "Elsa.StartAt",
+            "Elsa.Cron",
             "Elsa.RunTask",
             "Elsa.DispatchWorkflow",
             "Elsa.ExecuteWorkflow",
@@ -181,6 +183,22 @@ def check_definition(definition: WorkflowDefinition, known_type: Callable[[str],
                     path=where,
                 )
         check_ports(node, file)
+        if node.type == "Elsa.Cron":
+            check_cron_input(node, file)
+
+
+def check_cron_input(node: Activity, file: str | None) -> None:
+    """A literal cron expression is checked now (Elsa's six fields, seconds first)."""
+    item = node.inputs.get("cronExpression")
+    expression = item.expression if item is not None else None
+    if not expression or expression.get("type") != "Literal":
+        return
+    try:
+        check_cron(str(expression.get("value") or ""))
+    except ValueError as exc:
+        raise WorkflowDefinitionError(
+            str(exc), file=file, path=f"{node.path}.cronExpression.expression.value"
+        ) from exc
 
 
 def walk(node: Activity) -> Iterator[Activity]:

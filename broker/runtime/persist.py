@@ -31,6 +31,7 @@ from broker.store.models import (
     BookmarkQueueItem,
     InstanceStatus,
     InstanceSubStatus,
+    Request,
     StepResult,
     Timer,
     WorkflowInstance,
@@ -364,6 +365,12 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
                         payload=command.payload,
                         created_at=now,
                         next_attempt_at=now,
+                        # Marks a workflow's own event: it may start workflows by their Event
+                        # trigger on behalf of the publishing request's client.
+                        options={
+                            "publishedBy": target.instance_id,
+                            "clientId": _client_of(session, target.request_id),
+                        },
                     )
                 )
         elif kind == "RunTask":
@@ -388,6 +395,12 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
     if commands:
         session.flush()
     return written
+
+
+def _client_of(session: Session, request_id: str | None) -> str | None:
+    if request_id is None:
+        return None
+    return session.scalar(select(Request.client_id).where(Request.id == request_id))
 
 
 def _dispatch_child(session: Session, target: Target, command: Any, now: dt.datetime) -> str:

@@ -160,6 +160,11 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         request = session.get(Request, request_id)
         if request is None or RequestStatus(request.status).terminal:
             return None
+        # A request a trigger started carries the trigger and its correlation id.
+        pending = session.get(StepResult, (instance_id, PENDING_START))
+        start = dict(pending.output or {}) if pending is not None else {}
+        correlation_id = str(start.get("correlationId") or request_id)
+        trigger = start.get("trigger")
         version_id = request.definition_version_id
         published = rt.registry.get_version(version_id) if version_id else None
         if published is None or published.executor == "elsa":
@@ -181,7 +186,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                         "definition_version_id": published.version_id,
                         "version": published.version,
                         "request_id": request_id,
-                        "correlation_id": request_id,
+                        "correlation_id": correlation_id,
                         "name": published.name,
                         "status": InstanceStatus.RUNNING.value,
                         "sub_status": InstanceSubStatus.EXECUTING.value,
@@ -206,7 +211,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             expected_checkpoint=0,
             request_id=request_id,
             client_key=request.client_key,
-            correlation_id=request_id,
+            correlation_id=correlation_id,
             name=published.name,
             request_type=request.request_type,
             submitted_at=request.submitted_at,
@@ -218,7 +223,8 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 definition,
                 instance_id=instance_id,
                 input=workflow_input,
-                correlation_id=request_id,
+                correlation_id=correlation_id,
+                trigger=trigger,
             ),
             open=open_,
         )
