@@ -39,7 +39,7 @@ def create_public_app(
     publisher: Publisher | None = None,
 ) -> Flask:
     """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
-    from broker.ingress import admin, events, openapi, request_types, requests
+    from broker.ingress import admin, events, http_triggers, openapi, request_types, requests
 
     factory = session_factory or _session_factory(settings)
     if clients is None:
@@ -69,7 +69,14 @@ def create_public_app(
             extra={"trust_store": TrustStore(settings.tls_client_ca)},
         ),
     )
-    for blueprint in (requests.bp, events.bp, request_types.bp, admin.bp, openapi.bp):
+    for blueprint in (
+        requests.bp,
+        events.bp,
+        http_triggers.bp,
+        request_types.bp,
+        admin.bp,
+        openapi.bp,
+    ):
         app.register_blueprint(blueprint)
 
     @app.before_request

@@ -83,7 +83,9 @@ def process_queue(rt: Runtime) -> QueueReport:
         return QueueReport(skipped=True)
     try:
         with transaction(rt.factory) as session:
-            report, written = process_due_items(session, settings, registry=rt.registry)
+            report, written = process_due_items(
+                session, settings, registry=rt.registry, clients=rt.clients
+            )
             written = outbox.publishable(session, written)
     finally:
         lock.release()
@@ -93,7 +95,7 @@ def process_queue(rt: Runtime) -> QueueReport:
 
 
 def process_due_items(
-    session: Session, settings: Settings, *, registry: Any = None
+    session: Session, settings: Settings, *, registry: Any = None, clients: Any = None
 ) -> tuple[QueueReport, list[str]]:
     """Match the due items; with the ``registry``, an event also starts the workflows whose
     Event trigger it matches (``broker.runtime.triggers``)."""
@@ -111,7 +113,7 @@ def process_due_items(
             with session.begin_nested():
                 rows = _dispatch(session, item, now)
                 if registry is not None:
-                    rows += triggers.event_starts(session, item, registry)
+                    rows += triggers.event_starts(session, item, registry, clients)
         except Exception as exc:
             logger.warning(
                 "bookmark-queue item %s failed: %s", item.id, exc, extra={"queue_item_id": item.id}

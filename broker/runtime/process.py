@@ -44,6 +44,7 @@ class Runtime:
         self.settings = settings
         self._factory = factory
         self._registry = registry
+        self._clients: Any = None
         self._locks = locks
         self._sender = sender
         self._celery_app = celery_app
@@ -72,6 +73,16 @@ class Runtime:
                     registry.watch()
                 self._registry = registry
             return self._registry
+
+    @property
+    def clients(self) -> Any:
+        """The merged client allowlist (files and database), for triggers' permission checks."""
+        with self._lock:
+            if self._clients is None:
+                from broker.clients import ClientRegistry
+
+                self._clients = ClientRegistry(self.settings, self.factory)
+            return self._clients
 
     @property
     def locks(self) -> Any:

@@ -217,6 +217,8 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             submitted_at=request.submitted_at,
         )
         workflow_input = {"keys": dict(request.keys or {}), "payload": request.payload or {}}
+        if trigger is not None:
+            workflow_input = {}  # the trigger carries what started it (body, event payload)
         return Step(
             target,
             lambda engine: engine.start(

@@ -71,11 +71,14 @@ def request_id_for(start: Start) -> str:
     return ids.derive("trigger-request", *start.key)
 
 
-def start_workflow(session: Session, start: Start) -> tuple[str, str] | None:
+def start_workflow(
+    session: Session, start: Start, *, refuse: bool = False
+) -> tuple[str, str] | None:
     """Record the request, its audit event, the trigger for the engine and the outbox row.
 
     Answers ``(request id, outbox id)``, or None when this firing started its instance already
-    or the workflow's activation strategy forbids a new one now. Never commits.
+    or the workflow's activation strategy forbids a new one now (with ``refuse``, that raises
+    ``ActivationRefused`` for a caller waiting on an answer). Never commits.
     """
     workflow = start.workflow
     request_id = request_id_for(start)
@@ -90,6 +93,8 @@ def start_workflow(session: Session, start: Start) -> tuple[str, str] | None:
             correlation_id=correlation_id,
         )
     except ActivationRefused as exc:
+        if refuse:
+            raise
         logger.warning(
             "trigger %s of %s not started: %s",
             start.activity_id,
@@ -197,11 +202,15 @@ def current_triggers(
             yield current, row
 
 
-def event_starts(session: Session, item: BookmarkQueueItem, registry: Any) -> list[str]:
+def event_starts(
+    session: Session, item: BookmarkQueueItem, registry: Any, clients: Any = None
+) -> list[str]:
     """Start the workflows whose Event trigger matches a queued event; answers outbox row ids.
 
-    An event a client sent starts only the workflows it may submit; one a workflow published
-    (``options.publishedBy``) starts every match, owned by the publishing request's client.
+    An event a client sent starts only the workflows it may submit (``clients``: the merged
+    allowlist, ``broker.clients.ClientRegistry``; without it the database rows alone); one a
+    workflow published (``options.publishedBy``) starts every match, owned by the publishing
+    request's client.
     """
     if item.bookmark_id is not None or item.instance_id is not None:
         return []  # addressed to one bookmark, or a local event: never a trigger
@@ -216,8 +225,8 @@ def event_starts(session: Session, item: BookmarkQueueItem, registry: Any) -> li
             client_id = str(options.get("clientId") or SYSTEM_CLIENT)
             source = "workflow"
         else:
-            sender = _client_id(session, item.client_key)
-            if sender is None or not may_submit(session, sender, current.request_type):
+            sender = _client_id(session, item.client_key, clients)
+            if sender is None or not _permitted(session, clients, sender, current.request_type):
                 logger.info(
                     "event %s does not start %s: its sender may not submit %s",
                     item.name,
@@ -245,10 +254,19 @@ def event_starts(session: Session, item: BookmarkQueueItem, registry: Any) -> li
     return written
 
 
-def _client_id(session: Session, client_key: str | None) -> str | None:
+def _permitted(session: Session, clients: Any, client_id: str, request_type: str | None) -> bool:
+    if clients is None:
+        return may_submit(session, client_id, request_type)
+    return bool(request_type) and clients.rule_for(client_id, request_type) is not None
+
+
+def _client_id(session: Session, client_key: str | None, clients: Any = None) -> str | None:
     """The client id as registered, from its lower-cased key."""
     if client_key is None:
         return None
+    if clients is not None:
+        found = clients.get(client_key)
+        return str(found.client_id) if found is not None else None
     return session.scalar(
         select(RequestTypeRule.client_id).where(RequestTypeRule.client_key == client_key).limit(1)
     )
