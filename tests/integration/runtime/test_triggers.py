@@ -29,7 +29,16 @@ from broker.store.models import (
     Schedule,
 )
 from tests.conftest import PROJECT_ROOT
-from tests.integration.runtime.harness import prepare, request_status, runtime_env
+from tests.integration.runtime.harness import (
+    activity,
+    literal,
+    prepare,
+    request_status,
+    runtime_env,
+    submit_request,
+    workflow,
+    write_workflow,
+)
 
 TRIGGERS = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "triggers"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -219,3 +228,33 @@ def test_a_new_version_moves_its_schedules_and_a_removed_file_takes_them_away(
         schedules.sync(session, rt.registry, T0 + dt.timedelta(seconds=2))
         kinds = [r.definition_id for r in session.scalars(select(Schedule))]
     assert "timer-trigger" not in kinds
+
+
+def test_an_event_a_workflow_publishes_starts_the_matching_workflow_for_its_client(
+    rt: Runtime, tmp_path: Path
+) -> None:
+    # Given a workflow of ClientZ that publishes order-placed (ClientZ may not submit OrderPlaced)
+    folder = Path(rt.settings.workflow_paths[0])
+    write_workflow(
+        folder,
+        workflow(
+            "publisher",
+            [activity("publish", "Elsa.PublishEvent", eventName=literal("order-placed"))],
+            request_type="Publisher",
+        ),
+    )
+    rt.registry.load()
+    request_id = submit_request(rt.factory, rt.registry, "Publisher", client_id="ClientZ")
+    run(rt, request_id)
+    # When the bookmark-queue job runs
+    with transaction(rt.factory) as session:
+        _, written = bookmarks.process_due_items(session, rt.settings, registry=rt.registry)
+    # Then the event-triggered workflow was started once, owned by the publishing request's client
+    assert len(written) == 1
+    [started] = requests_of(rt, "event-trigger")
+    assert started.client_id == "ClientZ"
+    with transaction(rt.factory, write=False) as session:
+        event = session.scalars(
+            select(RequestEvent).where(RequestEvent.request_id == started.id)
+        ).one()
+        assert event.source == "workflow"
