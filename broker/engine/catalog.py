@@ -24,6 +24,7 @@ CATALOG: dict[str, Behaviour] = {
     "Elsa.While": control.While(),
     "Elsa.Break": control.Break(),
     "Elsa.Fork": control.Fork(),
+    "Elsa.Parallel": control.Parallel(),
     "Elsa.Flowchart": flow.Flowchart(),
     "Elsa.FlowDecision": flow.FlowDecision(),
     "Elsa.FlowSwitch": flow.FlowSwitch(),

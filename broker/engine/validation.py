@@ -41,6 +41,7 @@ FIXED_PORTS: Mapping[str, frozenset[str]] = {
             "Elsa.For",
             "Elsa.While",
             "Elsa.Fork",
+            "Elsa.Parallel",
             "Elsa.Switch",
             "Elsa.SetVariable",
             "Elsa.SetOutput",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from tests.unit.engine.conftest import Harness
 
@@ -121,3 +122,18 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
     faulted = harness.engine.start(faulting, instance_id="fault-option-2")
     assert faulted.sub_status == "Faulted"
     assert faulted.write_lines == ("before",)
+
+
+def test_parallel_completes_when_every_child_completed(harness: Harness) -> None:
+    # Given a Parallel whose second child waits for an event
+    first = harness.start("parallel")
+    # Then the first child ran and the Parallel waits for the second
+    assert first.write_lines == ("a",)
+    assert first.sub_status == "Suspended"
+    [bookmark] = first.bookmarks
+    # When the event arrives (state saved as JSON in between), the Parallel completes
+    done = harness.engine.resume(
+        json.loads(json.dumps(first.state)), bookmark_id=bookmark.id, input=None
+    )
+    assert done.write_lines == ("b", "after")
+    assert done.sub_status == "Finished"
