@@ -146,6 +146,9 @@ class _Divert(Exception):
         )
 
 
+BULK_DISPATCH = "Elsa.BulkDispatchWorkflows"
+
+
 def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
     """Start the workflow of a request (``broker.run_request``).
 
@@ -303,6 +306,15 @@ def resume_instance(
             return None  # resumed already (a duplicate stimulus), or never suspended there
         item = session.get(BookmarkQueueItem, queue_item_id) if queue_item_id else None
         stimulus = item.payload if item is not None else None
+        options = (item.options or {}) if item is not None else {}
+        bookmark = session.get(Bookmark, bookmark_id)
+        if bookmark is not None and bookmark.name == BULK_DISPATCH and "childSubStatus" in options:
+            # Elsa's child-completed input: BulkDispatchWorkflows picks its port by sub-status.
+            stimulus = {
+                "WorkflowInstanceId": options.get("childInstanceId"),
+                "WorkflowSubStatus": options["childSubStatus"],
+                "WorkflowOutput": item.payload if item is not None else None,
+            }
         return Step(target, lambda e: e.resume(state, bookmark_id=bookmark_id, input=stimulus))
 
     return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)

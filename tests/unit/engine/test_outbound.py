@@ -116,3 +116,32 @@ def test_a_status_code_case_without_a_code_is_refused_with_its_path() -> None:
     where = r"root\.expectedStatusCodes\[0\]\.statusCode"
     with pytest.raises(WorkflowDefinitionError, match=where):
         parse_workflow(document, file="bad.json")
+
+
+def test_bulk_dispatch_keys_items_waits_by_default_and_runs_each_childs_port(
+    harness: Harness,
+) -> None:
+    # Given two items: a plain value and an object
+    first = harness.start("bulk-dispatch", instance_id="p-1")
+    # Then two children are dispatched with Elsa's inputs, and the parent waits (the default)
+    inputs = [dict(c.input) for c in first.commands if isinstance(c, DispatchWorkflow)]
+    assert inputs == [
+        {"base": True, "ParentInstanceId": "p-1", "Item": 1},
+        {"base": True, "ParentInstanceId": "p-1", "n": 2},
+    ]
+    assert first.sub_status == "Suspended"
+    one, two = first.bookmarks
+    # When the first child finishes, its ChildCompleted port runs; the activity still waits
+    state = json.loads(json.dumps(first.state))
+    done_one = {"WorkflowInstanceId": "c-1", "WorkflowSubStatus": "Finished", "WorkflowOutput": 1}
+    second = harness.engine.resume(state, bookmark_id=one.id, input=done_one)
+    assert second.write_lines == ("completed",)
+    assert second.sub_status == "Suspended"
+    # And when the second faults, its ChildFaulted port runs and the activity completes
+    faulted = {"WorkflowInstanceId": "c-2", "WorkflowSubStatus": "Faulted", "WorkflowOutput": None}
+    third = harness.engine.resume(
+        json.loads(json.dumps(second.state)), bookmark_id=two.id, input=faulted
+    )
+    assert third.write_lines == ("faulted", "after")
+    bulk = [e for e in third.journal if e.activity_id == "bulk" and e.event_name == "Completed"]
+    assert [e.outcome for e in bulk] == ["Completed,Done"]
