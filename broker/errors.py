@@ -114,9 +114,13 @@ class RetryLater(BrokerError):
     code = "retry_later"
     status = 503
 
-    def __init__(self, message: str, *, delay: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, delay: float | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(message)
         self.delay = delay
+        #: for an outbound call: ``connect`` (no connection) or ``timeout`` (ran out of time)
+        self.reason = reason
 
 
 class OutboundBlocked(BrokerError):

@@ -379,9 +379,17 @@ class OutboundHttp:
                 raise BrokerError(
                     f"TLS certificate of {_loggable(url)} was refused: {exc}", url=_loggable(url)
                 ) from exc
-            raise RetryLater(f"TLS handshake with {_loggable(url)} failed: {exc}") from exc
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            raise RetryLater(f"outbound {method} {_loggable(url)} failed: {exc}") from exc
+            raise RetryLater(
+                f"TLS handshake with {_loggable(url)} failed: {exc}", reason="connect"
+            ) from exc
+        except requests.exceptions.Timeout as exc:  # connect or read timeout (Elsa's Timeout)
+            raise RetryLater(
+                f"outbound {method} {_loggable(url)} timed out: {exc}", reason="timeout"
+            ) from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise RetryLater(
+                f"outbound {method} {_loggable(url)} failed: {exc}", reason="connect"
+            ) from exc
         except (
             requests.exceptions.InvalidURL,
             requests.exceptions.InvalidHeader,
@@ -440,7 +448,9 @@ class OutboundHttp:
                 f"response from {_loggable(url)} cannot be decoded: {exc}", url=_loggable(url)
             ) from exc
         except requests.exceptions.RequestException as exc:
-            raise RetryLater(f"reading the response from {_loggable(url)} failed: {exc}") from exc
+            raise RetryLater(
+                f"reading the response from {_loggable(url)} failed: {exc}", reason="connect"
+            ) from exc
         return b"".join(chunks)
 
 
@@ -450,7 +460,7 @@ class OutboundHttp:
 def _remaining(deadline: float, url: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RetryLater(f"outbound request to {_loggable(url)} ran out of time")
+        raise RetryLater(f"outbound request to {_loggable(url)} ran out of time", reason="timeout")
     return left
 
 
