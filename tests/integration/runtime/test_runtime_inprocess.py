@@ -7,6 +7,7 @@ so each test controls exactly which delivery happens when.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.conftest import PROJECT_ROOT
 from tests.integration.runtime.harness import (
     Sink,
     activity,
@@ -48,6 +50,8 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+
+FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "workflows"
 
 
 class RecordingSender:
@@ -80,19 +84,7 @@ def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
             request_type="Approval",
         ),
     )
-    write_workflow(
-        folder,
-        workflow(
-            "renamed",
-            [
-                activity("correlate", "Elsa.Correlate", correlationId=literal("order-42")),
-                activity("name", "Elsa.SetName", value=literal("Order 42")),
-                activity("wait", "Elsa.Event", eventName=literal("paid")),
-                set_output("out", "paid", True),
-            ],
-            request_type="Renamed",
-        ),
-    )
+    write_workflow(folder, json.loads((FIXTURES / "correlate-rename.json").read_text()))
     settings = Settings.from_env(
         runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
     )
