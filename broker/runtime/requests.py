@@ -72,8 +72,6 @@ class PinnedWorkflow(Protocol):
     def version_id(self) -> str: ...
     @property
     def queue(self) -> str | None: ...
-    @property
-    def activation_strategy(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +193,8 @@ def submit(
     check_activation(
         session,
         definition_id=workflow.definition_id,
-        strategy=workflow.activation_strategy,
+        # The registry's PublishedWorkflow reads it from options.activationStrategyType.
+        strategy=getattr(workflow, "activation_strategy", "always"),
         correlation_id=request_id,
     )
     now = utcnow()
