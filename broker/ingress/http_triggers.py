@@ -2,7 +2,8 @@
 
 The path and methods come from the activity (``path``, ``supportedMethods``), matched as Elsa
 indexes them (lower-cased). Only a client that may submit the workflow's request type may call it
-(``403`` otherwise); the call starts a new request owned by that client, like ``POST /requests``,
+(``403`` otherwise), and the request type's required keys must come as query parameters (``400``
+otherwise); the call starts a new request owned by that client, like ``POST /requests``,
 with the method, path, query, headers and body as the HttpEndpoint's outputs. When the workflow
 has a ``WriteHttpResponse`` the caller waits for it (``BROKER_HTTP_TRIGGER_WAIT``, 30 s) and gets
 that response; otherwise, or when the wait runs out, ``202`` with the request's ``Location``.
@@ -20,10 +21,10 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy import select
 
 from broker.engine.definition import parse_workflow
-from broker.errors import Forbidden, NotFound
+from broker.errors import Forbidden, MissingKeys, NotFound
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
+from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
 from broker.runtime import ids
 from broker.runtime.triggers import Start, current_triggers, start_workflow
@@ -59,10 +60,18 @@ def call_workflow(
         raise NotFound(f"No workflow serves {request.method} /workflows/{path}")
     current, row = matches[0]
     request_type = current.request_type
-    if not request_type or svc.client_directory().rule_for(client.client_id, request_type) is None:
+    rule = svc.client_directory().rule_for(client.client_id, request_type) if request_type else None
+    if rule is None:
         raise Forbidden(
             f"Client '{client.client_id}' may not call {request.method} /workflows/{path}"
         )
+    # The request type's required keys still apply: they come as query parameters.
+    query = request.args.to_dict()
+    missing, _ = check_keys(query, tuple(rule.required_keys), True)
+    if missing:
+        raise MissingKeys(missing)
+    wanted_keys = {ordinal_fold(k) for k in rule.required_keys}
+    keys = {k: v for k, v in query.items() if ordinal_fold(k) in wanted_keys}
     body = _body()
     with transaction() as session:
         started = start_workflow(
@@ -73,10 +82,11 @@ def call_workflow(
                 trigger_name=HTTP_ENDPOINT,
                 client_id=client.client_id,
                 key=("http", str(uuid.uuid4())),
+                keys=keys,
                 trigger={
                     "method": request.method,
                     "path": "/" + path.strip("/"),
-                    "query": request.args.to_dict(),
+                    "query": query,
                     "headers": {
                         k: v for k, v in request.headers.items() if k.lower() not in _HIDDEN_HEADERS
                     },

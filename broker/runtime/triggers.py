@@ -62,6 +62,7 @@ class Start:
     client_id: str
     key: tuple[str, ...]  # derives the request id
     payload: Any = None
+    keys: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the request's keys
     correlation_id: str | None = None
     trigger: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # for the engine
     source: str = "trigger"
@@ -112,7 +113,7 @@ def start_workflow(
             client_key=start.client_id.lower(),
             request_type=request_type,
             request_type_key=request_type.lower(),
-            keys={},
+            keys=dict(start.keys),
             payload=start.payload if isinstance(start.payload, dict) else None,
             status=RequestStatus.QUEUED.value,
             definition_id=workflow.definition_id,

@@ -31,12 +31,13 @@ def app_client(
     tmp_path: Path,
     name: str,
     publisher: RecordingPublisher,
+    request_type: str = "OpenType",
 ) -> FlaskClient:
-    # The fixture, served as ClientA's OpenType (ClientB may not submit it)
+    # The fixture, served as one of ClientA's request types (ClientB may submit neither)
     folder = tmp_path / "http-wf"
     folder.mkdir(exist_ok=True)
     document = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    document["customProperties"]["requestType"] = "OpenType"
+    document["customProperties"]["requestType"] = request_type
     (folder / FIXTURE.name).write_text(json.dumps(document), encoding="utf-8")
     app = create_public_app(
         settings.replace(workflow_paths=(str(folder),), http_trigger_wait=0.0),
@@ -103,3 +104,27 @@ def test_a_client_not_permitted_gets_403_and_an_unknown_path_or_method_404(
     with session_factory() as session:
         assert session.scalars(select(Request)).all() == []
     assert publisher.published == []
+
+
+def test_the_request_types_required_keys_come_as_query_parameters(
+    ingress_settings: Settings,
+    session_factory: sessionmaker[Session],
+    pki: Pki,
+    tmp_path: Path,
+) -> None:
+    # Given the endpoint serving InvoiceProcess (required keys InvoiceNumber, VendorCode)
+    publisher = RecordingPublisher()
+    client = app_client(
+        ingress_settings, session_factory, pki, tmp_path, "ClientA", publisher, "InvoiceProcess"
+    )
+    # When a key is missing, the call is refused and nothing starts
+    missing = client.post("/workflows/hello?InvoiceNumber=1", json={})
+    assert missing.status_code == 400
+    assert missing.get_json()["keys"] == ["VendorCode"]
+    assert publisher.published == []
+    # And with both (in any case) it starts a request that records them as sent
+    response = client.post("/workflows/hello?invoicenumber=1&VENDORCODE=V&other=x", json={})
+    assert response.status_code == 202
+    with session_factory() as session:
+        record = session.get_one(Request, response.get_json()["correlationId"])
+        assert record.keys == {"invoicenumber": "1", "VENDORCODE": "V"}
