@@ -6,8 +6,8 @@ like one from ``POST /requests``: it has an owner, a status clients can poll and
 whose first event says which trigger started it. Who owns it:
 
 - an event sent with ``POST /events/{name}``: the client that sent it, and only if that client may
-  submit the workflow's request type (a workflow without a request type cannot be started by a
-  client's event);
+  submit the workflow's request type and its rule requires no keys (an event carries none; a
+  workflow without a request type cannot be started by a client's event);
 - an event a workflow published (``PublishEvent``): the client of the publishing request, else
   the system client;
 - a schedule (Timer, Cron, StartAt): the system client, ``system``;
@@ -174,16 +174,17 @@ def start_workflow(
 
 
 def may_submit(session: Session, client_id: str, request_type: str | None) -> bool:
-    """Whether ``client_id`` may submit ``request_type`` (its rule in requestTypes.json)."""
+    """Whether an event from ``client_id`` may start ``request_type`` (its database rule, with no
+    required keys)."""
     if not request_type:
         return False
-    rule = session.scalar(
-        select(RequestTypeRule.enabled).where(
+    rule = session.scalars(
+        select(RequestTypeRule).where(
             RequestTypeRule.client_key == client_id.lower(),
             RequestTypeRule.request_type_key == request_type.lower(),
         )
-    )
-    return bool(rule)
+    ).first()
+    return rule is not None and rule.enabled and not rule.required_keys
 
 
 def current_triggers(
@@ -256,9 +257,12 @@ def event_starts(
 
 
 def _permitted(session: Session, clients: Any, client_id: str, request_type: str | None) -> bool:
+    """The sender may submit the request type, and its rule requires no keys (an event carries
+    none, and a request of that type must have them)."""
     if clients is None:
         return may_submit(session, client_id, request_type)
-    return bool(request_type) and clients.rule_for(client_id, request_type) is not None
+    rule = clients.rule_for(client_id, request_type) if request_type else None
+    return rule is not None and not rule.required_keys
 
 
 def _client_id(session: Session, client_key: str | None, clients: Any = None) -> str | None:

@@ -140,9 +140,22 @@ def test_an_event_starts_one_instance_per_event_owned_by_its_permitted_sender(
     with transaction(rt.factory, write=False) as session:
         assert session.get_one(Request, started.id).result == {"order": {"order": 7}}
     # And a second event starts a second instance; an event from a client without the
-    # request type starts none
+    # request type, or whose rule requires keys (an event has none), starts none
+    with transaction(rt.factory) as session:
+        session.add(
+            RequestTypeRule(
+                client_key="clientk",
+                request_type_key="orderplaced",
+                client_id="ClientK",
+                request_type="OrderPlaced",
+                required_keys=["Ref"],
+                allow_additional_keys=False,
+                enabled=True,
+            )
+        )
     send_event(rt, "ev-2", "clienta")
     send_event(rt, "ev-3", "clientb")
+    send_event(rt, "ev-4", "clientk")
     assert len(requests_of(rt, "event-trigger")) == 2
 
 
