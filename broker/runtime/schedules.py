@@ -82,7 +82,12 @@ def schedule_id(version_id: str, activity_id: str) -> str:
 def sync(session: Session, registry: Any, now: dt.datetime) -> None:
     """Make the rows match the registry's current versions. Never commits."""
     wanted: dict[str, tuple[Any, str, str, str]] = {}
-    for workflow in registry.definitions():
+    for loaded in registry.definitions():
+        # A draft file keeps the schedules of its last published version, as Elsa indexes
+        # triggers on publishing only.
+        workflow = registry.get_definition(loaded.definition_id)
+        if workflow is None:
+            continue
         for activity_id, kind, spec in _triggers_of(workflow):
             wanted[schedule_id(workflow.version_id, activity_id)] = (
                 workflow,
