@@ -414,7 +414,7 @@ PATHS: dict[str, Any] = {
     },
     "/events/{name}": {
         "post": {
-            "summary": "Resume this client's workflows waiting on an event",
+            "summary": "Resume the workflows waiting on an event; start those it triggers",
             "tags": ["events"],
             "parameters": [_path("name", "the event name")],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
