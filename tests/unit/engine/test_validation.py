@@ -39,6 +39,10 @@ CASES = {
     ),
     "unknown-option.json": ("$.options.retentionPolicy", "unsupported workflow option"),
     "bad-incident-strategy.json": ("$.options.incidentStrategyType", "IgnoreStrategy"),
+    "bad-cron.json": (
+        "$.root.activities[0].cronExpression.expression.value",
+        "has 5 fields; Elsa's has 6, seconds first",
+    ),
     "unknown-definition-activity.json": (
         "$.root.activities[0].type",
         "unknown activity type 'NoSuchChild'",
