@@ -120,11 +120,14 @@ class RetryLater(BrokerError):
         *,
         delay: float | None = None,
         status_code: int | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.delay = delay
         #: the HTTP status that caused it (429, 5xx), None for connect errors and timeouts
         self.status_code = status_code
+        #: for an outbound call: ``connect`` (no connection) or ``timeout`` (ran out of time)
+        self.reason = reason
 
 
 class OutboundBlocked(BrokerError):
@@ -234,6 +237,13 @@ class UnsupportedMediaType(BrokerError):
 
     code = "unsupported_media_type"
     status = 415
+
+
+class ActivationRefused(Conflict):
+    """Raised when a workflow's activation strategy (Singleton, Correlation, CorrelatedSingleton)
+    forbids a new instance while another one is running."""
+
+    code = "activation_refused"
 
 
 class PayloadTooLarge(BrokerError):

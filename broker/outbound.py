@@ -407,9 +407,17 @@ class OutboundHttp:
                     f"TLS certificate of {redact_url(url)} was refused: {_why(exc)}",
                     url=redact_url(url),
                 ) from exc
-            raise RetryLater(f"TLS handshake with {redact_url(url)} failed: {_why(exc)}") from exc
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            raise RetryLater(f"outbound {method} {redact_url(url)} failed: {_why(exc)}") from exc
+            raise RetryLater(
+                f"TLS handshake with {redact_url(url)} failed: {_why(exc)}", reason="connect"
+            ) from exc
+        except requests.exceptions.Timeout as exc:  # connect or read timeout (Elsa's Timeout)
+            raise RetryLater(
+                f"outbound {method} {redact_url(url)} timed out: {_why(exc)}", reason="timeout"
+            ) from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise RetryLater(
+                f"outbound {method} {redact_url(url)} failed: {_why(exc)}", reason="connect"
+            ) from exc
         except (
             requests.exceptions.InvalidURL,
             requests.exceptions.InvalidHeader,
@@ -472,7 +480,7 @@ class OutboundHttp:
             ) from exc
         except requests.exceptions.RequestException as exc:
             raise RetryLater(
-                f"reading the response from {redact_url(url)} failed: {_why(exc)}"
+                f"reading the response from {redact_url(url)} failed: {_why(exc)}", reason="connect"
             ) from exc
         return b"".join(chunks)
 
@@ -488,7 +496,7 @@ def _why(exc: BaseException) -> str:
 def _remaining(deadline: float, url: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RetryLater(f"outbound request to {redact_url(url)} ran out of time")
+        raise RetryLater(f"outbound request to {redact_url(url)} ran out of time", reason="timeout")
     return left
 
 

@@ -150,6 +150,9 @@ KEYS: tuple[Key, ...] = (
       "seconds an outbound HTTP call may take"),
     K("BROKER_HTTP_MAX_RESPONSE_BYTES", "http_max_response_bytes", "10485760", _int,
       "largest outbound HTTP response read"),
+    K("BROKER_HTTP_TRIGGER_WAIT", "http_trigger_wait", "30", _float,
+      "seconds `/workflows/{path}` waits for the workflow's WriteHttpResponse before it answers "
+      "`202` with the request's Location"),
     K("BROKER_SMTP_URL", "smtp_url", "file://var/mail", _str,
       "where SendEmail delivers: `smtp://host:port`, `file://DIR` or `console://`"),
     K("BROKER_SMTP_FROM", "smtp_from", "broker@localhost", _str, "default sender of SendEmail"),
@@ -256,6 +259,7 @@ class Settings:
     http_allowlist: tuple[str, ...]
     http_timeout: float
     http_max_response_bytes: int
+    http_trigger_wait: float
     smtp_url: str
     smtp_from: str
     flowchart_mode: str

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from broker.errors import WorkflowDefinitionError
+
+if TYPE_CHECKING:
+    from broker.registry.files import WorkflowFile
 from broker.settings import get_settings
 
 
@@ -66,31 +69,42 @@ def _load(path: Path) -> dict[str, Any]:
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Validate workflow FILES (default: every file in BROKER_WORKFLOW_PATHS); exit 1 on errors."""
-    from broker.engine.definition import parse_workflow
+    from broker.registry.files import parse_workflow_document, unresolved_activity
 
     if not files:
         roots = [Path(p) for p in get_settings().workflow_paths]
         files = tuple(sorted(f for root in roots for f in root.rglob("*.json")))
     failed = 0
+    valid: list[WorkflowFile] = []
     for path in files:
         try:
-            parse_workflow(_load(path), file=str(path))
+            valid.append(parse_workflow_document(_load(path), file=str(path)))
         except WorkflowDefinitionError as exc:
             failed += 1
             click.echo(f"INVALID {exc}", err=True)
+    # Activity types defined by other files: the files checked, and those in the folders.
+    known = valid + _folder_files()
+    for wf in valid:
+        error = unresolved_activity(wf, known)
+        if error is not None:
+            failed += 1
+            click.echo(f"INVALID {error}", err=True)
         else:
-            click.echo(f"ok      {path}")
+            click.echo(f"ok      {wf.source_path}")
     sys.exit(1 if failed else 0)
 
 
-@workflows.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def diagram(file: Path) -> None:
-    """Print FILE's activity graph as a Mermaid flowchart."""
-    from broker.engine.diagram import to_mermaid
+def _folder_files() -> list[WorkflowFile]:
+    """The valid files of the configured workflow folders."""
+    from broker.registry.files import read_workflow_file, scan_folder
 
-    try:
-        click.echo(to_mermaid(_load(file)))
-    except WorkflowDefinitionError as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(1)
+    found: list[WorkflowFile] = []
+    for root in get_settings().workflow_paths:
+        if not Path(root).is_dir():
+            continue
+        for path in scan_folder(Path(root)):
+            try:
+                found.append(read_workflow_file(path))
+            except (OSError, WorkflowDefinitionError):
+                continue
+    return found

@@ -9,10 +9,12 @@ checks what the interpreter relies on and reports the first problem with a JSON 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from broker.engine.convert import parse_timespan
 from broker.engine.graph import Connection, FlowGraph, build_graph
 from broker.errors import WorkflowDefinitionError
 
@@ -65,6 +67,8 @@ class Variable:
     name: str
     type_name: str | None = None
     value: Any = None
+    #: ``instance`` (kept in the instance's state) or ``memory`` (not kept across a suspension)
+    storage: str = "instance"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Activity:
     custom_properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     can_start_workflow: bool = False
     graph: FlowGraph | None = None
+    path: str = "$"  # where the activity is in its file, for load-time errors
 
     @property
     def label(self) -> str:
@@ -156,6 +161,25 @@ class WorkflowDefinition:
         return str(mode) if mode else None
 
     @property
+    def incident_strategy(self) -> str | None:
+        """``fault`` or ``continue`` from ``options.incidentStrategyType``, else None."""
+        try:
+            return strategy_name(self.options.get("incidentStrategyType"), INCIDENT_STRATEGIES)
+        except ValueError:
+            return None  # refused at load (broker.engine.validation)
+
+    @property
+    def activation_strategy(self) -> str:
+        """``always``, ``singleton``, ``correlation`` or ``correlated-singleton``."""
+        try:
+            chosen = strategy_name(
+                self.options.get("activationStrategyType"), ACTIVATION_STRATEGIES
+            )
+        except ValueError:
+            chosen = None  # refused at load (broker.engine.validation)
+        return chosen or "always"
+
+    @property
     def retry_policy(self) -> Mapping[str, Any] | None:
         policy = self.custom_properties.get("retry")
         return policy if isinstance(policy, Mapping) else None
@@ -166,6 +190,80 @@ class WorkflowDefinition:
 
     def activity_types(self) -> set[str]:
         return {node.type for node in self.nodes.values()}
+
+
+#: Elsa's incident strategies (``options.incidentStrategyType``), by class name.
+INCIDENT_STRATEGIES = {
+    "FaultStrategy": "fault",
+    "ContinueWithIncidentsStrategy": "continue",
+}
+#: Elsa's workflow activation strategies (``options.activationStrategyType``), by class name.
+ACTIVATION_STRATEGIES = {
+    "AllowAlwaysStrategy": "always",
+    "SingletonStrategy": "singleton",
+    "CorrelationStrategy": "correlation",
+    "CorrelatedSingletonStrategy": "correlated-singleton",
+}
+_SHORT_NAMES = {
+    "fault": "FaultStrategy",
+    "continue": "ContinueWithIncidentsStrategy",
+    "default": "AllowAlwaysStrategy",
+    "always": "AllowAlwaysStrategy",
+    "singleton": "SingletonStrategy",
+    "correlation": "CorrelationStrategy",
+    "correlatedsingleton": "CorrelatedSingletonStrategy",
+}
+
+
+#: Elsa's variable storage drivers (``storageDriverTypeName``), by class name. The workflow and
+#: workflow-instance drivers keep the value in the instance's state; Memory keeps it only while
+#: the instance runs in one go (it is gone after a suspension, as in a new Elsa process).
+STORAGE_DRIVERS = {
+    "WorkflowInstanceStorageDriver": "instance",
+    "WorkflowStorageDriver": "instance",
+    "MemoryStorageDriver": "memory",
+}
+
+
+def _class_name(type_name: Any) -> str:
+    """``"Elsa.Workflows.MemoryStorageDriver, Elsa.Workflows.Core"`` -> ``MemoryStorageDriver``."""
+    return str(type_name).split(",")[0].strip().rsplit(".", 1)[-1]
+
+
+def strategy_name(value: Any, known: Mapping[str, str]) -> str | None:
+    """A strategy option as Studio writes it, mapped through ``known``; None when absent.
+
+    Studio stores the type's simple assembly-qualified name
+    (``Elsa.Workflows.IncidentStrategies.ContinueWithIncidentsStrategy, Elsa.Workflows.Core``);
+    the bare class name and the short word (``Continue``, ``Singleton``) are accepted too. Raises
+    ``ValueError`` for anything else.
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a type name")
+    class_name = _class_name(value)
+    class_name = _SHORT_NAMES.get(class_name.lower(), class_name)
+    if class_name not in known:
+        raise ValueError(f"{value!r} is not one of {', '.join(known)}")
+    return known[class_name]
+
+
+def _log_modes(section: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """(JSON path, mode) of every entry of a log-persistence section, legacy or current."""
+    for key, value in section.items():
+        where = f"{path}.{key}"
+        if isinstance(value, str):
+            yield where, value.capitalize()
+        elif isinstance(value, Mapping) and ("strategyType" in value or "evaluationMode" in value):
+            if str(value.get("evaluationMode", "Strategy")) != "Strategy":
+                yield f"{where}.evaluationMode", str(value.get("evaluationMode"))
+            else:
+                yield f"{where}.strategyType", _class_name(value.get("strategyType"))
+        elif isinstance(value, Mapping):
+            yield from _log_modes(value, where)
+        else:
+            yield where, repr(value)
 
 
 def pascal_case(name: str) -> str:
@@ -209,6 +307,7 @@ class _Parser:
         if "root" not in doc or not isinstance(doc["root"], Mapping):
             raise self.error("missing root activity", "$.root")
         custom = self.mapping(doc.get("customProperties"), "$.customProperties")
+        self.log_persistence(custom, "$.customProperties")
         options = self.mapping(doc.get("options"), "$.options")
         retry = custom.get("retry")
         if retry is not None and not isinstance(retry, Mapping):
@@ -241,6 +340,96 @@ class _Parser:
             nodes=self.nodes,
         )
 
+    def resilience(self, custom: dict[str, Any], path: str) -> None:
+        """Elsa's ``customProperties.resilienceStrategy`` becomes the activity's retry policy.
+
+        The strategy must be written inline (``{"mode": "Expression", "expression": {"type":
+        "Object", "value": {...HttpResilienceStrategy...}}}``): the broker has no catalog of named
+        strategies, so ``mode: Identifier`` is refused. ``maxRetryAttempts`` (3) retries after the
+        first attempt, ``delay`` ("00:00:01" or seconds) is the first wait; ``Exponential``
+        (default) doubles it up to the settings' maximum, ``Constant`` keeps it. The broker always
+        adds jitter.
+        """
+        config = custom.get("resilienceStrategy")
+        if config is None:
+            return
+        where = f"{path}.resilienceStrategy"
+        if "retry" in custom:
+            raise self.error("set resilienceStrategy or retry, not both", where)
+        if not isinstance(config, Mapping):
+            raise self.error("must be an object", where)
+        mode = str(config.get("mode", "Identifier"))
+        if mode.lower() != "expression":
+            raise self.error(
+                f"resilience strategy {config.get('strategyId')!r} by identifier is not "
+                "supported (the broker has no strategy catalog): write it inline with mode "
+                "Expression and an Object value",
+                f"{where}.mode",
+            )
+        expression = config.get("expression")
+        if not isinstance(expression, Mapping) or expression.get("type") not in (
+            "Object",
+            "Json",
+            "Literal",
+        ):
+            raise self.error(
+                "the strategy must be an Object, Json or Literal expression (known at load)",
+                f"{where}.expression",
+            )
+        value = expression.get("value")
+        try:
+            strategy = json.loads(value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise self.error(f"malformed JSON: {exc}", f"{where}.expression.value") from exc
+        if not isinstance(strategy, Mapping):
+            raise self.error("the strategy must be an object", f"{where}.expression.value")
+        custom["retry"] = self.retry_from_strategy(strategy, f"{where}.expression.value")
+
+    def retry_from_strategy(self, strategy: Mapping[str, Any], path: str) -> dict[str, Any]:
+        known = {"$type", "id", "displayName", "maxRetryAttempts", "delay", "backoffType"}
+        known |= {"useJitter"}
+        for key in strategy:
+            if key not in known:
+                raise self.error(f"unsupported resilience setting {key!r}", f"{path}.{key}")
+        kind = strategy.get("$type", "HttpResilienceStrategy")
+        if kind != "HttpResilienceStrategy":
+            raise self.error(f"resilience strategy type {kind!r} is not supported", path)
+        retries = strategy.get("maxRetryAttempts", 3)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise self.error("must be a whole number, 0 or more", f"{path}.maxRetryAttempts")
+        try:
+            delay = parse_timespan(strategy.get("delay", 1))
+        except ValueError as exc:
+            raise self.error(str(exc), f"{path}.delay") from exc
+        backoff = strategy.get("backoffType", "Exponential")
+        retry: dict[str, Any] = {"maxAttempts": retries + 1, "initialDelay": delay}
+        if backoff == "Constant":
+            retry["maxDelay"] = delay
+        elif backoff != "Exponential":
+            raise self.error(
+                f"backoffType {backoff!r} is not supported (Exponential or Constant)",
+                f"{path}.backoffType",
+            )
+        return retry
+
+    def log_persistence(self, custom: Mapping[str, Any], path: str) -> None:
+        """Elsa's ``logPersistenceMode`` / ``logPersistenceConfig``: the broker's journal keeps
+        no activity inputs, outputs or internal state (Elsa's ``Exclude``), so ``Exclude`` and
+        ``Inherit`` are accepted and anything asking to keep them is refused."""
+        for key in ("logPersistenceMode", "logPersistenceConfig"):
+            section = custom.get(key)
+            if section is None:
+                continue
+            if not isinstance(section, Mapping):
+                raise self.error("must be an object", f"{path}.{key}")
+            for where, mode in _log_modes(section, f"{path}.{key}"):
+                if mode not in ("Exclude", "Inherit"):
+                    raise self.error(
+                        f"log persistence {mode!r} is not supported: the journal keeps no "
+                        "activity inputs, outputs or state (Exclude or Inherit only)",
+                        where,
+                    )
+
     def mapping(self, value: Any, path: str) -> dict[str, Any]:
         if value is None:
             return {}
@@ -259,12 +448,21 @@ class _Parser:
             if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
                 raise self.error("a variable needs a name", where)
             var_id = item.get("id") or item["name"]
+            driver = item.get("storageDriverTypeName")
+            storage = STORAGE_DRIVERS.get(_class_name(driver)) if driver else "instance"
+            if storage is None:
+                raise self.error(
+                    f"variable storage driver {driver!r} is not supported "
+                    f"(supported: {', '.join(STORAGE_DRIVERS)})",
+                    f"{where}.storageDriverTypeName",
+                )
             result.append(
                 Variable(
                     id=str(var_id),
                     name=item["name"],
                     type_name=item.get("typeName"),
                     value=item.get("value"),
+                    storage=storage,
                 )
             )
         return tuple(result)
@@ -324,6 +522,8 @@ class _Parser:
             )
         connections = self.connections(doc.get("connections"), f"{path}.connections")
         custom = self.mapping(doc.get("customProperties"), f"{path}.customProperties")
+        self.resilience(custom, f"{path}.customProperties")
+        self.log_persistence(custom, f"{path}.customProperties")
         can_start = doc.get("canStartWorkflow", custom.get("canStartWorkflow", False))
         node = Activity(
             id=activity_id,
@@ -340,6 +540,7 @@ class _Parser:
             properties=properties["plain"],
             custom_properties=custom,
             can_start_workflow=can_start is True or str(can_start).lower() == "true",
+            path=path,
         )
         if kind in ("Elsa.Flowchart",) or connections:
             node = dataclasses.replace(node, graph=self.graph(node, doc, path))

@@ -94,6 +94,9 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
     control.Sequence: ActivitySpec(
         "Workflows", "Execute a set of activities in sequence.", container=True
     ),
+    control.Parallel: ActivitySpec(
+        "Workflows", "Execute a set of activities in parallel.", container=True
+    ),
     control.If: ActivitySpec(
         "Branching",
         "Evaluate a Boolean condition and run Then or Else.",
@@ -299,6 +302,14 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
         inputs=(InputSpec("Interval", "TimeSpan", "The interval (hh:mm:ss)."),),
         kind="Trigger",
     ),
+    waits.Cron: ActivitySpec(
+        "Scheduling",
+        "Start or resume the workflow at the times a cron expression names.",
+        inputs=(
+            InputSpec("CronExpression", "String", "Six fields, seconds first (0 */5 * * * *)."),
+        ),
+        kind="Trigger",
+    ),
     waits.StartAt: ActivitySpec(
         "Scheduling",
         "Wait until a moment.",
@@ -336,6 +347,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
             _WAIT,
         ),
         outputs=(_RESULT,),
+        ports=("ChildCompleted", "ChildFaulted"),
     ),
     dispatch.ExecuteWorkflow: ActivitySpec(
         "Composition",
@@ -405,6 +417,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
             ),
             InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
             InputSpec("ContentType", "String", "The content type."),
+            InputSpec("Authorization", "String", "The Authorization header value."),
             InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
             InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
             InputSpec(
@@ -420,7 +433,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
             OutputSpec("ParsedContent", "Object"),
             OutputSpec("ResponseHeaders", "Object"),
         ),
-        ports=("UnmatchedStatusCode",),
+        ports=("UnmatchedStatusCode", "FailedToConnect", "Timeout"),
     ),
     http.FlowSendHttpRequest: ActivitySpec(
         "HTTP",
@@ -436,6 +449,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
             ),
             InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
             InputSpec("ContentType", "String", "The content type."),
+            InputSpec("Authorization", "String", "The Authorization header value."),
             InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
             InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
             InputSpec(
@@ -450,7 +464,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
             OutputSpec("ParsedContent", "Object"),
             OutputSpec("ResponseHeaders", "Object"),
         ),
-        outcomes=("Unmatched status code", "Done"),
+        outcomes=("Unmatched status code", "Failed to connect", "Timeout", "Done"),
     ),
     http.SendEmail: ActivitySpec(
         "Email",

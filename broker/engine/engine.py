@@ -87,6 +87,7 @@ class Engine:
         mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
         strategy = (
             options.get("incidentStrategy")
+            or definition.incident_strategy
             or definition.custom_properties.get("incidentStrategy")
             or self.incident_strategy
         )
@@ -183,6 +184,8 @@ class Engine:
             else:
                 # Nothing runs and nothing waits: the workflow has nowhere left to go.
                 run.finish_workflow()
+        if state["status"] != WorkflowStatus.FINISHED:
+            forget_memory_variables(run)
         bookmarks: tuple[Bookmark, ...] = ()
         if state["subStatus"] != WorkflowSubStatus.FAULTED:
             bookmarks = tuple(to_bookmark(b) for b in state["bookmarks"])
@@ -212,6 +215,23 @@ def initialise_variables(run: Run, ctx: dict[str, Any], definition: WorkflowDefi
     for variable in definition.variables:
         if variable.value is not None:
             scope["vars"][variable.name] = run.evaluate(ctx, node, _literal(variable))
+
+
+def forget_memory_variables(run: Run) -> None:
+    """Clear the variables stored with Elsa's ``MemoryStorageDriver`` from a state about to be
+    saved: their values live only while the instance runs in one go, as in a new Elsa process
+    after a suspension."""
+    for ctx in run.state["contexts"].values():
+        scope = ctx.get("scope")
+        if not scope:
+            continue
+        node = run.node(ctx)
+        variables = list(node.variables)
+        if ctx.get("node") is None:
+            variables += run.definition(ctx["def"]).variables
+        for variable in variables:
+            if variable.storage == "memory" and variable.name in scope["vars"]:
+                scope["vars"][variable.name] = None
 
 
 def _literal(variable: Variable) -> Input:

@@ -40,7 +40,15 @@ def create_public_app(
     publisher: Publisher | None = None,
 ) -> Flask:
     """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
-    from broker.ingress import admin, events, openapi, request_types, requests, webhooks
+    from broker.ingress import (
+        admin,
+        events,
+        http_triggers,
+        openapi,
+        request_types,
+        requests,
+        webhooks,
+    )
 
     factory = session_factory or _session_factory(settings)
     if clients is None:
@@ -74,6 +82,7 @@ def create_public_app(
     for blueprint in (
         requests.bp,
         events.bp,
+        http_triggers.bp,
         request_types.bp,
         webhooks.bp,
         admin.bp,

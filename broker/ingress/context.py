@@ -63,6 +63,7 @@ class WorkflowDirectory(Protocol):
     """What the ingress asks of ``broker.registry.WorkflowRegistry``."""
 
     def for_request_type(self, name: str) -> WorkflowLike | None: ...
+    def get_definition(self, definition_id: str) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True)

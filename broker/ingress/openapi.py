@@ -178,6 +178,8 @@ SCHEMAS: dict[str, Any] = {
                     "version": _nullable({"type": "integer"}),
                     "instanceId": _nullable({"type": "string"}),
                     "subStatus": _nullable({"type": "string"}),
+                    "instanceName": _nullable({"type": "string"}),
+                    "instanceCorrelationId": _nullable({"type": "string"}),
                 },
             },
         },
@@ -557,7 +559,7 @@ PATHS: dict[str, Any] = {
     },
     "/events/{name}": {
         "post": {
-            "summary": "Resume this client's workflows waiting on an event",
+            "summary": "Resume the workflows waiting on an event; start those it triggers",
             "tags": ["events"],
             "parameters": [_path("name", "the event name")],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},

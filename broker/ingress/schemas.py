@@ -219,10 +219,31 @@ def _callback_url(value: Any) -> str | None:
 def check_keys(
     keys: Mapping[str, str], required: tuple[str, ...] | list[str], allow_additional: bool
 ) -> tuple[list[str], list[str]]:
-    """(missing, unexpected) key names for a request type's rule; blank values count missing."""
-    missing = [k for k in required if not keys.get(k, "").strip()]
-    unexpected = [] if allow_additional else sorted(set(keys) - set(required))
+    """(missing, unexpected) key names for a request type's rule; blank values count missing.
+
+    Names compare case-insensitively, as elsa-broker's ``StringComparer.OrdinalIgnoreCase``:
+    ``invoicenumber`` satisfies ``InvoiceNumber``. The keys are stored and handed to the workflow
+    exactly as the client sent them (elsa-broker serializes the submitted dictionary unchanged).
+    """
+    present: dict[str, bool] = {}
+    for name, value in keys.items():
+        folded = ordinal_fold(name)
+        present[folded] = present.get(folded, False) or bool(value.strip())
+    wanted = {ordinal_fold(k) for k in required}
+    missing = [k for k in required if not present.get(ordinal_fold(k), False)]
+    unexpected = (
+        [] if allow_additional else sorted(k for k in keys if ordinal_fold(k) not in wanted)
+    )
     return missing, unexpected
+
+
+def ordinal_fold(name: str) -> str:
+    """``name`` with each character upper-cased alone (.NET's ordinal ignore-case comparison).
+
+    .NET maps character by character with the simple case mapping; Python's ``upper`` uses the
+    full one (``ß`` becomes ``SS``), so a character whose upper case is longer stays as it is.
+    """
+    return "".join(u if len(u := c.upper()) == 1 else c for c in name)
 
 
 def parse_event(document: Any) -> tuple[str, dict[str, Any] | None]:

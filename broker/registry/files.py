@@ -14,11 +14,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.engine.definition import parse_workflow
+from broker.engine.definition import WorkflowDefinition
+from broker.engine.validation import foreign_types, validate_document
 from broker.errors import WorkflowDefinitionError
 from broker.registry.triggers import PLACEHOLDER_REASON, TriggerSpec, canonical_json, index_triggers
 
@@ -54,6 +55,10 @@ class WorkflowFile:
     executor: str  # "local" or "elsa"
     published: bool
     triggers: tuple[TriggerSpec, ...]
+    #: the type name other files use for this one as an activity (when usable as an activity)
+    activity_type_name: str | None = None
+    #: (type, JSON path) of activities that must be other files' definitions
+    foreign_types: tuple[tuple[str, str, str | None], ...] = ()
 
 
 def content_hash(document: Mapping[str, Any]) -> str:
@@ -152,7 +157,7 @@ def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
                 file=file,
                 path=trigger.path,
             )
-    _engine_validate(document, file)
+    definition = _engine_validate(document, file)
     return WorkflowFile(
         source_path=file,
         document=document,
@@ -166,7 +171,34 @@ def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
         executor=executor,
         published=published,
         triggers=triggers,
+        activity_type_name=definition.activity_type_name if definition.usable_as_activity else None,
+        foreign_types=tuple(foreign_types(definition)),
     )
+
+
+def unresolved_activity(
+    wf: WorkflowFile, files: Iterable[WorkflowFile]
+) -> WorkflowDefinitionError | None:
+    """The first activity of ``wf`` that is neither Elsa's nor a definition of ``files`` (by the
+    ``workflowDefinitionId`` it names, else by the type name of a file usable as an activity)."""
+    ids = {f.definition_id for f in files}
+    names = {f.activity_type_name for f in files if f.activity_type_name}
+    for type_name, path, definition_id in wf.foreign_types:
+        if definition_id is not None and definition_id not in ids:
+            return WorkflowDefinitionError(
+                f"activity type {type_name!r} names workflow definition {definition_id!r}, "
+                "which no loaded file defines",
+                file=wf.source_path,
+                path=path,
+            )
+        if definition_id is None and type_name not in names:
+            return WorkflowDefinitionError(
+                f"unknown activity type {type_name!r} (not an Elsa activity, and no loaded "
+                "workflow usable as an activity has that name)",
+                file=wf.source_path,
+                path=path,
+            )
+    return None
 
 
 def _text(
@@ -184,10 +216,11 @@ def _text(
     return value.strip()
 
 
-def _engine_validate(document: dict[str, Any], file: str) -> None:
-    """Run the engine's parser, which checks activities, connections and expressions."""
+def _engine_validate(document: dict[str, Any], file: str) -> WorkflowDefinition:
+    """Run the engine's parser and checks: activity types, expression languages, connections
+    and their ports, workflow options (``broker.engine.validation``)."""
     try:
-        parse_workflow(document, file=file)
+        return validate_document(document, file=file)
     except WorkflowDefinitionError:
         raise
     except Exception as exc:

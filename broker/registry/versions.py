@@ -19,6 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.engine.definition import ACTIVATION_STRATEGIES, strategy_name
 from broker.errors import StoreUnavailable
 from broker.registry.files import DEFAULT_QUEUE, WorkflowFile
 from broker.store import models
@@ -51,6 +52,17 @@ class PublishedWorkflow:
     @property
     def request_type_key(self) -> str | None:
         return self.request_type.lower() if self.request_type else None
+
+    @property
+    def activation_strategy(self) -> str:
+        """Elsa's ``options.activationStrategyType`` as ``always``, ``singleton``,
+        ``correlation`` or ``correlated-singleton``."""
+        options = self.document.get("options")
+        value = options.get("activationStrategyType") if isinstance(options, dict) else None
+        try:
+            return strategy_name(value, ACTIVATION_STRATEGIES) or "always"
+        except ValueError:
+            return "always"  # refused at load: a stored version always has a valid one
 
 
 def derived_version_id(definition_id: str, content_hash: str) -> str:

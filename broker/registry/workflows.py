@@ -31,7 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.errors import WorkflowDefinitionError
-from broker.registry.files import Problem, WorkflowFile, read_workflow_file, scan_folder
+from broker.registry.files import (
+    Problem,
+    WorkflowFile,
+    read_workflow_file,
+    scan_folder,
+    unresolved_activity,
+)
 from broker.registry.versions import (
     PublishedWorkflow,
     SessionFactory,
@@ -119,6 +125,7 @@ class WorkflowRegistry:
     def _scan(self, problems: list[Problem]) -> list[_Candidate]:
         candidates: list[_Candidate] = []
         seen: set[str] = set()
+        previous = dict(self._last_good)
         for position, folder in enumerate(self._folders):
             if not folder.is_dir():
                 problems.append(Problem(str(folder), "workflow folder does not exist"))
@@ -131,7 +138,35 @@ class WorkflowRegistry:
                     candidates.append(_Candidate(position, wf))
         for gone in set(self._last_good) - seen:
             del self._last_good[gone]
-        return candidates
+        return self._resolve_activity_types(candidates, previous, problems)
+
+    def _resolve_activity_types(
+        self,
+        candidates: list[_Candidate],
+        previous: dict[str, WorkflowFile],
+        problems: list[Problem],
+    ) -> list[_Candidate]:
+        """Refuse a file using an activity type no loaded file defines; its last good stays."""
+        files = [c.file for c in candidates]
+        kept: list[_Candidate] = []
+        for candidate in candidates:
+            error = unresolved_activity(candidate.file, files)
+            if error is None:
+                kept.append(candidate)
+                continue
+            problems.append(Problem(candidate.file.source_path, f"{error.path}: {error.reason}"))
+            fallback = previous.get(candidate.file.source_path)
+            if (
+                fallback is not None
+                and fallback is not candidate.file
+                and unresolved_activity(fallback, files) is None
+            ):
+                logger.warning("keeping the last good version of %s", fallback.source_path)
+                self._last_good[fallback.source_path] = fallback
+                kept.append(dataclasses.replace(candidate, file=fallback))
+                continue
+            self._last_good.pop(candidate.file.source_path, None)
+        return kept
 
     def _read(self, path: Path, problems: list[Problem]) -> WorkflowFile | None:
         """The file's content, or its last good content when it is invalid now (else None)."""

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
-from broker.runtime import deadletters, ids, outbox
+from broker.runtime import deadletters, ids, outbox, schedules, triggers
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.process import Runtime
 from broker.settings import Settings
@@ -83,7 +83,9 @@ def process_queue(rt: Runtime) -> QueueReport:
         return QueueReport(skipped=True)
     try:
         with transaction(rt.factory) as session:
-            report, written = process_due_items(session, settings)
+            report, written = process_due_items(
+                session, settings, registry=rt.registry, clients=rt.clients
+            )
             written = outbox.publishable(session, written)
     finally:
         lock.release()
@@ -92,7 +94,11 @@ def process_queue(rt: Runtime) -> QueueReport:
     return report
 
 
-def process_due_items(session: Session, settings: Settings) -> tuple[QueueReport, list[str]]:
+def process_due_items(
+    session: Session, settings: Settings, *, registry: Any = None, clients: Any = None
+) -> tuple[QueueReport, list[str]]:
+    """Match the due items; with the ``registry``, an event also starts the workflows whose
+    Event trigger it matches (``broker.runtime.triggers``)."""
     now = utcnow()
     items = session.scalars(
         select(BookmarkQueueItem)
@@ -106,6 +112,8 @@ def process_due_items(session: Session, settings: Settings) -> tuple[QueueReport
         try:
             with session.begin_nested():
                 rows = _dispatch(session, item, now)
+                if registry is not None:
+                    rows += triggers.event_starts(session, item, registry, clients)
         except Exception as exc:
             logger.warning(
                 "bookmark-queue item %s failed: %s", item.id, exc, extra={"queue_item_id": item.id}
@@ -254,13 +262,18 @@ def enqueue_stimulus(
 
 
 def fire_timers(rt: Runtime) -> int:
-    """One run of the timer job (beat): due timers become resume rows."""
+    """One run of the timer job (beat): due timers become resume rows, due schedule triggers
+    start their workflows."""
     lock = rt.locks.acquire(TIMER_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
     if lock is None:
         return 0
     try:
         with transaction(rt.factory) as session:
             written = fire_due_timers(session)
+            # Schedule triggers share the job and its lock (broker.runtime.schedules).
+            now = utcnow()
+            schedules.sync(session, rt.registry, now)
+            written += schedules.fire_due(session, rt.registry, now)
             publish = outbox.publishable(session, written)
     finally:
         lock.release()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Integer, bindparam, delete, select, update
@@ -31,6 +32,7 @@ from broker.store.models import (
     BookmarkQueueItem,
     InstanceStatus,
     InstanceSubStatus,
+    Request,
     StepResult,
     Timer,
     WorkflowInstance,
@@ -133,6 +135,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
                 extra={"instance_id": target.instance_id, "request_id": target.request_id},
             )
     finished = status == InstanceStatus.FINISHED.value
+    target = _renamed(target, result.state)
     _save_instance(session, target, result, status, sub_status, fault, now, finished)
     # The fence just passed at checkpoint 0: no step of this instance was ever saved, so it has no
     # journal rows, bookmarks or timers yet (only save_step writes them) and needs no lookups.
@@ -189,6 +192,26 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
     return saved
 
 
+def _renamed(target: Target, state: Mapping[str, Any]) -> Target:
+    """``target`` with the correlation id and name the workflow set (``Correlate``, ``SetName``).
+
+    They are saved on the instance row, and the bookmarks saved with this step carry the new
+    correlation id, so events addressed to it resume them.
+    """
+    correlation_id = state.get("correlationId") or target.correlation_id
+    name = state.get("name") or target.name
+    if (correlation_id, name) == (target.correlation_id, target.name):
+        return target
+    if correlation_id != target.correlation_id:
+        logger.info(
+            "instance %s is now correlated as %s",
+            target.instance_id,
+            correlation_id,
+            extra={"instance_id": target.instance_id, "request_id": target.request_id},
+        )
+    return dataclasses.replace(target, correlation_id=correlation_id, name=name)
+
+
 def _fault_dict(fault: Any) -> dict[str, Any] | None:
     if fault is None:
         return None
@@ -222,6 +245,8 @@ _SAVE_INSTANCE = (
         incident_count=_INSTANCES.c.incident_count + bindparam("incidents", type_=Integer),
         definition_version_id=bindparam("version_id"),
         version=bindparam("version"),
+        correlation_id=bindparam("correlation_id"),
+        name=bindparam("name"),
     )
 )
 
@@ -252,6 +277,8 @@ def _save_instance(
             "incidents": len(result.incidents),
             "version_id": target.version_id,
             "version": target.version,
+            "correlation_id": target.correlation_id,
+            "name": target.name,
         },
     ).rowcount  # type: ignore[attr-defined]
     if not changed:
@@ -341,6 +368,12 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
                         payload=command.payload,
                         created_at=now,
                         next_attempt_at=now,
+                        # Marks a workflow's own event: it may start workflows by their Event
+                        # trigger on behalf of the publishing request's client.
+                        options={
+                            "publishedBy": target.instance_id,
+                            "clientId": _client_of(session, target.request_id),
+                        },
                     )
                 )
         elif kind == "RunTask":
@@ -365,6 +398,12 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
     if commands:
         session.flush()
     return written
+
+
+def _client_of(session: Session, request_id: str | None) -> str | None:
+    if request_id is None:
+        return None
+    return session.scalar(select(Request.client_id).where(Request.id == request_id))
 
 
 def _dispatch_child(session: Session, target: Target, command: Any, now: dt.datetime) -> str:

@@ -44,12 +44,12 @@ class Runtime:
         self.settings = settings
         self._factory = factory
         self._registry = registry
+        self._clients: Any = None
         self._locks = locks
         self._sender = sender
         self._celery_app = celery_app
         self._http = http
         self._mailer = mailer
-        self._clients: Any = None
         self._lock = threading.RLock()
 
     @property
@@ -112,7 +112,8 @@ class Runtime:
 
     @property
     def clients(self) -> Any:
-        """The client allowlist (``broker.clients.ClientRegistry``), loaded on first use."""
+        """The merged client allowlist (files and database: ``broker.clients.ClientRegistry``),
+        loaded on first use: triggers check permissions and webhooks find endpoints with it."""
         with self._lock:
             if self._clients is None:
                 from broker.clients import ClientRegistry

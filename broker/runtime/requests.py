@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, Forbidden, NotFound, RuntimePaused
 from broker.runtime import webhooks
+from broker.runtime.activation import check_activation
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import (
     Bookmark,
@@ -200,8 +201,15 @@ def submit(
             return Submitted(earlier.id, created=False, view=request_view(session, earlier))
     if is_paused_cached(session):
         raise RuntimePaused("The workflow runtime is paused; try again later")
-    now = utcnow()
     request_id = str(uuid.uuid4())
+    check_activation(
+        session,
+        definition_id=workflow.definition_id,
+        # The registry's PublishedWorkflow reads it from options.activationStrategyType.
+        strategy=getattr(workflow, "activation_strategy", "always"),
+        correlation_id=request_id,
+    )
+    now = utcnow()
     outbox_id = str(uuid.uuid4())
     queue = workflow.queue or DEFAULT_QUEUE
     args = {"request_id": request_id}
@@ -330,6 +338,9 @@ def request_view(session: Session, record: Request) -> dict[str, Any]:
             "version": record.definition_version,
             "instanceId": record.instance_id,
             "subStatus": instance.sub_status if instance is not None else None,
+            # What Correlate and SetName made of the instance (the request's id never changes).
+            "instanceName": instance.name if instance is not None else None,
+            "instanceCorrelationId": instance.correlation_id if instance is not None else None,
         },
     }
 

@@ -149,6 +149,9 @@ class _Divert(Exception):
         )
 
 
+BULK_DISPATCH = "Elsa.BulkDispatchWorkflows"
+
+
 def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
     """Start the workflow of a request (``broker.run_request``).
 
@@ -163,6 +166,11 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         request = session.get(Request, request_id)
         if request is None or RequestStatus(request.status).terminal:
             return None
+        # A request a trigger started carries the trigger and its correlation id.
+        pending = session.get(StepResult, (instance_id, PENDING_START))
+        start = dict(pending.output or {}) if pending is not None else {}
+        correlation_id = str(start.get("correlationId") or request_id)
+        trigger = start.get("trigger")
         version_id = request.definition_version_id
         published = rt.registry.get_version(version_id) if version_id else None
         if published is None or published.executor == "elsa":
@@ -184,7 +192,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                         "definition_version_id": published.version_id,
                         "version": published.version,
                         "request_id": request_id,
-                        "correlation_id": request_id,
+                        "correlation_id": correlation_id,
                         "name": published.name,
                         "status": InstanceStatus.RUNNING.value,
                         "sub_status": InstanceSubStatus.EXECUTING.value,
@@ -209,19 +217,22 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             expected_checkpoint=0,
             request_id=request_id,
             client_key=request.client_key,
-            correlation_id=request_id,
+            correlation_id=correlation_id,
             name=published.name,
             request_type=request.request_type,
             submitted_at=request.submitted_at,
         )
         workflow_input = {"keys": dict(request.keys or {}), "payload": request.payload or {}}
+        if trigger is not None:
+            workflow_input = {}  # the trigger carries what started it (body, event payload)
         return Step(
             target,
             lambda engine: engine.start(
                 definition,
                 instance_id=instance_id,
                 input=workflow_input,
-                correlation_id=request_id,
+                correlation_id=correlation_id,
+                trigger=trigger,
             ),
             open=open_,
         )
@@ -298,6 +309,15 @@ def resume_instance(
             return None  # resumed already (a duplicate stimulus), or never suspended there
         item = session.get(BookmarkQueueItem, queue_item_id) if queue_item_id else None
         stimulus = item.payload if item is not None else None
+        options = (item.options or {}) if item is not None else {}
+        bookmark = session.get(Bookmark, bookmark_id)
+        if bookmark is not None and bookmark.name == BULK_DISPATCH and "childSubStatus" in options:
+            # Elsa's child-completed input: BulkDispatchWorkflows picks its port by sub-status.
+            stimulus = {
+                "WorkflowInstanceId": options.get("childInstanceId"),
+                "WorkflowSubStatus": options["childSubStatus"],
+                "WorkflowOutput": item.payload if item is not None else None,
+            }
         return Step(target, lambda e: e.resume(state, bookmark_id=bookmark_id, input=stimulus))
 
     return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)

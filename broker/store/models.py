@@ -370,6 +370,37 @@ class BookmarkQueueItem(Base):
     )
 
 
+class Schedule(Base):
+    """A schedule trigger (Timer, Cron, StartAt) of a loaded workflow version; fired by beat.
+
+    One row per (definition version, activity); each firing starts one instance, keyed by
+    (definition version, activity, due time), then the row is re-armed (``due_at`` moves on; a
+    StartAt's becomes NULL once it fired).
+    """
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(Id, primary_key=True)
+    definition_id: Mapped[str] = mapped_column(String(200))
+    definition_version_id: Mapped[str] = mapped_column(Id)
+    activity_id: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(50))  # the trigger name, e.g. Elsa.Cron
+    spec: Mapped[str] = mapped_column(String(200))  # the interval, cron expression or date
+    due_at: Mapped[dt.datetime | None]
+    last_fired_at: Mapped[dt.datetime | None]
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (
+        Index(
+            "ix_schedules_due",
+            "due_at",
+            postgresql_where=text("due_at IS NOT NULL"),
+            sqlite_where=text("due_at IS NOT NULL"),
+        ),
+        Index("ix_schedules_definition", "definition_id"),
+    )
+
+
 class Timer(Base):
     """A due time for a bookmark (Delay, Timer, StartAt); fired by beat, survives restarts."""
 

@@ -67,6 +67,8 @@ TEST_TYPES = (
     "Broken",
     "Load",
 )
+#: the request types of the trigger workflows, open to DevClient only
+DEV_ONLY_TYPES = ("OrderPlaced", "HelloHttp")
 #: short intervals keep the tests fast; each is a documented setting
 FAST = {
     "BROKER_OUTBOX_RELAY_INTERVAL": "0.3",
@@ -452,6 +454,11 @@ def write_clients(folder: Path, certs_folder: Path) -> dict[str, str]:
             }
             for name in TEST_TYPES
         ]
+    # The trigger workflows (tests/fixtures/workflows/triggers): DevClient only.
+    rules += [
+        {"clientId": DEV, "requestType": name, "requiredKeys": [], "allowAdditionalKeys": True}
+        for name in DEV_ONLY_TYPES
+    ]
     (folder / "clients.json").write_text(json.dumps({"clients": clients}, indent=2))
     (folder / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}, indent=2))
     return {

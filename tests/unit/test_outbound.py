@@ -520,15 +520,19 @@ def test_refused_connection_raises_retry_later(settings: Settings) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound but not listening: connections are refused
-        with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater):
+        with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as caught:
             get(http, f"http://127.0.0.1:{port}/")
+    # Elsa's "Failed to connect"
+    assert caught.value.reason == "connect"
 
 
 def test_timeout_raises_retry_later(settings: Settings, sink: Sink) -> None:
     # Given a page that does not answer within the request's own timeout
-    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater):
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as caught:
         # When it is fetched with a short timeout, then the call gives up with RetryLater
         get(http, f"{base(sink)}/stall", timeout=0.2)
+    # Elsa's "Timeout"
+    assert caught.value.reason == "timeout"
 
 
 def test_body_over_the_declared_cap_is_refused(settings: Settings, sink: Sink) -> None:

@@ -182,6 +182,21 @@ class Break(Behaviour):
         ax.run.complete(loop, DONE)
 
 
+class Parallel(Behaviour):
+    """Elsa's ``Parallel``: schedules every child at once and completes when all completed."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        declare_locals(ax)
+        for child in ax.node.activities:
+            ax.schedule(child)
+        if not ax.has_children():
+            ax.complete()
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        if not ax.has_children():
+            ax.complete()
+
+
 class Fork(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         ax.props["waitAny"] = as_text(ax.get("joinMode", "WaitAll")) == "WaitAny"

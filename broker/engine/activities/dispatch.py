@@ -58,12 +58,25 @@ class DispatchWorkflow(Waiting):
 
 
 class BulkDispatchWorkflows(Waiting):
+    """Elsa's ``BulkDispatchWorkflows``: one child per item of ``items``.
+
+    Each child's input is ``input`` (the base), ``ParentInstanceId`` and the item: an object item
+    is merged in, any other is put under ``defaultItemInputKey`` (``Item``). ``waitForCompletion``
+    defaults to true, as in Elsa: then, as each child finishes, its ``childCompleted`` or
+    ``childFaulted`` port runs (when the file has one, with the child's output and sub-status as
+    this activity's ``childResult`` output), and once every child finished and its port ran the
+    activity completes through ``Completed`` and ``Done`` (its ``result``: the children's
+    outputs in finishing order). Without waiting it completes through ``Done`` at once.
+    """
+
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
-        wait = as_bool(ax.get("waitForCompletion", False))
+        wait = as_bool(ax.get("waitForCompletion", True))
         correlation = ax.get("correlationId")
         items = as_list(ax.get("items"))
-        ax.props["results"] = []
+        key = as_text(ax.get("defaultItemInputKey", "Item")) or "Item"
+        base = child_input(ax.get("input"))
+        ax.props.update(results=[], dispatched=len(items), finished=0)
         for index, item in enumerate(items):
             child_id = child_instance_id(ax.instance_id, ax.id, index)
             bookmark_id = None
@@ -71,11 +84,12 @@ class BulkDispatchWorkflows(Waiting):
                 bookmark_id = ax.bookmark(
                     "Elsa.BulkDispatchWorkflows", {"childInstanceId": child_id}
                 )["id"]
+            item_input = dict(item) if isinstance(item, Mapping) else {key: item}
             ax.emit(
                 DispatchCommand(
                     child_instance_id=child_id,
                     definition_id=definition_id,
-                    input=dict(item) if isinstance(item, Mapping) else {"Item": item},
+                    input={**base, "ParentInstanceId": ax.instance_id, **item_input},
                     correlation_id=as_text(correlation) if correlation is not None else None,
                     wait_for_completion=wait,
                     parent_instance_id=ax.instance_id,
@@ -83,13 +97,39 @@ class BulkDispatchWorkflows(Waiting):
                 )
             )
         if not wait or not items:
-            ax.complete()
+            ax.complete("Done")
 
     def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
-        ax.props["results"].append(value)
-        if not any(b["activityInstanceId"] == ax.id for b in ax.state["bookmarks"]):
+        # The runtime resumes with Elsa's child-completed input; a bare value is the output.
+        if isinstance(value, Mapping) and "WorkflowSubStatus" in value:
+            sub_status = str(value.get("WorkflowSubStatus"))
+            output = value.get("WorkflowOutput")
+            child_id = value.get("WorkflowInstanceId")
+        else:
+            sub_status, output = "Finished", value
+            child_id = (bookmark.get("payload") or {}).get("childInstanceId")
+        ax.props["finished"] = int(ax.props.get("finished", 0)) + 1
+        ax.props["results"].append(output)
+        port = ax.node.ports.get("childFaulted" if sub_status == "Faulted" else "childCompleted")
+        if port is not None:
+            ax.set_output(
+                "childResult",
+                {"childInstanceId": child_id, "subStatus": sub_status, "output": output},
+            )
+            ax.schedule(port)
+            return
+        self.attempt_to_complete(ax)
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        self.attempt_to_complete(ax)
+
+    @staticmethod
+    def attempt_to_complete(ax: ActivityContext) -> None:
+        waiting = any(b["activityInstanceId"] == ax.id for b in ax.state["bookmarks"])
+        done = ax.props["finished"] >= ax.props.get("dispatched", 0)
+        if done and not waiting and not ax.has_children():
             ax.set_output("result", ax.props["results"])
-            ax.complete()
+            ax.complete("Completed", "Done")
 
 
 class ExecuteWorkflow(Waiting):

@@ -17,8 +17,8 @@ from typing import Any
 from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.interpreter import ActivityContext
 from broker.engine.services import EmailMessage, HttpRequest
-from broker.engine.values import as_int, as_list, as_text
-from broker.errors import WorkflowFault
+from broker.engine.values import as_bool, as_int, as_list, as_text
+from broker.errors import RetryLater, WorkflowFault
 
 
 class HttpEndpoint(Behaviour):
@@ -94,6 +94,17 @@ class SendHttpRequest(Behaviour):
             body = as_text(content).encode()
         if content_type:
             headers.setdefault("Content-Type", as_text(content_type))
+        authorization = ax.get("authorization")
+        if authorization:
+            value = as_text(authorization).strip()
+            validate = not as_bool(ax.get("disableAuthorizationHeaderValidation", False))
+            if validate and not _AUTHORIZATION.match(value):
+                raise WorkflowFault(
+                    f"activity {ax.node.id!r}: the Authorization value is not a scheme and "
+                    "credentials (e.g. 'Bearer <token>')",
+                    activity_id=ax.node.id,
+                )
+            headers["Authorization"] = value
         timeout = ax.get("timeout")
         request = HttpRequest(
             method=as_text(ax.get("method", "GET")).upper() or "GET",
@@ -103,7 +114,13 @@ class SendHttpRequest(Behaviour):
             idempotency_key=f"{ax.instance_id}:{ax.id}",
             timeout=float(timeout) if isinstance(timeout, int | float) else None,
         )
-        response = client.send(request)
+        try:
+            response = client.send(request)
+        except RetryLater as exc:
+            # Elsa's "Failed to connect" / "Timeout" when the file handles them; else a retry.
+            if not self.handle_failure(ax, exc):
+                raise
+            return
         ax.set_output("statusCode", response.status_code)
         ax.set_output("parsedContent", response.content)
         ax.set_output("responseHeaders", dict(response.headers))
@@ -136,12 +153,50 @@ class SendHttpRequest(Behaviour):
         else:
             ax.complete("Unmatched status code", "Done")
 
+    def handle_failure(self, ax: ActivityContext, exc: RetryLater) -> bool:
+        """Leave through ``Failed to connect`` / ``Timeout`` (flow) or run the
+        ``failedToConnect`` / ``timeout`` port when the workflow has one; False otherwise."""
+        outcome = FAILURE_OUTCOMES.get(exc.reason or "")
+        if outcome is None:
+            return False
+        ax.set_output("error", exc.message)
+        if self.flow:
+            if not _connected(ax, outcome):
+                return False
+            ax.complete(outcome)
+            return True
+        port = ax.node.ports.get(FAILURE_PORTS[outcome])
+        if port is None:
+            return False
+        ax.props["failure"] = outcome
+        ax.schedule(port)
+        return True
+
     def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        if ax.props.get("failure"):
+            ax.complete("Done")
+            return
         ax.complete("Done", str(ax.props.get("statusCode", "")))
 
 
 class FlowSendHttpRequest(SendHttpRequest):
     flow = True
+
+
+#: RetryLater reasons -> Elsa's outcomes of FlowSendHttpRequest, and SendHttpRequest's ports
+FAILURE_OUTCOMES = {"connect": "Failed to connect", "timeout": "Timeout"}
+FAILURE_PORTS = {"Failed to connect": "failedToConnect", "Timeout": "timeout"}
+# RFC 9110 credentials: a token scheme, then optionally its parameters
+_AUTHORIZATION = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+( +\S.*)?$")
+
+
+def _connected(ax: ActivityContext, outcome: str) -> bool:
+    """Whether the flowchart holding this activity connects its ``outcome`` port."""
+    for node in ax.run.definition(ax.ctx["def"]).nodes.values():
+        graph = node.graph
+        if graph is not None and ax.node.id in graph.outbound:
+            return any(c.source_port == outcome for c in graph.outbound[ax.node.id])
+    return False
 
 
 class SendEmail(Behaviour):

@@ -5,7 +5,9 @@ Bookmark names and payloads (what the runtime matches a stimulus against):
 - Event / SignalReceived: ``Elsa.Event`` with ``{"eventName": name}``; resumed with the event
   payload, which becomes the ``result`` output.
 - Delay / Timer / StartAt: ``Elsa.Delay`` / ``Elsa.Timer`` / ``Elsa.StartAt`` with
-  ``{"resumeAt": iso}`` and ``due_at``; resumed by the timer job (input ignored).
+  ``{"resumeAt": iso}`` and ``due_at``; Cron: ``Elsa.Cron`` with ``{"executeAt": iso,
+  "cronExpression"}``; resumed by the timer job (input ignored). As in Elsa, a Timer inside a
+  running workflow fires once; recurring is the Timer *trigger*'s (``broker.runtime.schedules``).
 - RunTask: ``Elsa.RunTask`` with ``{"taskName", "taskId"}`` plus a ``RunTask`` command; resumed
   with the task's result (the ``result`` output).
 """
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
+from broker.engine.cron import next_occurrence
 from broker.engine.interpreter import ActivityContext
 from broker.engine.results import RunTask as RunTaskCommand
 from broker.engine.values import as_datetime, as_text, as_timedelta
@@ -89,8 +92,30 @@ class StartAt(Delay):
     bookmark_name = "Elsa.StartAt"
 
     def execute(self, ax: ActivityContext) -> None:
+        if started_by(ax):
+            ax.complete()
+            return
         due = as_datetime(ax.get("dateTime"))
         ax.bookmark(self.bookmark_name, {"resumeAt": due.isoformat()}, due_at=due)
+
+
+class Cron(Delay):
+    """Waits for the next time its six-field cron expression names (Elsa's ``Cron``); as the
+    trigger that started the instance it completes at once, as Elsa's does."""
+
+    bookmark_name = "Elsa.Cron"
+
+    def execute(self, ax: ActivityContext) -> None:
+        if started_by(ax):
+            ax.complete()
+            return
+        expression = as_text(ax.get("cronExpression"))
+        try:
+            due = next_occurrence(expression, ax.now())
+        except ValueError as exc:
+            raise WorkflowFault(str(exc), activity_id=ax.node.id) from exc
+        payload = {"executeAt": due.isoformat(), "cronExpression": expression}
+        ax.bookmark(self.bookmark_name, payload, due_at=due)
 
 
 class RunTask(Waiting):

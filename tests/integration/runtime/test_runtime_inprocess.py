@@ -7,6 +7,7 @@ so each test controls exactly which delivery happens when.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from broker.runtime import bookmarks, deadletters, effects, ids, recovery, runne
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
-from broker.runtime.requests import cancel
+from broker.runtime.requests import cancel, request_view
 from broker.runtime.statuses import finish_request
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
@@ -33,6 +34,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.conftest import PROJECT_ROOT
 from tests.integration.runtime.harness import (
     Sink,
     activity,
@@ -48,6 +50,8 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+
+FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "workflows"
 
 
 class RecordingSender:
@@ -80,6 +84,7 @@ def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
             request_type="Approval",
         ),
     )
+    write_workflow(folder, json.loads((FIXTURES / "correlate-rename.json").read_text()))
     settings = Settings.from_env(
         runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
     )
@@ -267,6 +272,49 @@ def test_an_event_resumes_only_the_bookmark_it_names(rt: Runtime) -> None:
         queue_item_id=resume.args["queue_item_id"],
     )
     assert again is Outcome.SKIPPED
+
+
+def test_correlate_and_set_name_are_saved_and_the_bookmarks_follow_the_new_id(
+    rt: Runtime,
+) -> None:
+    # Given a workflow that correlates itself as order-42, names itself, then waits for "paid"
+    request_id, row = submit(rt, "Renamed")
+    runner.run_request(rt, request_id, row)
+    # Then the instance row and the request's view show the new correlation id and name
+    with transaction(rt.factory, write=False) as session:
+        instance = session.scalars(
+            select(WorkflowInstance).where(WorkflowInstance.request_id == request_id)
+        ).one()
+        assert (instance.correlation_id, instance.name) == ("order-42", "Order 42")
+        shown = request_view(session, session.get_one(Request, request_id))
+        assert shown["correlationId"] == request_id
+        assert shown["workflow"]["instanceCorrelationId"] == "order-42"
+        assert shown["workflow"]["instanceName"] == "Order 42"
+    # When "paid" arrives for the old correlation id (the request id), it matches nothing
+    with transaction(rt.factory) as session:
+        bookmarks.enqueue_stimulus(
+            session, item_id="ev-old", name="paid", payload=None, correlation_id=request_id
+        )
+    with transaction(rt.factory) as session:
+        report, written = bookmarks.process_due_items(session, rt.settings)
+    assert (report.matched, written) == (0, [])
+    # And for the new one it resumes the instance to completion
+    with transaction(rt.factory) as session:
+        bookmarks.enqueue_stimulus(
+            session, item_id="ev-new", name="paid", payload=None, correlation_id="order-42"
+        )
+    with transaction(rt.factory) as session:
+        report, written = bookmarks.process_due_items(session, rt.settings)
+    assert report.matched == 1
+    (resume,) = _rows(rt, written)
+    runner.resume_instance(
+        rt,
+        resume.args["instance_id"],
+        resume.id,
+        bookmark_id=resume.args["bookmark_id"],
+        queue_item_id=resume.args["queue_item_id"],
+    )
+    assert request_status(rt.factory, request_id) == "Completed"
 
 
 def _rows(rt: Runtime, row_ids: list[str]) -> list[OutboxRow]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from tests.unit.engine.conftest import Harness
 
 
@@ -94,3 +97,43 @@ def test_ids_are_deterministic_for_the_same_instance(harness: Harness) -> None:
     assert [e.activity_instance_id for e in first.journal] == [
         e.activity_instance_id for e in second.journal
     ]
+
+
+def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
+    harness: Harness,
+) -> None:
+    # Given a workflow whose options.incidentStrategyType is Elsa's ContinueWithIncidentsStrategy
+    result = harness.start("fault-continue-option")
+    # Then the fault is an incident and the other branch still runs
+    assert result.sub_status == "Finished"
+    assert [i.activity_id for i in result.incidents] == ["bad"]
+    assert result.write_lines == ("before", "other branch")
+    # And with Elsa's FaultStrategy the same workflow faults
+    definition = harness.index.by_definition_id("fault-continue-option")
+    assert definition is not None
+    faulting = dataclasses.replace(
+        definition,
+        options={
+            "incidentStrategyType": (
+                "Elsa.Workflows.IncidentStrategies.FaultStrategy, Elsa.Workflows.Core"
+            )
+        },
+    )
+    faulted = harness.engine.start(faulting, instance_id="fault-option-2")
+    assert faulted.sub_status == "Faulted"
+    assert faulted.write_lines == ("before",)
+
+
+def test_parallel_completes_when_every_child_completed(harness: Harness) -> None:
+    # Given a Parallel whose second child waits for an event
+    first = harness.start("parallel")
+    # Then the first child ran and the Parallel waits for the second
+    assert first.write_lines == ("a",)
+    assert first.sub_status == "Suspended"
+    [bookmark] = first.bookmarks
+    # When the event arrives (state saved as JSON in between), the Parallel completes
+    done = harness.engine.resume(
+        json.loads(json.dumps(first.state)), bookmark_id=bookmark.id, input=None
+    )
+    assert done.write_lines == ("b", "after")
+    assert done.sub_status == "Finished"

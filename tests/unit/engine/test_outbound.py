@@ -9,7 +9,7 @@ import pytest
 from broker.engine.definition import parse_workflow
 from broker.engine.results import DispatchWorkflow, PublishEvent
 from broker.errors import OutboundBlocked, RetryLater, WorkflowDefinitionError
-from tests.unit.engine.conftest import Harness
+from tests.unit.engine.conftest import FIXTURES, Harness
 
 
 def test_http_request_leaves_through_its_status_port_with_an_idempotency_key(
@@ -116,3 +116,78 @@ def test_a_status_code_case_without_a_code_is_refused_with_its_path() -> None:
     where = r"root\.expectedStatusCodes\[0\]\.statusCode"
     with pytest.raises(WorkflowDefinitionError, match=where):
         parse_workflow(document, file="bad.json")
+
+
+def test_bulk_dispatch_keys_items_waits_by_default_and_runs_each_childs_port(
+    harness: Harness,
+) -> None:
+    # Given two items: a plain value and an object
+    first = harness.start("bulk-dispatch", instance_id="p-1")
+    # Then two children are dispatched with Elsa's inputs, and the parent waits (the default)
+    inputs = [dict(c.input) for c in first.commands if isinstance(c, DispatchWorkflow)]
+    assert inputs == [
+        {"base": True, "ParentInstanceId": "p-1", "Item": 1},
+        {"base": True, "ParentInstanceId": "p-1", "n": 2},
+    ]
+    assert first.sub_status == "Suspended"
+    one, two = first.bookmarks
+    # When the first child finishes, its ChildCompleted port runs; the activity still waits
+    state = json.loads(json.dumps(first.state))
+    done_one = {"WorkflowInstanceId": "c-1", "WorkflowSubStatus": "Finished", "WorkflowOutput": 1}
+    second = harness.engine.resume(state, bookmark_id=one.id, input=done_one)
+    assert second.write_lines == ("completed",)
+    assert second.sub_status == "Suspended"
+    # And when the second faults, its ChildFaulted port runs and the activity completes
+    faulted = {"WorkflowInstanceId": "c-2", "WorkflowSubStatus": "Faulted", "WorkflowOutput": None}
+    third = harness.engine.resume(
+        json.loads(json.dumps(second.state)), bookmark_id=two.id, input=faulted
+    )
+    assert third.write_lines == ("faulted", "after")
+    bulk = [e for e in third.journal if e.activity_id == "bulk" and e.event_name == "Completed"]
+    assert [e.outcome for e in bulk] == ["Completed,Done"]
+
+
+@pytest.mark.parametrize(("reason", "line"), [("connect", "offline"), ("timeout", "slow")])
+def test_flow_http_failure_leaves_through_its_connected_port(
+    harness: Harness, reason: str, line: str
+) -> None:
+    # Given Failed to connect and Timeout connected in the flowchart
+    harness.http.failures.append(RetryLater("no luck", reason=reason))
+    result = harness.start("http-failure-ports")
+    # Then the failure is an outcome, not a retry, and the Authorization header was sent
+    assert result.retry is None
+    assert result.write_lines == (line,)
+    [request] = harness.http.requests
+    assert request.headers["Authorization"] == "Bearer s3cr3t"
+
+
+def test_http_failure_without_a_port_for_it_is_retried(harness: Harness) -> None:
+    # Given a SendHttpRequest with a failedToConnect port and no timeout port
+    harness.http.failures.append(RetryLater("refused", reason="connect"))
+    refused = harness.start("http-failure-port", instance_id="a")
+    assert refused.retry is None
+    assert refused.write_lines == ("offline", "after")
+    # When the call times out instead, the retry policy applies
+    harness.http.failures.append(RetryLater("slow", reason="timeout"))
+    timed_out = harness.start("http-failure-port", instance_id="b")
+    assert timed_out.retry is not None
+    assert timed_out.write_lines == ()
+
+
+def test_an_authorization_value_without_a_scheme_faults_unless_validation_is_off(
+    harness: Harness,
+) -> None:
+    document = json.loads((FIXTURES / "http-failure-ports.json").read_text(encoding="utf-8"))
+    call = document["root"]["activities"][0]
+    call["authorization"]["expression"]["value"] = "Bearer\nbad"
+    faulted = harness.engine.start(parse_workflow(document), instance_id="c")
+    assert faulted.sub_status == "Faulted"
+    assert harness.http.requests == []
+    call["disableAuthorizationHeaderValidation"] = {
+        "typeName": "Boolean",
+        "expression": {"type": "Literal", "value": True},
+    }
+    call["authorization"]["expression"]["value"] = "opaque-token"
+    sent = harness.engine.start(parse_workflow(document), instance_id="d")
+    assert sent.write_lines == ("ok",)
+    assert harness.http.requests[0].headers["Authorization"] == "opaque-token"

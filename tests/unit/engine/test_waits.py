@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -14,6 +15,7 @@ WAITS = [
     "wait-signal",
     "wait-delay",
     "wait-timer",
+    "wait-cron",
     "wait-start-at",
     "wait-run-task",
     "wait-dispatch",
@@ -90,3 +92,13 @@ def test_cancel_ends_a_suspended_workflow(harness: Harness) -> None:
     cancelled = harness.engine.cancel(first.state)
     assert (cancelled.status, cancelled.sub_status) == ("Finished", "Cancelled")
     assert cancelled.bookmarks == ()
+
+
+def test_a_cron_activity_waits_for_the_next_time_its_expression_names(harness: Harness) -> None:
+    # Given the clock at 12:00:00 and "every 10 seconds" (seconds first, as Elsa)
+    first = harness.start("wait-cron")
+    [bookmark] = first.bookmarks
+    # Then it waits for 12:00:10, the next mark strictly after now
+    assert bookmark.name == "Elsa.Cron"
+    assert bookmark.due_at == NOW + dt.timedelta(seconds=10)
+    assert dict(bookmark.payload)["cronExpression"] == "*/10 * * * * *"

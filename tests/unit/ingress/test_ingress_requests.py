@@ -131,6 +131,20 @@ def test_unexpected_keys_are_named_unless_additional_keys_are_allowed(client_as:
     assert open_type.status_code == 202
 
 
+def test_key_names_match_required_keys_case_insensitively(
+    client_as: ClientAs, session_factory: sessionmaker[Session]
+) -> None:
+    # Given ClientA's InvoiceProcess rule (InvoiceNumber, VendorCode, no additional keys)
+    # When it sends the keys in other cases
+    keys = {"invoicenumber": "INV-1", "VENDORCODE": "V-1"}
+    response = client_as("ClientA").post("/requests", json=invoice(keys=keys))
+    # Then the request is accepted and the keys are kept as sent
+    assert response.status_code == 202, response.get_json()
+    with session_factory() as session:
+        stored = session.query(Request).one()
+        assert stored.keys == keys
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -482,8 +496,48 @@ class _Workflow:
     version = 1
     version_id = "v1"
     queue = None
+    activation_strategy = "always"
 
 
 class _OneWorkflow:
     def for_request_type(self, name: str) -> _Workflow:
         return _Workflow()
+
+
+class _SingletonWorkflow(_Workflow):
+    activation_strategy = "singleton"
+
+
+class _SingletonRegistry:
+    def for_request_type(self, name: str) -> _Workflow:
+        return _SingletonWorkflow()
+
+
+def test_a_singleton_workflow_refuses_a_second_request_while_one_runs(
+    ingress_settings: Settings, session_factory: sessionmaker[Session], pki: Pki
+) -> None:
+    # Given a workflow whose options.activationStrategyType is Elsa's SingletonStrategy
+    app = create_public_app(
+        ingress_settings,
+        session_factory=session_factory,
+        clients=_AllowAll(),
+        registry=_SingletonRegistry(),
+        publisher=RecordingPublisher(),
+    )
+    client = app.test_client()
+    client.environ_base["broker.peer_cert"] = pki.der("ClientA")  # type: ignore[assignment]
+    first = client.post("/requests", json={"requestType": "OpenType"})
+    assert first.status_code == 202
+    # When a second request comes while the first is not finished
+    second = client.post("/requests", json={"requestType": "OpenType"})
+    # Then the submitter is told why, and nothing is written
+    assert second.status_code == 409
+    body = second.get_json()
+    assert body["code"] == "activation_refused"
+    assert "singleton" in body["error"]
+    assert first.get_json()["correlationId"] not in body["error"]
+    assert count(session_factory, Request) == 1
+    # And once the first is finished, a new one is accepted
+    with session_factory.begin() as session:
+        session.get_one(Request, first.get_json()["correlationId"]).status = "Completed"
+    assert client.post("/requests", json={"requestType": "OpenType"}).status_code == 202

@@ -26,6 +26,24 @@ def test_blank_required_key_counts_as_missing_and_extras_are_sorted() -> None:
     assert check_keys({"Z": "1"}, (), True) == ([], [])
 
 
+def test_key_names_compare_case_insensitively_as_elsa_broker() -> None:
+    # Given required keys InvoiceNumber, VendorCode and keys sent in other cases
+    keys = {"invoicenumber": "1", "VENDORCODE": "V"}
+    # Then nothing is missing and nothing is unexpected
+    assert check_keys(keys, ("InvoiceNumber", "VendorCode"), False) == ([], [])
+    # And a blank value still counts missing whatever its case, an extra is named as sent
+    assert check_keys(
+        {"INVOICENUMBER": " ", "vendorCode": "V", "Other": "x"},
+        ("InvoiceNumber", "VendorCode"),
+        False,
+    ) == (
+        ["InvoiceNumber"],
+        ["Other"],
+    )
+    # And a character whose upper case is longer matches only itself (ordinal comparison)
+    assert check_keys({"STRASSE": "1"}, ("Straße",), True) == (["Straße"], [])
+
+
 def test_submission_keys_default_to_empty_and_payload_null_is_absent() -> None:
     submission = parse_submission({"requestType": "T", "payload": None}, None)
     assert (submission.keys, submission.payload) == ({}, None)
