@@ -145,6 +145,15 @@ def get(session: Session, instance_id: str) -> tuple[dict[str, Any], dict[str, A
     return summary(instance), dict(instance.state or {})
 
 
+def find(session: Session, instance_id: str) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
+    """(summary, state, whether a step was saved) of an instance, None while it has no row."""
+    instance = session.get(WorkflowInstance, instance_id)
+    if instance is None:
+        return None
+    stepped = instance.checkpoint > 0 or instance.status == InstanceStatus.FINISHED
+    return summary(instance), dict(instance.state or {}), stepped
+
+
 def output_and_fault(session: Session, instance_id: str) -> tuple[Any, dict[str, Any] | None]:
     instance = _get(session, instance_id)
     return instance.output, instance.fault
