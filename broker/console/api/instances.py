@@ -8,6 +8,7 @@ from flask import request
 
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.designer import node_ids
+from broker.console.api.executions import descriptor_names
 from broker.console.api.params import arg, args, int_arg, page_args
 from broker.console.roles import require
 from broker.errors import BadRequest
@@ -142,6 +143,35 @@ def get_instance(instance_id: str) -> dict[str, Any]:
     return {**summary, "workflowState": workflow_state(summary, state)}
 
 
+def journal_record(
+    instance_id: str, r: queries.JournalRow, nodes: dict[str, str]
+) -> dict[str, Any]:
+    """Elsa's ``WorkflowExecutionLogRecord``; the inputs an entry recorded are its
+    ``activityState``, its outputs are in its ``payload``."""
+    recorded = r.payload or {}
+    inputs, outputs = recorded.get("inputs"), recorded.get("outputs")
+    payload: dict[str, Any] = {"outcome": r.outcome, "attempt": r.attempt}
+    if isinstance(outputs, dict):
+        payload["outputs"] = descriptor_names(outputs)
+    return {
+        "id": f"{instance_id}:{r.sequence}",
+        "activityInstanceId": r.activity_instance_id,
+        "parentActivityInstanceId": None,
+        "activityId": r.activity_id,
+        "activityType": r.activity_type,
+        "activityTypeVersion": 1,
+        "activityName": r.activity_name,
+        "nodeId": nodes.get(r.activity_id, r.activity_id),
+        "timestamp": r.timestamp.isoformat(),
+        "sequence": r.sequence,
+        "eventName": r.event_name,
+        "message": r.outcome and f"Outcome: {r.outcome}",
+        "source": None,
+        "activityState": descriptor_names(inputs) if isinstance(inputs, dict) else None,
+        "payload": payload,
+    }
+
+
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
 def get_journal(instance_id: str) -> dict[str, Any]:
@@ -155,26 +185,7 @@ def get_journal(instance_id: str) -> dict[str, Any]:
         summary, _ = queries.get(session, instance_id)
         rows, total = queries.journal(session, instance_id, offset=offset, limit=limit)
     nodes = _nodes(summary["definitionVersionId"])
-    items = [
-        {
-            "id": f"{instance_id}:{r.sequence}",
-            "activityInstanceId": r.activity_instance_id,
-            "parentActivityInstanceId": None,
-            "activityId": r.activity_id,
-            "activityType": r.activity_type,
-            "activityTypeVersion": 1,
-            "activityName": r.activity_name,
-            "nodeId": nodes.get(r.activity_id, r.activity_id),
-            "timestamp": r.timestamp.isoformat(),
-            "sequence": r.sequence,
-            "eventName": r.event_name,
-            "message": r.outcome and f"Outcome: {r.outcome}",
-            "source": None,
-            "activityState": None,
-            "payload": {"outcome": r.outcome, "attempt": r.attempt},
-        }
-        for r in rows
-    ]
+    items = [journal_record(instance_id, r, nodes) for r in rows]
     return {"items": items, "totalCount": total}
 
 

@@ -65,7 +65,14 @@ def instance_id(session_factory: sessionmaker[Session], registry: WorkflowRegist
             ),
             JournalEntry("small-enough", "ai-2", "Elsa.FlowDecision", None, "Started", None, T0),
             JournalEntry(
-                "small-enough", "ai-2", "Elsa.FlowDecision", None, "Completed", "False", T0
+                "small-enough",
+                "ai-2",
+                "Elsa.FlowDecision",
+                None,
+                "Completed",
+                "False",
+                T0,
+                inputs={"condition": False},
             ),
             JournalEntry(
                 "wait-approval", "ai-3", "Elsa.Event", "WaitForApproval", "Started", None, T0
@@ -111,6 +118,8 @@ def test_journal_pages_records_with_node_ids(client_as: Client, instance_id: str
     assert page["totalCount"] == 5
     assert [r["eventName"] for r in page["items"]] == ["Started", "Completed"]
     assert page["items"][0]["nodeId"] == "flow:receive"
+    decided = client.get(f"/elsa/api/workflow-instances/{instance_id}/journal?skip=3&take=1")
+    assert decided.get_json()["items"][0]["activityState"] == {"Condition": False}
 
 
 def test_variables(client_as: Client, instance_id: str) -> None:
@@ -126,7 +135,10 @@ def test_activity_executions_from_the_journal(client_as: Client, instance_id: st
     ).get_json()["items"]
     by_activity = {r["activityId"]: r for r in records}
     assert by_activity["small-enough"]["status"] == "Completed"
-    assert by_activity["small-enough"]["payload"]["outcomes"] == ["False"]
+    assert by_activity["small-enough"]["payload"]["Outcomes"] == ["False"]
+    # the inputs it evaluated, under the descriptor's names, as Studio shows them
+    assert by_activity["small-enough"]["activityState"] == {"Condition": False}
+    assert by_activity["receive"]["activityState"] is None
     assert by_activity["wait-approval"]["status"] == "Running"
     assert by_activity["wait-approval"]["hasBookmarks"] is True
     summaries = client.get(

@@ -193,6 +193,12 @@ def test_dispatch_of_a_plain_workflow_starts_an_instance_pinned_to_the_chosen_ve
     assert finished is not None
     assert (finished.status, finished.sub_status) == ("Finished", "Finished")
     assert finished.output == {"greeting": "hello"}
+    # and the instance viewer's records show what the activity evaluated
+    records = as_designer.get(
+        "/elsa/api/activity-executions/list?workflowInstanceId=my-run-1"
+    ).get_json()["items"]
+    greet = next(r for r in records if r["activityId"] == "greet")
+    assert greet["activityState"] == {"OutputName": "greeting", "OutputValue": "hello"}
     # The same instance id again is refused
     again = as_designer.post(f"{API}/greeter/dispatch", json=body)
     assert again.status_code == 409
