@@ -19,6 +19,12 @@ T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
+def console_database(database_url: str) -> str:
+    """These routes touch the store: every test runs on SQLite and on PostgreSQL."""
+    return database_url
+
+
+@pytest.fixture
 def instance_id(session_factory: sessionmaker[Session], registry: WorkflowRegistry) -> str:
     """A suspended invoice instance: it received the invoice, sent the e-mail, waits."""
     invoice = registry.get_definition("invoice-process")

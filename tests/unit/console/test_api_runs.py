@@ -42,6 +42,12 @@ Client = Callable[[str | None], FlaskClient]
 API = "/elsa/api/workflow-definitions"
 
 
+@pytest.fixture
+def console_database(database_url: str) -> str:
+    """These routes touch the store: every test runs on SQLite and on PostgreSQL."""
+    return database_url
+
+
 class RecordingSender:
     def __init__(self) -> None:
         self.sent: list[OutboxRow] = []
