@@ -159,36 +159,69 @@ def output_and_fault(session: Session, instance_id: str) -> tuple[Any, dict[str,
     return instance.output, instance.fault
 
 
+@dataclasses.dataclass(frozen=True)
+class JournalFilter:
+    """Elsa's journal filter; None filters nothing (an empty list matches nothing)."""
+
+    activity_ids: Sequence[str] | None = None
+    excluded_activity_types: Sequence[str] | None = None
+    event_names: Sequence[str] | None = None
+
+
+def _journal_row(r: ActivityExecution) -> JournalRow:
+    return JournalRow(
+        sequence=r.sequence,
+        activity_id=r.activity_id,
+        activity_instance_id=r.activity_instance_id,
+        activity_type=r.activity_type,
+        activity_name=r.activity_name,
+        event_name=r.event_name,
+        outcome=r.outcome,
+        attempt=r.attempt,
+        payload=r.payload,
+        timestamp=r.timestamp,
+    )
+
+
 def journal(
-    session: Session, instance_id: str, *, offset: int, limit: int
+    session: Session,
+    instance_id: str,
+    *,
+    offset: int,
+    limit: int,
+    only: JournalFilter | None = None,
 ) -> tuple[list[JournalRow], int]:
+    """One page of an instance's journal in order, and the number of rows that match."""
     _get(session, instance_id)
     table = ActivityExecution
-    total = session.scalar(
-        select(func.count()).select_from(table).where(table.instance_id == instance_id)
-    )
+    where = [table.instance_id == instance_id]
+    if only is not None and only.activity_ids is not None:
+        where.append(table.activity_id.in_(list(only.activity_ids)))
+    if only is not None and only.excluded_activity_types:
+        where.append(table.activity_type.not_in(list(only.excluded_activity_types)))
+    if only is not None and only.event_names is not None:
+        where.append(table.event_name.in_(list(only.event_names)))
+    total = session.scalar(select(func.count()).select_from(table).where(*where))
     rows = session.scalars(
-        select(table)
-        .where(table.instance_id == instance_id)
-        .order_by(table.sequence)
-        .offset(offset)
-        .limit(limit)
+        select(table).where(*where).order_by(table.sequence).offset(offset).limit(limit)
     )
-    return [
-        JournalRow(
-            sequence=r.sequence,
-            activity_id=r.activity_id,
-            activity_instance_id=r.activity_instance_id,
-            activity_type=r.activity_type,
-            activity_name=r.activity_name,
-            event_name=r.event_name,
-            outcome=r.outcome,
-            attempt=r.attempt,
-            payload=r.payload,
-            timestamp=r.timestamp,
+    return [_journal_row(r) for r in rows], int(total or 0)
+
+
+def last_journal_entry(session: Session, instance_id: str, activity_id: str) -> JournalRow | None:
+    """The last Started, Completed or Faulted row of an activity in an instance."""
+    table = ActivityExecution
+    found = session.scalars(
+        select(table)
+        .where(
+            table.instance_id == instance_id,
+            table.activity_id == activity_id,
+            table.event_name.in_(("Started", "Completed", "Faulted")),
         )
-        for r in rows
-    ], int(total or 0)
+        .order_by(table.sequence.desc())
+        .limit(1)
+    ).first()
+    return _journal_row(found) if found is not None else None
 
 
 def delete_finished(session: Session, instance_id: str) -> None:

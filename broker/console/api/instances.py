@@ -9,9 +9,9 @@ from flask import request
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.designer import node_ids
 from broker.console.api.executions import descriptor_names
-from broker.console.api.params import arg, args, int_arg, page_args
+from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, arg, args
 from broker.console.roles import require
-from broker.errors import BadRequest
+from broker.errors import BadRequest, NotFound
 from broker.ingress import instances as admin_instances
 from broker.ingress.context import transaction
 from broker.runtime import instance_queries as queries
@@ -172,21 +172,85 @@ def journal_record(
     }
 
 
+def _names(raw: dict[str, Any], key: str) -> list[str] | None:
+    value = next((v for k, v in raw.items() if k.lower() == key.lower()), None)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"'filter.{key}' must be a list of strings")
+    return value
+
+
+def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.JournalFilter:
+    """Elsa's ``JournalFilter`` from the body; node ids are matched through the designer's map."""
+    raw = next((v for k, v in body.items() if k.lower() == "filter"), None) or {}
+    if not isinstance(raw, dict):
+        raise BadRequest("'filter' must be an object")
+    activity_ids = _names(raw, "activityIds")
+    node_ids = _names(raw, "activityNodeIds")
+    if node_ids is not None:
+        by_node = {node: activity for activity, node in nodes.items()}
+        of_nodes = [by_node.get(n, n) for n in node_ids]
+        activity_ids = (
+            of_nodes if activity_ids is None else sorted(set(of_nodes) & set(activity_ids))
+        )
+    return queries.JournalFilter(
+        activity_ids=activity_ids,
+        excluded_activity_types=_names(raw, "excludedActivityTypes"),
+        event_names=_names(raw, "eventNames"),
+    )
+
+
+def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
+    """(offset, limit) from ``skip``/``take`` or ``page``/``pageSize``, in the body or query."""
+
+    def number(name: str, low: int, high: int | None = None) -> int | None:
+        raw = _one(body, name)
+        if raw is None:
+            return None
+        if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
+            bound = f" and {high}" if high is not None else ""
+            raise BadRequest(f"'{name}' must be a whole number between {low}{bound}")
+        return int(raw)
+
+    skip, take = number("skip", 0), number("take", 1, MAX_PAGE_SIZE)
+    if skip is not None or take is not None:
+        return skip or 0, take or 50
+    page, size = number("page", 0), number("pageSize", 1, MAX_PAGE_SIZE)
+    size = size or DEFAULT_PAGE_SIZE
+    return (page or 0) * size, size
+
+
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
 def get_journal(instance_id: str) -> dict[str, Any]:
-    skip, take = int_arg("skip", None), int_arg("take", None, low=1, high=500)
-    if skip is not None or take is not None:
-        offset, limit = skip or 0, take or 50
-    else:
-        paging = page_args()
-        offset, limit = paging.offset, paging.page_size
+    body = request.get_json(silent=True) if request.method == "POST" else None
+    body = body if isinstance(body, dict) else {}
+    offset, limit = _journal_page(body)
     with transaction(write=False) as session:
         summary, _ = queries.get(session, instance_id)
-        rows, total = queries.journal(session, instance_id, offset=offset, limit=limit)
-    nodes = _nodes(summary["definitionVersionId"])
+        nodes = _nodes(summary["definitionVersionId"])
+        rows, total = queries.journal(
+            session,
+            instance_id,
+            offset=offset,
+            limit=limit,
+            only=journal_filter(body, nodes),
+        )
     items = [journal_record(instance_id, r, nodes) for r in rows]
     return {"items": items, "totalCount": total}
+
+
+@blueprint.get("/workflow-instances/<instance_id>/journal/<activity_id>")
+@require("viewer")
+def get_last_journal_entry(instance_id: str, activity_id: str) -> dict[str, Any]:
+    """The activity's last Started, Completed or Faulted record (Elsa's ``GetLastEntry``)."""
+    with transaction(write=False) as session:
+        summary, _ = queries.get(session, instance_id)
+        found = queries.last_journal_entry(session, instance_id, activity_id)
+    if found is None:
+        raise NotFound(f"No journal entry of activity '{activity_id}' in '{instance_id}'")
+    return journal_record(instance_id, found, _nodes(summary["definitionVersionId"]))
 
 
 @blueprint.get("/workflow-instances/<instance_id>/variables")

@@ -128,6 +128,44 @@ def test_journal_pages_records_with_node_ids(client_as: Client, instance_id: str
     assert decided.get_json()["items"][0]["activityState"] == {"Condition": False}
 
 
+def test_journal_filters_as_studio_asks_and_answers_an_activity_s_last_entry(
+    client_as: Client, instance_id: str
+) -> None:
+    client = client_as("viewer")
+    url = f"/elsa/api/workflow-instances/{instance_id}/journal"
+    # Studio's viewer: the nodes of the flowchart it shows, without container types
+    body = {
+        "filter": {
+            "activityNodeIds": ["flow:small-enough", "flow:wait-approval"],
+            "excludedActivityTypes": ["Elsa.Event"],
+            "activityIds": None,
+            "eventNames": None,
+        }
+    }
+    page = client.post(f"{url}?skip=0&take=109", json=body).get_json()
+    assert page["totalCount"] == 2
+    assert [(r["activityId"], r["eventName"]) for r in page["items"]] == [
+        ("small-enough", "Started"),
+        ("small-enough", "Completed"),
+    ]
+    completed = client.post(url, json={"filter": {"eventNames": ["Completed"]}, "take": 1})
+    assert completed.get_json()["totalCount"] == 2
+    assert [r["activityId"] for r in completed.get_json()["items"]] == ["receive"]
+    nothing = client.post(url, json={"filter": {"activityNodeIds": []}}).get_json()
+    assert nothing == {"items": [], "totalCount": 0}
+    bad = client.post(url, json={"filter": {"eventNames": "Completed"}})
+    assert bad.status_code == 400
+    assert "'filter.eventNames'" in bad.get_json()["errors"]["generalErrors"][0]
+    # The last entry of one activity
+    last = client.get(f"{url}/small-enough").get_json()
+    assert (last["eventName"], last["sequence"], last["nodeId"]) == (
+        "Completed",
+        4,
+        "flow:small-enough",
+    )
+    assert client.get(f"{url}/nope").status_code == 404
+
+
 def test_variables(client_as: Client, instance_id: str) -> None:
     body = client_as("viewer").get(f"/elsa/api/workflow-instances/{instance_id}/variables")
     items = body.get_json()["items"]
