@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, or_, select
+from sqlalchemy import ColumnElement, and_, delete, false, func, or_, select
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
@@ -33,6 +33,39 @@ ORDER_COLUMNS = {
 
 
 @dataclasses.dataclass(frozen=True)
+class TimestampFilter:
+    """Elsa's ``TimestampFilter``: a column (created, updated, finished), an operator and a time;
+    a time at midnight means that whole day, as Elsa reads it."""
+
+    column: str
+    operator: str  # Is, IsNot, LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual
+    timestamp: dt.datetime
+
+    def condition(self) -> ColumnElement[bool]:
+        column = ORDER_COLUMNS[self.column]
+        given = self.timestamp if self.timestamp.tzinfo else self.timestamp.replace(tzinfo=dt.UTC)
+        at = given.astimezone(dt.UTC)  # stored times are UTC
+        if given.time() != dt.time(0):
+            return {
+                "Is": column == at,
+                "IsNot": column != at,
+                "LessThan": column < at,
+                "GreaterThan": column > at,
+                "LessThanOrEqual": column <= at,
+                "GreaterThanOrEqual": column >= at,
+            }[self.operator]
+        day, next_day = at, at + dt.timedelta(days=1)
+        return {
+            "Is": and_(column >= day, column < next_day),
+            "IsNot": or_(column < day, column >= next_day),
+            "LessThan": column < day,
+            "GreaterThan": column > next_day,
+            "LessThanOrEqual": column <= next_day,
+            "GreaterThanOrEqual": column >= day,
+        }[self.operator]
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceFilter:
     statuses: Sequence[str] = ()
     sub_statuses: Sequence[str] = ()
@@ -41,6 +74,8 @@ class InstanceFilter:
     version: int | None = None
     search: str | None = None
     has_incidents: bool | None = None
+    system_only: bool = False  # the broker runs no system workflows
+    timestamps: Sequence[TimestampFilter] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +130,9 @@ def _where(f: InstanceFilter) -> list[ColumnElement[bool]]:
         where.append(table.version == f.version)
     if f.has_incidents is not None:
         where.append(table.incident_count > 0 if f.has_incidents else table.incident_count == 0)
+    if f.system_only:
+        where.append(false())
+    where.extend(t.condition() for t in f.timestamps)
     if f.search:
         term = f"%{f.search.lower()}%"
         where.append(

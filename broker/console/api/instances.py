@@ -9,7 +9,8 @@ from flask import request
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.designer import node_ids
 from broker.console.api.executions import descriptor_names
-from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, arg, args
+from broker.console.api.instance_filters import instance_filter, number, one
+from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress import instances as admin_instances
@@ -19,49 +20,17 @@ from broker.runtime import instance_queries as queries
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 
 
-def _values(body: dict[str, Any], name: str) -> list[str]:
-    """A filter given in the JSON body (POST) or the query string (GET), single or repeated."""
-    found: list[str] = []
-    for key, value in body.items():
-        if key.lower() == name.lower():
-            found.extend(str(v) for v in (value if isinstance(value, list) else [value]) if v)
-    return found or args(name)
-
-
-def _one(body: dict[str, Any], name: str) -> str | None:
-    values = _values(body, name)
-    return values[0] if values else None
-
-
-def instance_filter(body: dict[str, Any]) -> queries.InstanceFilter:
-    version = _one(body, "version")
-    if version is not None and not version.isdigit():
-        raise BadRequest(f"'version' must be a number, not {version!r}")
-    incidents = _one(body, "hasIncidents")
-    return queries.InstanceFilter(
-        statuses=_values(body, "status") + _values(body, "statuses"),
-        sub_statuses=_values(body, "subStatus") + _values(body, "subStatuses"),
-        definition_ids=_values(body, "definitionId") + _values(body, "definitionIds"),
-        correlation_id=_one(body, "correlationId"),
-        version=int(version) if version is not None else None,
-        search=_one(body, "searchTerm"),
-        has_incidents=None if incidents is None else incidents.lower() == "true",
-    )
-
-
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
 @require("viewer")
 def list_instances() -> dict[str, Any]:
     body = request.get_json(silent=True) if request.method == "POST" else None
     body = body if isinstance(body, dict) else {}
-    page = int(_one(body, "page") or arg("page") or 0)
-    size = int(_one(body, "pageSize") or arg("pageSize") or 50)
-    if page < 0 or not 1 <= size <= 500:
-        raise BadRequest("'page' must be 0 or more and 'pageSize' between 1 and 500")
-    order = (_one(body, "orderBy") or "Created").lower()
+    page = number(body, "page", 0) or 0
+    size = number(body, "pageSize", 1, MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+    order = (one(body, "orderBy") or "Created").lower()
     if order not in ORDER_BY:
         raise BadRequest("'orderBy' must be Created, UpdatedAt, Finished or Name")
-    direction = (_one(body, "orderDirection") or "Descending").lower()
+    direction = (one(body, "orderDirection") or "Descending").lower()
     with transaction(write=False) as session:
         items, total = queries.page(
             session,
@@ -204,19 +173,10 @@ def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.Journ
 def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
     """(offset, limit) from ``skip``/``take`` or ``page``/``pageSize``, in the body or query."""
 
-    def number(name: str, low: int, high: int | None = None) -> int | None:
-        raw = _one(body, name)
-        if raw is None:
-            return None
-        if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
-            bound = f" and {high}" if high is not None else ""
-            raise BadRequest(f"'{name}' must be a whole number between {low}{bound}")
-        return int(raw)
-
-    skip, take = number("skip", 0), number("take", 1, MAX_PAGE_SIZE)
+    skip, take = number(body, "skip", 0), number(body, "take", 1, MAX_PAGE_SIZE)
     if skip is not None or take is not None:
         return skip or 0, take or 50
-    page, size = number("page", 0), number("pageSize", 1, MAX_PAGE_SIZE)
+    page, size = number(body, "page", 0), number(body, "pageSize", 1, MAX_PAGE_SIZE)
     size = size or DEFAULT_PAGE_SIZE
     return (page or 0) * size, size
 

@@ -107,6 +107,55 @@ def test_list_filters_by_sub_status_definition_and_correlation(
     assert client.get("/elsa/api/workflow-instances?searchTerm=corr-").get_json()["totalCount"] == 1
 
 
+@pytest.mark.parametrize(
+    ("filters", "found"),
+    [
+        ([{"column": "CreatedAt", "operator": "Is", "timestamp": "2026-12-01T00:00:00Z"}], 1),
+        ([{"column": "CreatedAt", "operator": "IsNot", "timestamp": "2026-12-01"}], 0),
+        ([{"column": "CreatedAt", "operator": "GreaterThan", "timestamp": "2026-12-01"}], 0),
+        ([{"column": "updatedAt", "operator": 2, "timestamp": "2026-12-01T12:30:00Z"}], 1),
+        (
+            [
+                {
+                    "column": "CreatedAt",
+                    "operator": "LessThan",
+                    "timestamp": "2026-12-01T11:30-01:00",
+                }
+            ],
+            1,
+        ),
+        (
+            [{"column": "FinishedAt", "operator": "GreaterThanOrEqual", "timestamp": "2026-01-01"}],
+            0,
+        ),
+    ],
+)
+def test_list_filters_by_the_date_filters_studio_sends(
+    client_as: Client, instance_id: str, filters: list[dict[str, object]], found: int
+) -> None:
+    body = {"page": 0, "pageSize": 10, "isSystem": False, "timestampFilters": filters}
+    page = client_as("viewer").post("/elsa/api/workflow-instances", json=body).get_json()
+    assert page["totalCount"] == found
+
+
+def test_list_refuses_malformed_filters_and_has_no_system_workflows(
+    client_as: Client, instance_id: str
+) -> None:
+    client = client_as("viewer")
+    url = "/elsa/api/workflow-instances"
+    assert client.post(url, json={"isSystem": True}).get_json()["totalCount"] == 0
+    for body, field in [
+        ({"timestampFilters": [{"column": "Nope", "timestamp": "2026-12-01"}]}, "column"),
+        ({"timestampFilters": [{"column": "CreatedAt", "operator": 9}]}, "operator"),
+        ({"timestampFilters": [{"column": "CreatedAt", "timestamp": "soon"}]}, "timestamp"),
+        ({"page": "first"}, "page"),
+        ({"hasIncidents": "maybe"}, "hasIncidents"),
+    ]:
+        response = client.post(url, json=body)
+        assert response.status_code == 400, body
+        assert field in response.get_json()["errors"]["generalErrors"][0]
+
+
 def test_get_answers_the_instance_with_its_workflow_state(
     client_as: Client, instance_id: str
 ) -> None:
