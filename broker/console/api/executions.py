@@ -76,8 +76,28 @@ def records(instance_id: str) -> list[dict[str, Any]]:
                 record["payload"]["Outcomes"] = [o for o in row.outcome.split(",") if o]
             if row.event_name == "Faulted":
                 record["aggregateFaultCount"] += 1
-                record["exception"] = {"type": "Fault", "message": row.outcome or "faulted"}
+                record["exception"] = exception_of(state, row.activity_id, key)
     return list(found.values())
+
+
+def exception_of(
+    state: dict[str, Any], activity_id: str, activity_instance_id: str
+) -> dict[str, Any]:
+    """Elsa's ``ExceptionState`` of a faulted activity: the instance's fault when it faulted
+    there, else the incident it left (strategy ``continue``)."""
+    fault = state.get("fault") or {}
+    found: dict[str, Any] | None = None
+    if fault.get("activity_id") == activity_id:
+        found = fault
+    for incident in state.get("incidents") or []:
+        if incident.get("activity_instance_id") == activity_instance_id:
+            found = incident
+    return {
+        "type": (found or {}).get("code") or "Fault",
+        "message": (found or {}).get("message") or "The activity faulted",
+        "stackTrace": None,
+        "innerException": None,
+    }
 
 
 def descriptor_names(values: dict[str, Any]) -> dict[str, Any]:

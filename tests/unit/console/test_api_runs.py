@@ -255,6 +255,13 @@ def test_execute_answers_500_with_the_state_when_the_workflow_faults(
     state = response.get_json()["workflowState"]
     assert state["subStatus"] == "Faulted"
     assert state["fault"]["message"] == "it broke"
+    # The viewer's record of the activity carries the fault's message
+    records = as_designer.get(
+        f"/elsa/api/activity-executions/list?workflowInstanceId={state['id']}"
+    ).get_json()["items"]
+    boom = next(r for r in records if r["activityId"] == "boom")
+    assert boom["status"] == "Faulted"
+    assert boom["exception"]["message"] == "it broke"
 
 
 def _run_when_sent(sender: RecordingSender, rt: Runtime) -> None:
