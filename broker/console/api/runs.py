@@ -22,12 +22,12 @@ from typing import Any
 
 from flask import Response, jsonify, request
 
-from broker.console.api.base import blueprint, workflow_registry
+from broker.console.api.base import blueprint, error_response, workflow_registry
 from broker.console.api.definitions import one
 from broker.console.api.instances import workflow_state
 from broker.console.api.params import VersionOptions
 from broker.console.roles import current, require
-from broker.errors import BadRequest, NotFound
+from broker.errors import BadRequest, BrokerError, NotFound
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
 from broker.registry.versions import PublishedWorkflow
@@ -150,7 +150,13 @@ def dispatch(definition_id: str) -> dict[str, Any]:
 @blueprint.route("/workflow-definitions/<definition_id>/execute", methods=["GET", "POST"])
 @require("designer")
 def execute(definition_id: str) -> tuple[Response, int, dict[str, str]]:
-    started, workflow = start(definition_id, dispatch=False)
+    try:
+        started, workflow = start(definition_id, dispatch=False)
+    except BrokerError as exc:
+        # Studio reads only this header (its client does not raise on an error status): without
+        # it a refused Run would show nothing; API clients read the body.
+        refused, status, headers = error_response(exc)
+        return refused, status, {**headers, "x-elsa-workflow-cannot-start": "True"}
     summary, state = wait_for_first_step(started, workflow)
     status = 500 if summary["subStatus"] == InstanceSubStatus.FAULTED.value else 200
     headers = {

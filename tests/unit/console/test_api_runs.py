@@ -332,6 +332,11 @@ def test_a_draft_cannot_run_and_an_unknown_definition_is_404(
     draft = as_designer.post(f"{API}/greeter/dispatch", json={"versionOptions": "Latest"})
     assert draft.status_code == 400
     assert "draft" in draft.get_json()["errors"]["generalErrors"][0]
+    # Studio's Run (execute) learns it from the header it reads
+    run = as_designer.post(f"{API}/greeter/execute", json={"versionOptions": "Latest"})
+    assert run.status_code == 400
+    assert run.headers["x-elsa-workflow-cannot-start"] == "True"
+    assert "draft" in run.get_json()["errors"]["generalErrors"][0]
     # the published version still runs
     assert as_designer.post(f"{API}/greeter/dispatch").status_code == 200
     assert as_designer.post(f"{API}/nope/dispatch").status_code == 404
