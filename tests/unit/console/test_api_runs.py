@@ -210,10 +210,15 @@ def test_dispatch_of_a_plain_workflow_starts_an_instance_pinned_to_the_chosen_ve
     assert again.status_code == 409
 
 
+@pytest.mark.parametrize(
+    ("definition_id", "output"), [("greeter", {"greeting": "hello"}), ("hello", {"answer": 42})]
+)
 def test_execute_waits_for_the_worker_and_answers_the_workflow_state(
     as_designer: FlaskClient,
     sender: RecordingSender,
     rt: Runtime,
+    definition_id: str,
+    output: dict[str, object],
 ) -> None:
     # Given a worker that runs whatever the fast path sends
     stop = threading.Event()
@@ -230,8 +235,10 @@ def test_execute_waits_for_the_worker_and_answers_the_workflow_state(
     thread = threading.Thread(target=worker, daemon=True)
     thread.start()
     try:
-        # When a designer executes the plain workflow (Studio's Run button sends Latest)
-        response = as_designer.post(f"{API}/greeter/execute", json={"versionOptions": "Latest"})
+        # When a designer executes a workflow, plain or request-type (Studio's Run sends Latest)
+        response = as_designer.post(
+            f"{API}/{definition_id}/execute", json={"versionOptions": "Latest"}
+        )
     finally:
         stop.set()
         thread.join(10)
@@ -239,7 +246,7 @@ def test_execute_waits_for_the_worker_and_answers_the_workflow_state(
     assert response.status_code == 200, response.get_json()
     state = response.get_json()["workflowState"]
     assert (state["status"], state["subStatus"]) == ("Finished", "Finished")
-    assert state["output"] == {"greeting": "hello"}
+    assert state["output"] == output
     assert response.headers["x-elsa-workflow-instance-id"] == state["id"]
     assert response.headers["x-elsa-workflow-cannot-start"] == "False"
 
