@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from broker.engine import log_persistence
 from broker.engine.convert import parse_timespan
 from broker.engine.graph import Connection, FlowGraph, build_graph
 from broker.errors import WorkflowDefinitionError
@@ -249,21 +250,21 @@ def strategy_name(value: Any, known: Mapping[str, str]) -> str | None:
     return known[class_name]
 
 
-def _log_modes(section: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
-    """(JSON path, mode) of every entry of a log-persistence section, legacy or current."""
+def _log_entries(section: Mapping[str, Any], path: str) -> Iterator[tuple[str, Any]]:
+    """(JSON path, entry) of every mode entry of a log-persistence section, legacy or current."""
     for key, value in section.items():
         where = f"{path}.{key}"
-        if isinstance(value, str):
-            yield where, value.capitalize()
-        elif isinstance(value, Mapping) and ("strategyType" in value or "evaluationMode" in value):
-            if str(value.get("evaluationMode", "Strategy")) != "Strategy":
-                yield f"{where}.evaluationMode", str(value.get("evaluationMode"))
-            else:
-                yield f"{where}.strategyType", _class_name(value.get("strategyType"))
-        elif isinstance(value, Mapping):
-            yield from _log_modes(value, where)
+        if isinstance(value, Mapping) and not value.keys() & {"strategyType", "evaluationMode"}:
+            yield from _log_entries(value, where)
         else:
-            yield where, repr(value)
+            yield where, value
+
+
+def _known_strategy(entry: Mapping[str, Any]) -> bool:
+    strategy = entry.get("strategyType")
+    if strategy is None or not str(strategy).strip():
+        return True  # no strategy named: Inherit
+    return _class_name(strategy).lower() in log_persistence.STRATEGIES
 
 
 def pascal_case(name: str) -> str:
@@ -413,20 +414,35 @@ class _Parser:
         return retry
 
     def log_persistence(self, custom: Mapping[str, Any], path: str) -> None:
-        """Elsa's ``logPersistenceMode`` / ``logPersistenceConfig``: the broker's journal keeps
-        no activity inputs, outputs or internal state (Elsa's ``Exclude``), so ``Exclude`` and
-        ``Inherit`` are accepted and anything asking to keep them is refused."""
-        for key in ("logPersistenceMode", "logPersistenceConfig"):
+        """Elsa's ``logPersistenceMode`` / ``logPersistenceConfig``: what the execution journal
+        keeps of an activity's inputs and outputs (``log_persistence``). Include, Exclude,
+        Inherit and Configuration (the broker's default) are honoured; a mode chosen by an
+        expression, or one the broker does not know, is refused rather than guessed."""
+        for key in log_persistence.KEYS:
             section = custom.get(key)
             if section is None:
                 continue
             if not isinstance(section, Mapping):
                 raise self.error("must be an object", f"{path}.{key}")
-            for where, mode in _log_modes(section, f"{path}.{key}"):
-                if mode not in ("Exclude", "Inherit"):
+            for where, entry in _log_entries(section, f"{path}.{key}"):
+                if isinstance(entry, Mapping):
+                    evaluation = str(entry.get("evaluationMode") or "Strategy")
+                    if evaluation.lower() != "strategy":
+                        raise self.error(
+                            f"log persistence chosen by {evaluation!r} is not supported "
+                            "(a strategy: Include, Exclude or Inherit)",
+                            f"{where}.evaluationMode",
+                        )
+                    if log_persistence.mode_of(entry) is None or not _known_strategy(entry):
+                        raise self.error(
+                            f"log persistence strategy {_class_name(entry.get('strategyType'))!r}"
+                            " is not supported (Include, Exclude or Inherit)",
+                            f"{where}.strategyType",
+                        )
+                elif log_persistence.mode_of(entry) is None:
                     raise self.error(
-                        f"log persistence {mode!r} is not supported: the journal keeps no "
-                        "activity inputs, outputs or state (Exclude or Inherit only)",
+                        f"log persistence mode {entry!r} is not supported "
+                        "(Include, Exclude or Inherit)",
                         where,
                     )
 

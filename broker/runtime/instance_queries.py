@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, or_, select
+from sqlalchemy import ColumnElement, and_, delete, false, func, or_, select
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
@@ -33,6 +33,39 @@ ORDER_COLUMNS = {
 
 
 @dataclasses.dataclass(frozen=True)
+class TimestampFilter:
+    """Elsa's ``TimestampFilter``: a column (created, updated, finished), an operator and a time;
+    a time at midnight means that whole day, as Elsa reads it."""
+
+    column: str
+    operator: str  # Is, IsNot, LessThan, GreaterThan, LessThanOrEqual, GreaterThanOrEqual
+    timestamp: dt.datetime
+
+    def condition(self) -> ColumnElement[bool]:
+        column = ORDER_COLUMNS[self.column]
+        given = self.timestamp if self.timestamp.tzinfo else self.timestamp.replace(tzinfo=dt.UTC)
+        at = given.astimezone(dt.UTC)  # stored times are UTC
+        if given.time() != dt.time(0):
+            return {
+                "Is": column == at,
+                "IsNot": column != at,
+                "LessThan": column < at,
+                "GreaterThan": column > at,
+                "LessThanOrEqual": column <= at,
+                "GreaterThanOrEqual": column >= at,
+            }[self.operator]
+        day, next_day = at, at + dt.timedelta(days=1)
+        return {
+            "Is": and_(column >= day, column < next_day),
+            "IsNot": or_(column < day, column >= next_day),
+            "LessThan": column < day,
+            "GreaterThan": column > next_day,
+            "LessThanOrEqual": column <= next_day,
+            "GreaterThanOrEqual": column >= day,
+        }[self.operator]
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceFilter:
     statuses: Sequence[str] = ()
     sub_statuses: Sequence[str] = ()
@@ -41,6 +74,8 @@ class InstanceFilter:
     version: int | None = None
     search: str | None = None
     has_incidents: bool | None = None
+    system_only: bool = False  # the broker runs no system workflows
+    timestamps: Sequence[TimestampFilter] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +130,9 @@ def _where(f: InstanceFilter) -> list[ColumnElement[bool]]:
         where.append(table.version == f.version)
     if f.has_incidents is not None:
         where.append(table.incident_count > 0 if f.has_incidents else table.incident_count == 0)
+    if f.system_only:
+        where.append(false())
+    where.extend(t.condition() for t in f.timestamps)
     if f.search:
         term = f"%{f.search.lower()}%"
         where.append(
@@ -145,41 +183,83 @@ def get(session: Session, instance_id: str) -> tuple[dict[str, Any], dict[str, A
     return summary(instance), dict(instance.state or {})
 
 
+def find(session: Session, instance_id: str) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
+    """(summary, state, whether a step was saved) of an instance, None while it has no row."""
+    instance = session.get(WorkflowInstance, instance_id)
+    if instance is None:
+        return None
+    stepped = instance.checkpoint > 0 or instance.status == InstanceStatus.FINISHED
+    return summary(instance), dict(instance.state or {}), stepped
+
+
 def output_and_fault(session: Session, instance_id: str) -> tuple[Any, dict[str, Any] | None]:
     instance = _get(session, instance_id)
     return instance.output, instance.fault
 
 
+@dataclasses.dataclass(frozen=True)
+class JournalFilter:
+    """Elsa's journal filter; None filters nothing (an empty list matches nothing)."""
+
+    activity_ids: Sequence[str] | None = None
+    excluded_activity_types: Sequence[str] | None = None
+    event_names: Sequence[str] | None = None
+
+
+def _journal_row(r: ActivityExecution) -> JournalRow:
+    return JournalRow(
+        sequence=r.sequence,
+        activity_id=r.activity_id,
+        activity_instance_id=r.activity_instance_id,
+        activity_type=r.activity_type,
+        activity_name=r.activity_name,
+        event_name=r.event_name,
+        outcome=r.outcome,
+        attempt=r.attempt,
+        payload=r.payload,
+        timestamp=r.timestamp,
+    )
+
+
 def journal(
-    session: Session, instance_id: str, *, offset: int, limit: int
+    session: Session,
+    instance_id: str,
+    *,
+    offset: int,
+    limit: int,
+    only: JournalFilter | None = None,
 ) -> tuple[list[JournalRow], int]:
+    """One page of an instance's journal in order, and the number of rows that match."""
     _get(session, instance_id)
     table = ActivityExecution
-    total = session.scalar(
-        select(func.count()).select_from(table).where(table.instance_id == instance_id)
-    )
+    where = [table.instance_id == instance_id]
+    if only is not None and only.activity_ids is not None:
+        where.append(table.activity_id.in_(list(only.activity_ids)))
+    if only is not None and only.excluded_activity_types:
+        where.append(table.activity_type.not_in(list(only.excluded_activity_types)))
+    if only is not None and only.event_names is not None:
+        where.append(table.event_name.in_(list(only.event_names)))
+    total = session.scalar(select(func.count()).select_from(table).where(*where))
     rows = session.scalars(
-        select(table)
-        .where(table.instance_id == instance_id)
-        .order_by(table.sequence)
-        .offset(offset)
-        .limit(limit)
+        select(table).where(*where).order_by(table.sequence).offset(offset).limit(limit)
     )
-    return [
-        JournalRow(
-            sequence=r.sequence,
-            activity_id=r.activity_id,
-            activity_instance_id=r.activity_instance_id,
-            activity_type=r.activity_type,
-            activity_name=r.activity_name,
-            event_name=r.event_name,
-            outcome=r.outcome,
-            attempt=r.attempt,
-            payload=r.payload,
-            timestamp=r.timestamp,
+    return [_journal_row(r) for r in rows], int(total or 0)
+
+
+def last_journal_entry(session: Session, instance_id: str, activity_id: str) -> JournalRow | None:
+    """The last Started, Completed or Faulted row of an activity in an instance."""
+    table = ActivityExecution
+    found = session.scalars(
+        select(table)
+        .where(
+            table.instance_id == instance_id,
+            table.activity_id == activity_id,
+            table.event_name.in_(("Started", "Completed", "Faulted")),
         )
-        for r in rows
-    ], int(total or 0)
+        .order_by(table.sequence.desc())
+        .limit(1)
+    ).first()
+    return _journal_row(found) if found is not None else None
 
 
 def delete_finished(session: Session, instance_id: str) -> None:

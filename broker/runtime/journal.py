@@ -5,6 +5,7 @@ the attempt of the run that produced them, so an activity retried three times sh
 ``Started`` rows with attempts 1, 2 and 3. Functions take a session and never commit. A step's rows
 go in as one multi-row INSERT through the table (Core): no ORM objects to build, track and flush on
 the worker's hot path, and not the ORM bulk path, which sent one INSERT per row on PostgreSQL.
+An entry's recorded inputs and outputs go into its row's payload (``recorded_values``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact
+from broker.runtime import recorded_values
 from broker.store.models import ActivityExecution, table_of, utcnow
 
 #: a step's rows, in one Core INSERT
@@ -57,7 +59,7 @@ def append(
             "event_name": entry.event_name,
             "outcome": entry.outcome,
             "attempt": attempt,
-            "payload": None if extra is None else redact(extra),
+            "payload": recorded_values.payload(entry, None if extra is None else redact(extra)),
             "timestamp": getattr(entry, "timestamp", None) or now,
         }
         for index, entry in enumerate(entries)

@@ -1,10 +1,12 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
 
 One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
-(activities, expressions, variable types, strategies), ``definitions``, ``instances``,
-``executions`` (activity execution records) and ``runtime_admin`` (bookmark-queue dead letters,
-workflow-runtime status). Every route declares the role it needs (``broker.console.roles``):
-viewers read, designers also save and publish, operators also cancel, replay and pause.
+(activities, expressions, variable types, strategies), ``definitions``, ``runs`` (execute and
+dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
+(bookmark-queue dead letters, workflow-runtime status) and ``scripting`` (the script editor's
+TypeScript declarations). Every route declares the role it needs
+(``broker.console.roles``): viewers read, designers also save, publish and run, operators also
+cancel, replay and pause.
 
 The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
 and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
@@ -18,7 +20,9 @@ from broker.console.api import (
     descriptors,
     executions,
     instances,
+    runs,
     runtime_admin,
+    scripting,
     server,
 )
 from broker.console.api.base import blueprint
@@ -29,6 +33,8 @@ __all__ = [
     "descriptors",
     "executions",
     "instances",
+    "runs",
     "runtime_admin",
+    "scripting",
     "server",
 ]

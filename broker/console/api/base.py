@@ -24,14 +24,12 @@ def error_body(status: int, messages: list[str]) -> dict[str, Any]:
 
 
 @blueprint.errorhandler(BrokerError)
-def _broker_error(
-    exc: BrokerError,
-) -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
+def error_response(exc: BrokerError) -> tuple[Response, int, dict[str, str]]:
+    """A refusal as Elsa answers it (``Retry-After`` while the store is down)."""
     messages = exc.details.get("errors") if isinstance(exc.details.get("errors"), list) else None
     body = error_body(exc.status, list(messages or [exc.message]))
-    if isinstance(exc, StoreUnavailable):
-        return jsonify(body), exc.status, {"Retry-After": "5"}
-    return jsonify(body), exc.status
+    headers = {"Retry-After": "5"} if isinstance(exc, StoreUnavailable) else {}
+    return jsonify(body), exc.status, headers
 
 
 @blueprint.errorhandler(HTTPException)

@@ -167,12 +167,12 @@ def is_name_unique() -> dict[str, Any]:
     definition_id = arg("definitionId")
     with transaction(write=False) as session:
         everything = all_versions(session, registry())
+    # As Elsa's store: any version of another definition with that name.
     taken = any(
         (v.name or "").strip().lower() == name
         for d, vs in everything.items()
         if d != definition_id
         for v in vs
-        if v.is_latest
     )
     return {"isUnique": not taken}
 
@@ -345,12 +345,27 @@ def export(definition_id: str) -> Response:
     )
 
 
-@blueprint.post("/workflow-definitions/import")
+@blueprint.route("/workflow-definitions/import", methods=["POST", "PUT"])
+@blueprint.route("/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"])
 @require("designer")
-def import_definition() -> dict[str, Any]:
+def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
+    """Elsa's import: the model becomes the draft, and is published when it says
+    ``isPublished`` (as an exported file does); 201 for a new definition."""
     data = body_object()
     data.pop("$schema", None)
+    if definition_id is not None:
+        data["definitionId"] = definition_id
+    is_new = not data.get("definitionId")
+    publish_it = data.get("isPublished") is True
     doc = draft_document(data)
+    if publish_it:
+        # Checked before anything is stored: a refused import changes nothing.
+        path = target_path(registry(), first_folder(), doc["definitionId"])
+        check(registry(), {**doc, "version": 1}, path)
     with transaction() as session:
         store.save_draft_txn(session, doc["definitionId"], doc, _who())
-    return model(one(doc["definitionId"], VersionOptions("Latest")))
+    if publish_it:
+        v, _ = publish_definition(doc["definitionId"])
+    else:
+        v = one(doc["definitionId"], VersionOptions("Latest"))
+    return model(v), 201 if is_new else 200

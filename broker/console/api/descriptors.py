@@ -83,21 +83,24 @@ INCIDENT_STRATEGIES = (
     },
 )
 
+#: Elsa's order; Studio shows the first one for a workflow that names none, so it comes first as
+#: what the journal does without a setting (``broker.engine.log_persistence``)
 LOG_PERSISTENCE_STRATEGIES = (
+    {
+        "typeName": "Elsa.Workflows.LogPersistence.Strategies.Include, Elsa.Workflows.Core",
+        "displayName": "Include",
+        "description": "Activity inputs and outputs are recorded (credentials masked, values "
+        "cut at 4096 characters).",
+    },
     {
         "typeName": "Elsa.Workflows.LogPersistence.Strategies.Exclude, Elsa.Workflows.Core",
         "displayName": "Exclude",
         "description": "Activity inputs and outputs are not recorded.",
     },
     {
-        "typeName": "Elsa.Workflows.LogPersistence.Strategies.Include, Elsa.Workflows.Core",
-        "displayName": "Include",
-        "description": "Activity inputs and outputs are recorded (bounded in size).",
-    },
-    {
         "typeName": "Elsa.Workflows.LogPersistence.Strategies.Inherit, Elsa.Workflows.Core",
         "displayName": "Inherit",
-        "description": "As the workflow (or the broker's default: Include).",
+        "description": "As the activity's or the workflow's default (the broker's: Include).",
     },
 )
 

@@ -2,8 +2,11 @@
 
 Each activity instance (one run of an activity) is one record: started at its first ``Started``
 event, completed (or faulted, or cancelled) at its last event, with the outcomes it completed
-with and the attempt of the step that ran it. The journal is written once per step, in one
-multi-row INSERT (``broker.runtime.journal``), so the viewer costs the worker nothing more.
+with (``payload.Outcomes``, where Studio reads them), the attempt of the step that ran it, and the
+inputs it evaluated (``activityState``) and outputs it set (``outputs``) as its log persistence
+kept them, under the PascalCase names of the activity's descriptor. The journal is written once
+per step, in one multi-row INSERT (``broker.runtime.journal``), so the viewer costs the worker
+nothing more.
 """
 
 from __future__ import annotations
@@ -60,17 +63,46 @@ def records(instance_id: str) -> list[dict[str, Any]]:
                 "schedulingWorkflowInstanceId": None,
                 "callStackDepth": None,
             }
+        values = row.payload or {}
+        for kind, field in (("inputs", "activityState"), ("outputs", "outputs")):
+            if isinstance(values.get(kind), dict):
+                record[field] = {**(record[field] or {}), **descriptor_names(values[kind])}
         if row.event_name in END_STATUS:
             record["status"] = END_STATUS[row.event_name]
             record["completedAt"] = row.timestamp.isoformat()
             record["hasBookmarks"] = False
             record["payload"]["attempt"] = row.attempt
             if row.outcome is not None:
-                record["payload"]["outcomes"] = [o for o in row.outcome.split(",") if o]
+                record["payload"]["Outcomes"] = [o for o in row.outcome.split(",") if o]
             if row.event_name == "Faulted":
                 record["aggregateFaultCount"] += 1
-                record["exception"] = {"type": "Fault", "message": row.outcome or "faulted"}
+                record["exception"] = exception_of(state, row.activity_id, key)
     return list(found.values())
+
+
+def exception_of(
+    state: dict[str, Any], activity_id: str, activity_instance_id: str
+) -> dict[str, Any]:
+    """Elsa's ``ExceptionState`` of a faulted activity: the instance's fault when it faulted
+    there, else the incident it left (strategy ``continue``)."""
+    fault = state.get("fault") or {}
+    found: dict[str, Any] | None = None
+    if fault.get("activity_id") == activity_id:
+        found = fault
+    for incident in state.get("incidents") or []:
+        if incident.get("activity_instance_id") == activity_instance_id:
+            found = incident
+    return {
+        "type": (found or {}).get("code") or "Fault",
+        "message": (found or {}).get("message") or "The activity faulted",
+        "stackTrace": None,
+        "innerException": None,
+    }
+
+
+def descriptor_names(values: dict[str, Any]) -> dict[str, Any]:
+    """Recorded values by their descriptor's PascalCase name (workflow JSON is camelCase)."""
+    return {name[:1].upper() + name[1:]: value for name, value in values.items()}
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:

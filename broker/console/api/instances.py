@@ -8,9 +8,11 @@ from flask import request
 
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.designer import node_ids
-from broker.console.api.params import arg, args, int_arg, page_args
+from broker.console.api.executions import descriptor_names
+from broker.console.api.instance_filters import instance_filter, number, one
+from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from broker.console.roles import require
-from broker.errors import BadRequest
+from broker.errors import BadRequest, NotFound
 from broker.ingress import instances as admin_instances
 from broker.ingress.context import transaction
 from broker.runtime import instance_queries as queries
@@ -18,49 +20,17 @@ from broker.runtime import instance_queries as queries
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 
 
-def _values(body: dict[str, Any], name: str) -> list[str]:
-    """A filter given in the JSON body (POST) or the query string (GET), single or repeated."""
-    found: list[str] = []
-    for key, value in body.items():
-        if key.lower() == name.lower():
-            found.extend(str(v) for v in (value if isinstance(value, list) else [value]) if v)
-    return found or args(name)
-
-
-def _one(body: dict[str, Any], name: str) -> str | None:
-    values = _values(body, name)
-    return values[0] if values else None
-
-
-def instance_filter(body: dict[str, Any]) -> queries.InstanceFilter:
-    version = _one(body, "version")
-    if version is not None and not version.isdigit():
-        raise BadRequest(f"'version' must be a number, not {version!r}")
-    incidents = _one(body, "hasIncidents")
-    return queries.InstanceFilter(
-        statuses=_values(body, "status") + _values(body, "statuses"),
-        sub_statuses=_values(body, "subStatus") + _values(body, "subStatuses"),
-        definition_ids=_values(body, "definitionId") + _values(body, "definitionIds"),
-        correlation_id=_one(body, "correlationId"),
-        version=int(version) if version is not None else None,
-        search=_one(body, "searchTerm"),
-        has_incidents=None if incidents is None else incidents.lower() == "true",
-    )
-
-
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
 @require("viewer")
 def list_instances() -> dict[str, Any]:
     body = request.get_json(silent=True) if request.method == "POST" else None
     body = body if isinstance(body, dict) else {}
-    page = int(_one(body, "page") or arg("page") or 0)
-    size = int(_one(body, "pageSize") or arg("pageSize") or 50)
-    if page < 0 or not 1 <= size <= 500:
-        raise BadRequest("'page' must be 0 or more and 'pageSize' between 1 and 500")
-    order = (_one(body, "orderBy") or "Created").lower()
+    page = number(body, "page", 0) or 0
+    size = number(body, "pageSize", 1, MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+    order = (one(body, "orderBy") or "Created").lower()
     if order not in ORDER_BY:
         raise BadRequest("'orderBy' must be Created, UpdatedAt, Finished or Name")
-    direction = (_one(body, "orderDirection") or "Descending").lower()
+    direction = (one(body, "orderDirection") or "Descending").lower()
     with transaction(write=False) as session:
         items, total = queries.page(
             session,
@@ -142,40 +112,105 @@ def get_instance(instance_id: str) -> dict[str, Any]:
     return {**summary, "workflowState": workflow_state(summary, state)}
 
 
+def journal_record(
+    instance_id: str, r: queries.JournalRow, nodes: dict[str, str]
+) -> dict[str, Any]:
+    """Elsa's ``WorkflowExecutionLogRecord``; the inputs an entry recorded are its
+    ``activityState``, its outputs are in its ``payload``."""
+    recorded = r.payload or {}
+    inputs, outputs = recorded.get("inputs"), recorded.get("outputs")
+    payload: dict[str, Any] = {"outcome": r.outcome, "attempt": r.attempt}
+    if isinstance(outputs, dict):
+        payload["outputs"] = descriptor_names(outputs)
+    return {
+        "id": f"{instance_id}:{r.sequence}",
+        "activityInstanceId": r.activity_instance_id,
+        "parentActivityInstanceId": None,
+        "activityId": r.activity_id,
+        "activityType": r.activity_type,
+        "activityTypeVersion": 1,
+        "activityName": r.activity_name,
+        "nodeId": nodes.get(r.activity_id, r.activity_id),
+        "timestamp": r.timestamp.isoformat(),
+        "sequence": r.sequence,
+        "eventName": r.event_name,
+        "message": r.outcome and f"Outcome: {r.outcome}",
+        "source": None,
+        "activityState": descriptor_names(inputs) if isinstance(inputs, dict) else None,
+        "payload": payload,
+    }
+
+
+def _names(raw: dict[str, Any], key: str) -> list[str] | None:
+    value = next((v for k, v in raw.items() if k.lower() == key.lower()), None)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"'filter.{key}' must be a list of strings")
+    return value
+
+
+def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.JournalFilter:
+    """Elsa's ``JournalFilter`` from the body; node ids are matched through the designer's map."""
+    raw = next((v for k, v in body.items() if k.lower() == "filter"), None) or {}
+    if not isinstance(raw, dict):
+        raise BadRequest("'filter' must be an object")
+    activity_ids = _names(raw, "activityIds")
+    node_ids = _names(raw, "activityNodeIds")
+    if node_ids is not None:
+        by_node = {node: activity for activity, node in nodes.items()}
+        of_nodes = [by_node.get(n, n) for n in node_ids]
+        activity_ids = (
+            of_nodes if activity_ids is None else sorted(set(of_nodes) & set(activity_ids))
+        )
+    return queries.JournalFilter(
+        activity_ids=activity_ids,
+        excluded_activity_types=_names(raw, "excludedActivityTypes"),
+        event_names=_names(raw, "eventNames"),
+    )
+
+
+def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
+    """(offset, limit) from ``skip``/``take`` or ``page``/``pageSize``, in the body or query."""
+
+    skip, take = number(body, "skip", 0), number(body, "take", 1, MAX_PAGE_SIZE)
+    if skip is not None or take is not None:
+        return skip or 0, take or 50
+    page, size = number(body, "page", 0), number(body, "pageSize", 1, MAX_PAGE_SIZE)
+    size = size or DEFAULT_PAGE_SIZE
+    return (page or 0) * size, size
+
+
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
 def get_journal(instance_id: str) -> dict[str, Any]:
-    skip, take = int_arg("skip", None), int_arg("take", None, low=1, high=500)
-    if skip is not None or take is not None:
-        offset, limit = skip or 0, take or 50
-    else:
-        paging = page_args()
-        offset, limit = paging.offset, paging.page_size
+    body = request.get_json(silent=True) if request.method == "POST" else None
+    body = body if isinstance(body, dict) else {}
+    offset, limit = _journal_page(body)
     with transaction(write=False) as session:
         summary, _ = queries.get(session, instance_id)
-        rows, total = queries.journal(session, instance_id, offset=offset, limit=limit)
-    nodes = _nodes(summary["definitionVersionId"])
-    items = [
-        {
-            "id": f"{instance_id}:{r.sequence}",
-            "activityInstanceId": r.activity_instance_id,
-            "parentActivityInstanceId": None,
-            "activityId": r.activity_id,
-            "activityType": r.activity_type,
-            "activityTypeVersion": 1,
-            "activityName": r.activity_name,
-            "nodeId": nodes.get(r.activity_id, r.activity_id),
-            "timestamp": r.timestamp.isoformat(),
-            "sequence": r.sequence,
-            "eventName": r.event_name,
-            "message": r.outcome and f"Outcome: {r.outcome}",
-            "source": None,
-            "activityState": None,
-            "payload": {"outcome": r.outcome, "attempt": r.attempt},
-        }
-        for r in rows
-    ]
+        nodes = _nodes(summary["definitionVersionId"])
+        rows, total = queries.journal(
+            session,
+            instance_id,
+            offset=offset,
+            limit=limit,
+            only=journal_filter(body, nodes),
+        )
+    items = [journal_record(instance_id, r, nodes) for r in rows]
     return {"items": items, "totalCount": total}
+
+
+@blueprint.get("/workflow-instances/<instance_id>/journal/<activity_id>")
+@require("viewer")
+def get_last_journal_entry(instance_id: str, activity_id: str) -> dict[str, Any]:
+    """The activity's last Started, Completed or Faulted record (Elsa's ``GetLastEntry``)."""
+    with transaction(write=False) as session:
+        summary, _ = queries.get(session, instance_id)
+        found = queries.last_journal_entry(session, instance_id, activity_id)
+    if found is None:
+        raise NotFound(f"No journal entry of activity '{activity_id}' in '{instance_id}'")
+    return journal_record(instance_id, found, _nodes(summary["definitionVersionId"]))
 
 
 @blueprint.get("/workflow-instances/<instance_id>/variables")

@@ -1,5 +1,6 @@
-"""Fixtures of the Elsa API tests: a Flask app with only the API blueprint, a migrated SQLite
-database, a workflow folder copied from ``workflows/``, and clients holding a console role.
+"""Fixtures of the Elsa API tests: a Flask app with only the API blueprint, a migrated database
+(SQLite, or each of SQLite and PostgreSQL where a module asks for ``database_url``), a workflow
+folder copied from ``workflows/``, and clients holding a console role.
 
 The principal comes from a test-only header (``X-Test-Role``); the product's authentication is the
 console app's, not the blueprint's."""
@@ -36,8 +37,17 @@ def workflow_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def console_settings(settings: Settings, workflow_dir: Path) -> Settings:
-    return dataclasses.replace(settings, workflow_paths=(str(workflow_dir),))
+def console_database(settings: Settings) -> str:
+    """The database of the API under test: SQLite here; a test module whose routes touch the
+    store overrides it with ``database_url``, to run on SQLite and PostgreSQL."""
+    return settings.database_url
+
+
+@pytest.fixture
+def console_settings(settings: Settings, workflow_dir: Path, console_database: str) -> Settings:
+    return dataclasses.replace(
+        settings, workflow_paths=(str(workflow_dir),), database_url=console_database
+    )
 
 
 @pytest.fixture

@@ -7,12 +7,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from flask.testing import FlaskClient
 
 from broker.registry import WorkflowRegistry
 
 Client = Callable[[str | None], FlaskClient]
 API = "/elsa/api/workflow-definitions"
+
+
+@pytest.fixture
+def console_database(database_url: str) -> str:
+    """These routes touch the store: every test runs on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def test_list_shows_the_shipped_workflows_with_latest_and_published(client_as: Client) -> None:
@@ -130,3 +137,134 @@ def test_only_a_designer_gets_the_publish_link(client_as: Client) -> None:
     # Studio opens a definition read-only without a publish link
     assert "publish" not in rels("viewer")
     assert "publish" in rels("designer")
+
+
+def test_retract_unpublishes_and_keeps_the_content_as_a_draft(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    assert client_as("viewer").post(f"{API}/invoice-process/retract").status_code == 403
+    designer = client_as("designer")
+    response = designer.post(f"{API}/invoice-process/retract", json={})
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert (body["definitionId"], body["isPublished"], body["isLatest"]) == (
+        "invoice-process",
+        False,
+        True,
+    )
+    assert body["description"] == studio_model(designer)["description"]
+    # The file is gone and the registry no longer serves it
+    assert not (workflow_dir / "invoice-process.json").exists()
+    assert registry.get_definition("invoice-process") is None
+    # A second retract is refused: nothing is published
+    again = designer.post(f"{API}/invoice-process/retract")
+    assert again.status_code == 400
+    assert "is not published" in again.get_json()["errors"]["generalErrors"][0]
+    assert designer.post(f"{API}/nope/retract").status_code == 404
+
+
+def test_delete_removes_the_file_and_the_draft(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    designer = client_as("designer")
+    assert designer.post(API, json={"model": studio_model(designer)}).status_code == 200
+    assert client_as("viewer").delete(f"{API}/invoice-process").status_code == 403
+    assert (workflow_dir / "invoice-process.json").exists()
+    response = designer.delete(f"{API}/invoice-process")
+    assert response.status_code == 204
+    assert not (workflow_dir / "invoice-process.json").exists()
+    assert registry.get_definition("invoice-process") is None
+    assert designer.get(f"{API}/by-definition-id/invoice-process").status_code == 404
+    assert designer.delete(f"{API}/invoice-process").status_code == 404
+
+
+def exported(client: FlaskClient) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(client.get(f"{API}/invoice-process/export").data)
+    return found
+
+
+def test_import_of_an_exported_published_file_publishes_the_next_version(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    designer = client_as("designer")
+    document = exported(designer)
+    n = document["version"]
+    document["description"] = "Imported"
+    response = designer.post(f"{API}/import", json=document)
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert (body["version"], body["isPublished"], body["description"]) == (n + 1, True, "Imported")
+    assert json.loads((workflow_dir / "invoice-process.json").read_text())["version"] == n + 1
+    assert registry.get_definition("invoice-process").version == n + 1  # type: ignore[union-attr]
+
+
+def test_import_of_an_unpublished_model_is_a_draft_and_a_new_one_is_created(
+    client_as: Client, workflow_dir: Path
+) -> None:
+    designer = client_as("designer")
+    document = exported(designer)
+    n = document["version"]
+    before = designer.get(f"{API}/query/count").get_json()["count"]
+    document.update(isPublished=False, name="Draft via PUT")
+    # PUT {definitionId}/import: the path names the definition
+    put = designer.put(f"{API}/invoice-process/import", json={**document, "definitionId": "x"})
+    assert put.status_code == 200, put.get_json()
+    assert (put.get_json()["version"], put.get_json()["isPublished"]) == (n + 1, False)
+    assert put.get_json()["definitionId"] == "invoice-process"
+    # A model without a definition id is a new definition: 201 and a fresh id
+    fresh = {k: v for k, v in document.items() if k not in ("definitionId", "id")}
+    fresh["customProperties"] = {}
+    created = designer.post(f"{API}/import", json=fresh)
+    assert created.status_code == 201, created.get_json()
+    new_id = created.get_json()["definitionId"]
+    assert new_id
+    assert new_id != "invoice-process"
+    assert designer.get(f"{API}/by-definition-id/{new_id}").status_code == 200
+    assert designer.get(f"{API}/query/count").get_json() == {"count": before + 1}
+
+
+def test_an_import_that_would_not_register_is_refused_and_changes_nothing(
+    client_as: Client, workflow_dir: Path
+) -> None:
+    designer = client_as("designer")
+    document = exported(designer)
+    document["definitionId"] = "other-invoices"  # the same request type, another definition
+    before = sorted(p.name for p in workflow_dir.iterdir())
+    response = designer.post(f"{API}/import", json=document)
+    assert response.status_code == 400
+    assert "already served" in response.get_json()["errors"]["generalErrors"][0]
+    assert sorted(p.name for p in workflow_dir.iterdir()) == before
+    assert designer.get(f"{API}/by-definition-id/other-invoices").status_code == 404
+    assert client_as("viewer").post(f"{API}/import", json=document).status_code == 403
+
+
+def test_versions_and_many_by_id(client_as: Client) -> None:
+    designer = client_as("designer")
+    published = studio_model(designer)
+    assert designer.post(API, json={"model": published}).status_code == 200
+    versions = designer.get(f"{API}/invoice-process/versions")
+    assert versions.status_code == 200
+    listed = versions.get_json()
+    assert [v["version"] for v in listed] == [published["version"] + 1, published["version"]]
+    assert [v["isPublished"] for v in listed] == [False, True]
+    assert designer.get(f"{API}/nope/versions").status_code == 404
+    ids = [v["id"] for v in listed]
+    many = designer.get(f"{API}/many-by-id?ids={ids[0]}&ids={ids[1]}&ids=unknown").get_json()
+    assert many["count"] == 2
+    assert {m["id"] for m in many["items"]} == set(ids)
+
+
+def test_is_name_unique_and_count(client_as: Client, workflow_dir: Path) -> None:
+    viewer = client_as("viewer")
+    url = f"{API}/validation/is-name-unique"
+    assert viewer.get(f"{url}?name=Invoice%20process").get_json() == {"isUnique": False}
+    assert viewer.get(f"{url}?name=invoice%20PROCESS%20").get_json() == {"isUnique": False}
+    own = viewer.get(f"{url}?name=Invoice%20process&definitionId=invoice-process")
+    assert own.get_json() == {"isUnique": True}
+    assert viewer.get(f"{url}?name=Something%20new").get_json() == {"isUnique": True}
+    missing = viewer.get(url)
+    assert missing.status_code == 400
+    assert "'name'" in missing.get_json()["errors"]["generalErrors"][0]
+    # one definition per shipped workflow file
+    shipped = len(list(workflow_dir.glob("*.json")))
+    assert viewer.get(f"{API}/query/count").get_json() == {"count": shipped}

@@ -10,6 +10,7 @@ from flask.testing import FlaskClient
 from broker.engine.catalog import CATALOG
 from broker.engine.descriptors import SPECS
 from broker.engine.expressions import SUPPORTED_TYPES
+from broker.engine.log_persistence import mode_of, policy_for
 
 Client = Callable[[str | None], FlaskClient]
 
@@ -114,3 +115,20 @@ def test_features_installed_names_and_one_by_full_name(client_as: Client) -> Non
     full = items[0]["fullName"]
     assert client.get(f"/elsa/api/features/installed/{full}").get_json()["fullName"] == full
     assert client.get("/elsa/api/features/installed/Nope.Feature").status_code == 404
+
+
+def test_log_persistence_strategies_start_with_what_the_journal_does_by_default(
+    client_as: Client,
+) -> None:
+    # Studio shows the first strategy for a workflow that names none: it must be the default
+    items = client_as("viewer").get("/elsa/api/descriptors/log-persistence-strategies")
+    names = [s["displayName"] for s in items.get_json()["items"]]
+    assert names[0] == "Include"
+    # and what Studio saves for each choice is the mode the journal applies
+    saved = [
+        mode_of({"evaluationMode": "Strategy", "strategyType": s["typeName"]})
+        for s in items.get_json()["items"]
+    ]
+    assert saved == names
+    assert policy_for({}, {}).keeps("inputs", "anything")
+    assert sorted(names) == ["Exclude", "Include", "Inherit"]

@@ -19,6 +19,12 @@ T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
+def console_database(database_url: str) -> str:
+    """These routes touch the store: every test runs on SQLite and on PostgreSQL."""
+    return database_url
+
+
+@pytest.fixture
 def instance_id(session_factory: sessionmaker[Session], registry: WorkflowRegistry) -> str:
     """A suspended invoice instance: it received the invoice, sent the e-mail, waits."""
     invoice = registry.get_definition("invoice-process")
@@ -65,7 +71,14 @@ def instance_id(session_factory: sessionmaker[Session], registry: WorkflowRegist
             ),
             JournalEntry("small-enough", "ai-2", "Elsa.FlowDecision", None, "Started", None, T0),
             JournalEntry(
-                "small-enough", "ai-2", "Elsa.FlowDecision", None, "Completed", "False", T0
+                "small-enough",
+                "ai-2",
+                "Elsa.FlowDecision",
+                None,
+                "Completed",
+                "False",
+                T0,
+                inputs={"condition": False},
             ),
             JournalEntry(
                 "wait-approval", "ai-3", "Elsa.Event", "WaitForApproval", "Started", None, T0
@@ -94,6 +107,55 @@ def test_list_filters_by_sub_status_definition_and_correlation(
     assert client.get("/elsa/api/workflow-instances?searchTerm=corr-").get_json()["totalCount"] == 1
 
 
+@pytest.mark.parametrize(
+    ("filters", "found"),
+    [
+        ([{"column": "CreatedAt", "operator": "Is", "timestamp": "2026-12-01T00:00:00Z"}], 1),
+        ([{"column": "CreatedAt", "operator": "IsNot", "timestamp": "2026-12-01"}], 0),
+        ([{"column": "CreatedAt", "operator": "GreaterThan", "timestamp": "2026-12-01"}], 0),
+        ([{"column": "updatedAt", "operator": 2, "timestamp": "2026-12-01T12:30:00Z"}], 1),
+        (
+            [
+                {
+                    "column": "CreatedAt",
+                    "operator": "LessThan",
+                    "timestamp": "2026-12-01T11:30-01:00",
+                }
+            ],
+            1,
+        ),
+        (
+            [{"column": "FinishedAt", "operator": "GreaterThanOrEqual", "timestamp": "2026-01-01"}],
+            0,
+        ),
+    ],
+)
+def test_list_filters_by_the_date_filters_studio_sends(
+    client_as: Client, instance_id: str, filters: list[dict[str, object]], found: int
+) -> None:
+    body = {"page": 0, "pageSize": 10, "isSystem": False, "timestampFilters": filters}
+    page = client_as("viewer").post("/elsa/api/workflow-instances", json=body).get_json()
+    assert page["totalCount"] == found
+
+
+def test_list_refuses_malformed_filters_and_has_no_system_workflows(
+    client_as: Client, instance_id: str
+) -> None:
+    client = client_as("viewer")
+    url = "/elsa/api/workflow-instances"
+    assert client.post(url, json={"isSystem": True}).get_json()["totalCount"] == 0
+    for body, field in [
+        ({"timestampFilters": [{"column": "Nope", "timestamp": "2026-12-01"}]}, "column"),
+        ({"timestampFilters": [{"column": "CreatedAt", "operator": 9}]}, "operator"),
+        ({"timestampFilters": [{"column": "CreatedAt", "timestamp": "soon"}]}, "timestamp"),
+        ({"page": "first"}, "page"),
+        ({"hasIncidents": "maybe"}, "hasIncidents"),
+    ]:
+        response = client.post(url, json=body)
+        assert response.status_code == 400, body
+        assert field in response.get_json()["errors"]["generalErrors"][0]
+
+
 def test_get_answers_the_instance_with_its_workflow_state(
     client_as: Client, instance_id: str
 ) -> None:
@@ -111,6 +173,46 @@ def test_journal_pages_records_with_node_ids(client_as: Client, instance_id: str
     assert page["totalCount"] == 5
     assert [r["eventName"] for r in page["items"]] == ["Started", "Completed"]
     assert page["items"][0]["nodeId"] == "flow:receive"
+    decided = client.get(f"/elsa/api/workflow-instances/{instance_id}/journal?skip=3&take=1")
+    assert decided.get_json()["items"][0]["activityState"] == {"Condition": False}
+
+
+def test_journal_filters_as_studio_asks_and_answers_an_activity_s_last_entry(
+    client_as: Client, instance_id: str
+) -> None:
+    client = client_as("viewer")
+    url = f"/elsa/api/workflow-instances/{instance_id}/journal"
+    # Studio's viewer: the nodes of the flowchart it shows, without container types
+    body = {
+        "filter": {
+            "activityNodeIds": ["flow:small-enough", "flow:wait-approval"],
+            "excludedActivityTypes": ["Elsa.Event"],
+            "activityIds": None,
+            "eventNames": None,
+        }
+    }
+    page = client.post(f"{url}?skip=0&take=109", json=body).get_json()
+    assert page["totalCount"] == 2
+    assert [(r["activityId"], r["eventName"]) for r in page["items"]] == [
+        ("small-enough", "Started"),
+        ("small-enough", "Completed"),
+    ]
+    completed = client.post(url, json={"filter": {"eventNames": ["Completed"]}, "take": 1})
+    assert completed.get_json()["totalCount"] == 2
+    assert [r["activityId"] for r in completed.get_json()["items"]] == ["receive"]
+    nothing = client.post(url, json={"filter": {"activityNodeIds": []}}).get_json()
+    assert nothing == {"items": [], "totalCount": 0}
+    bad = client.post(url, json={"filter": {"eventNames": "Completed"}})
+    assert bad.status_code == 400
+    assert "'filter.eventNames'" in bad.get_json()["errors"]["generalErrors"][0]
+    # The last entry of one activity
+    last = client.get(f"{url}/small-enough").get_json()
+    assert (last["eventName"], last["sequence"], last["nodeId"]) == (
+        "Completed",
+        4,
+        "flow:small-enough",
+    )
+    assert client.get(f"{url}/nope").status_code == 404
 
 
 def test_variables(client_as: Client, instance_id: str) -> None:
@@ -126,7 +228,10 @@ def test_activity_executions_from_the_journal(client_as: Client, instance_id: st
     ).get_json()["items"]
     by_activity = {r["activityId"]: r for r in records}
     assert by_activity["small-enough"]["status"] == "Completed"
-    assert by_activity["small-enough"]["payload"]["outcomes"] == ["False"]
+    assert by_activity["small-enough"]["payload"]["Outcomes"] == ["False"]
+    # the inputs it evaluated, under the descriptor's names, as Studio shows them
+    assert by_activity["small-enough"]["activityState"] == {"Condition": False}
+    assert by_activity["receive"]["activityState"] is None
     assert by_activity["wait-approval"]["status"] == "Running"
     assert by_activity["wait-approval"]["hasBookmarks"] is True
     summaries = client.get(

@@ -95,17 +95,23 @@ def test_an_unknown_storage_driver_is_refused_with_its_path() -> None:
     ("setting", "refused"),
     [
         ({"logPersistenceMode": {"default": "Exclude", "inputs": {"text": "Inherit"}}}, None),
+        ({"logPersistenceMode": {"default": "Include", "outputs": {"result": 2}}}, None),
         (
-            {"logPersistenceMode": {"default": "Include"}},
+            {
+                "logPersistenceConfig": {
+                    "default": {"evaluationMode": "Strategy", "strategyType": INCLUDE}
+                }
+            },
+            None,
+        ),
+        (
+            {"logPersistenceMode": {"default": "Sometimes"}},
             "$.customProperties.logPersistenceMode.default",
         ),
         (
             {
                 "logPersistenceConfig": {
-                    "default": {
-                        "evaluationMode": "Strategy",
-                        "strategyType": INCLUDE,
-                    }
+                    "default": {"evaluationMode": "Strategy", "strategyType": "Acme.Keep, Acme"}
                 }
             },
             "$.customProperties.logPersistenceConfig.default.strategyType",
@@ -120,8 +126,11 @@ def test_an_unknown_storage_driver_is_refused_with_its_path() -> None:
         ),
     ],
 )
-def test_log_persistence_is_exclude_only(setting: dict[str, Any], refused: str | None) -> None:
-    # The journal keeps no inputs, outputs or state: asking to keep them is refused, not ignored
+def test_log_persistence_modes_are_honoured_or_refused(
+    setting: dict[str, Any], refused: str | None
+) -> None:
+    # Include, Exclude and Inherit decide what the journal keeps; a mode the broker cannot honour
+    # (unknown, or chosen by an expression) is refused at load, not guessed
     changed = copy.deepcopy(document("sequence"))
     changed["customProperties"] = setting
     if refused is None:
