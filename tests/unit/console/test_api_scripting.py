@@ -32,7 +32,8 @@ def test_type_definitions_declare_every_helper_and_the_workflows_variables(
     text = response.get_data(as_text=True)
     missing = [helper.name for helper in HELPERS if helper.name not in text]
     assert not missing
-    assert names and all(name in text for name in names)
+    assert names
+    assert all(name in text for name in names)
 
 
 def test_type_definitions_need_a_known_definition_and_a_role(client_as: Client) -> None:
