@@ -66,8 +66,9 @@ class TextFormatter(logging.Formatter):
         return redact_text(super().format(record))
 
 
-def configure_logging(settings: Settings) -> None:
-    """Install one stderr handler on the root logger with the configured format and level."""
+def configure_logging(settings: Settings, *, level: int | str | None = None) -> None:
+    """Install one stderr handler on the root logger with the configured format and level
+    (``level``: another wish, e.g. Celery's ``--loglevel``; the more verbose of the two wins)."""
     handler = logging.StreamHandler(sys.stderr)
     formatter: logging.Formatter = (
         TextFormatter() if settings.log_format.lower() == "text" else JsonFormatter()
@@ -77,4 +78,9 @@ def configure_logging(settings: Settings) -> None:
     for existing in list(root.handlers):
         root.removeHandler(existing)
     root.addHandler(handler)
-    root.setLevel(settings.log_level.upper())
+    wanted = logging.getLevelName(settings.log_level.upper())
+    if level is not None:
+        other = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+        if isinstance(other, int) and isinstance(wanted, int):
+            wanted = min(wanted, other)
+    root.setLevel(wanted)

@@ -292,8 +292,18 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
 class OutboundHttp:
     """The broker's ``HttpClient``: checked, bounded HTTP calls for workflow activities."""
 
-    def __init__(self, settings: Settings, *, resolver: Resolver | None = None) -> None:
-        self.allowlist = parse_allowlist(settings.http_allowlist)
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        resolver: Resolver | None = None,
+        allowlist: Sequence[str] | None = None,
+    ) -> None:
+        # ``allowlist``: instead of BROKER_HTTP_ALLOWLIST, for a URL the operator configured
+        # (``for_configured_url``); the guard still parses once and checks every connection.
+        self.allowlist = parse_allowlist(
+            settings.http_allowlist if allowlist is None else allowlist
+        )
         self.timeout = settings.http_timeout
         self.max_response_bytes = settings.http_max_response_bytes
         self.session = requests.Session()
@@ -303,6 +313,17 @@ class OutboundHttp:
         adapter = GuardedAdapter(self._guard)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+
+    @classmethod
+    def for_configured_url(
+        cls, settings: Settings, url: str, *, resolver: Resolver | None = None
+    ) -> OutboundHttp:
+        """A client that may reach exactly the origin of ``url``, a URL from the operator's own
+        configuration (an Elsa server on a private network, say): nothing else, and only
+        through the same single parse and connect-time checks as every other call."""
+        target = parse_target(url)
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        return cls(settings, resolver=resolver, allowlist=(f"{host}:{target.port}",))
 
     def close(self) -> None:
         self.session.close()

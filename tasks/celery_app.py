@@ -14,9 +14,10 @@ from typing import Any, TypeVar, cast
 
 from celery import Celery, Task, shared_task
 from celery.exceptions import TimeLimitExceeded
-from celery.signals import celeryd_after_setup, worker_ready
+from celery.signals import celeryd_after_setup, setup_logging, worker_ready
 
 from broker.errors import StoreUnavailable
+from broker.logs import configure_logging
 from broker.runtime import ceiling, ids
 from broker.runtime.celery_config import (
     DEFAULT_QUEUE,
@@ -74,6 +75,16 @@ def _consume_workflow_queues(sender: Any, instance: Any, **_: Any) -> None:
 
 
 celeryd_after_setup.connect(_consume_workflow_queues)
+
+
+def _configure_logging(loglevel: Any = None, **_: Any) -> None:
+    """Workers and beat log as the listeners do (one JSON object per line, or text; messages and
+    tracebacks redacted): Celery hands logging over to the broker's configuration, at the more
+    verbose of ``--loglevel`` and ``BROKER_LOG_LEVEL``."""
+    configure_logging(get_settings(), level=loglevel)
+
+
+setup_logging.connect(_configure_logging)
 
 
 #: While the database is unreachable a door is retried soon, with a capped backoff, instead of

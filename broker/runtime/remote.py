@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
 from typing import Any
 
-import requests
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker import metrics
-from broker.errors import RetryLater, WorkflowFault
-from broker.outbound import parse_retry_after
+from broker.engine.services import HttpRequest
+from broker.errors import BrokerError, RetryLater, WorkflowFault
+from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
 from broker.runtime import callbacks, deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
@@ -115,7 +116,11 @@ def _token(secrets: tuple[str, ...], request_id: str, attempt: int) -> str | Non
 
 def post(settings: Settings, body: dict[str, Any]) -> None:
     """POST ``body`` to the dispatch URL; ``RetryLater`` for a transient failure (with the
-    server's Retry-After as ``delay``), ``WorkflowFault`` for any other failure."""
+    server's Retry-After as ``delay``), ``WorkflowFault`` for any other failure.
+
+    The call goes through the outbound guard like every other one, allowed to reach exactly the
+    configured URL's origin: the URL is parsed once, redirects are not followed, and the address
+    connected to is checked against that origin."""
     url = settings.elsa_dispatch_url
     if not url:
         raise WorkflowFault(
@@ -123,28 +128,38 @@ def post(settings: Settings, body: dict[str, Any]) -> None:
             category="Dispatch",
         )
     where = redact_url(url)
+    request = HttpRequest(
+        "POST",
+        url,
+        headers={"Content-Type": "application/json"},
+        body=json.dumps(body).encode(),
+        follow_redirects=False,
+    )
     try:
-        response = requests.post(
-            url, json=body, timeout=settings.http_timeout, allow_redirects=False
-        )
-    except requests.Timeout as exc:
-        raise RetryLater(
-            f"Elsa at {where} did not answer within {settings.http_timeout:g}s"
-        ) from exc
-    except requests.ConnectionError as exc:
-        raise RetryLater(f"Elsa at {where} cannot be reached: {redact_text(str(exc))}") from exc
-    except requests.RequestException as exc:
+        with OutboundHttp.for_configured_url(settings, url) as http:
+            response = http.send(request)
+    except RetryLater as exc:
+        if exc.status_code is not None:
+            message = f"Elsa at {where} answered HTTP {exc.status_code}"
+        elif exc.reason == "timeout":
+            message = f"Elsa at {where} did not answer within {settings.http_timeout:g}s"
+        else:
+            message = f"Elsa at {where} cannot be reached: {redact_text(exc.message)}"
+        raise RetryLater(message, delay=exc.delay, status_code=exc.status_code) from exc
+    except BrokerError as exc:
         raise WorkflowFault(
-            f"dispatch to Elsa at {where} failed: {redact_text(str(exc))}", category="Dispatch"
+            f"dispatch to Elsa at {where} failed: {redact_text(exc.message)}", category="Dispatch"
         ) from exc
-    with response:
-        status = response.status_code
-        if status < 300:
-            return
-        message = f"Elsa at {where} answered HTTP {status}"
-        if status >= 500 or status in TRANSIENT_STATUSES:
-            raise RetryLater(message, delay=parse_retry_after(response.headers.get("Retry-After")))
-        raise WorkflowFault(message, category="Dispatch")
+    status = response.status_code
+    if status < 300:
+        return
+    message = f"Elsa at {where} answered HTTP {status}"
+    if status in TRANSIENT_STATUSES:
+        retry_after = next(
+            (v for k, v in response.headers.items() if k.lower() == "retry-after"), None
+        )
+        raise RetryLater(message, delay=parse_retry_after(retry_after), status_code=status)
+    raise WorkflowFault(message, category="Dispatch")
 
 
 class _History:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
+from celery.signals import setup_logging
 
 from broker.registry import WorkflowRegistry
 from broker.runtime.celery_config import (
@@ -70,3 +72,21 @@ def test_webhook_attempts_have_their_own_queue_and_beat_syncs_the_endpoints(
     assert app.conf.task_routes[DELIVER_WEBHOOK] == {"queue": WEBHOOK_QUEUE}
     assert app.conf.task_routes[SYNC_WEBHOOKS] == {"queue": MAINTENANCE_QUEUE}
     assert beat_schedule(settings)["sync-webhooks"]["task"] == SYNC_WEBHOOKS
+
+
+def test_workers_log_through_the_brokers_redacting_formatter(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the root logger as a Celery worker finds it (restored afterwards)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr("tasks.celery_app.get_settings", lambda: settings)
+    # When Celery asks for its logging to be set up (`celery worker --loglevel DEBUG`)
+    setup_logging.send(sender=None, loglevel="DEBUG", logfile=None, format="", colorize=False)
+    # Then the broker's formatter logs, at the more verbose level, with credentials masked
+    assert root.level == logging.DEBUG
+    logging.getLogger("broker.test").warning("calling https://bob:hunter2@elsa.example/x")
+    line = capsys.readouterr().err
+    assert "elsa.example" in line
+    assert "hunter2" not in line

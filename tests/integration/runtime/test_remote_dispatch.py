@@ -242,12 +242,14 @@ def test_a_dispatch_that_times_out_is_retried_then_dead_lettered(make_rt: MakeRu
 class Answering(http.server.ThreadingHTTPServer):
     status = 200
     headers: dict[str, str] = {}
+    calls = 0
 
 
 class AnswerHandler(http.server.BaseHTTPRequestHandler):
     server: Answering
 
     def do_POST(self) -> None:
+        self.server.calls += 1
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(self.server.status)
         for name, value in self.server.headers.items():
@@ -311,3 +313,20 @@ def test_answers_are_transient_or_permanent(
 def test_a_missing_dispatch_url_faults_naming_the_setting(settings: Settings) -> None:
     with pytest.raises(WorkflowFault, match="BROKER_ELSA_DISPATCH_URL is not set"):
         post(settings.replace(elsa_dispatch_url=""), {})
+
+
+def test_the_dispatch_goes_through_the_guard_and_reaches_only_its_configured_origin(
+    settings: Settings, answering: Answering
+) -> None:
+    # Given a dispatch URL whose parsers disagree on the host (the backslash form of issue 11)
+    port = answering.server_address[1]
+    answering.calls = 0
+    ambiguous = f"http://127.0.0.1:{port}\\@elsa.example/d"
+    # When the worker dispatches, Then the guard refuses it before any connection is made
+    with pytest.raises(WorkflowFault, match="dispatch to Elsa at .* failed"):
+        post(settings.replace(elsa_dispatch_url=ambiguous), {"x": 1})
+    assert answering.calls == 0
+    # And the configured origin is reachable even with an empty allowlist (a private Elsa server)
+    answering.status, answering.headers = 202, {}
+    post(settings.replace(elsa_dispatch_url=f"http://127.0.0.1:{port}/d", http_allowlist=()), {})
+    assert answering.calls == 1
