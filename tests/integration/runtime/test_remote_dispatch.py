@@ -323,7 +323,7 @@ def test_the_dispatch_goes_through_the_guard_and_reaches_only_its_configured_ori
     answering.calls = 0
     ambiguous = f"http://127.0.0.1:{port}\\@elsa.example/d"
     # When the worker dispatches, Then the guard refuses it before any connection is made
-    with pytest.raises(WorkflowFault, match="dispatch to Elsa at .* failed"):
+    with pytest.raises(WorkflowFault, match=r"dispatch to Elsa at .* failed"):
         post(settings.replace(elsa_dispatch_url=ambiguous), {"x": 1})
     assert answering.calls == 0
     # And the configured origin is reachable even with an empty allowlist (a private Elsa server)
