@@ -127,3 +127,18 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
 
 
 worker_ready.connect(_serve_worker_metrics)
+
+
+def _warn_unless_sigterm_drains(sender: Any = None, **_: Any) -> None:
+    """The drain needs Celery's soft shutdown, which SIGTERM starts only when remapped."""
+    from billiard.common import REMAP_SIGTERM
+
+    if REMAP_SIGTERM != "SIGQUIT":
+        logger.warning(
+            "worker %s: REMAP_SIGTERM is not SIGQUIT, so SIGTERM waits for running steps without "
+            "bound instead of draining for BROKER_DRAIN_TIMEOUT (deploy/README.md)",
+            sender,
+        )
+
+
+worker_ready.connect(_warn_unless_sigterm_drains)

@@ -104,11 +104,14 @@ def configure(app: Celery, settings: Settings) -> None:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
-        # A cold shutdown (SIGQUIT, or SIGTERM with Celery's REMAP_SIGTERM=SIGQUIT) first drains
-        # for drain_timeout: running steps finish and checkpoint, the rest goes back to the
-        # transport. A plain SIGTERM (warm shutdown) lets running steps finish, unbounded.
+        # The drain (``broker.runtime.drain``): a cold shutdown (SIGQUIT, or SIGTERM with
+        # Celery's REMAP_SIGTERM=SIGQUIT, which every deploy form sets) stops consuming and lets
+        # running steps go on for drain_timeout; what still runs then is interrupted and handed
+        # back to the outbox, and prefetched messages go back to the transport. An idle worker
+        # stops at once (no ETA messages wait in a worker: timers live in SQL). A plain SIGTERM
+        # without the remap is Celery's warm shutdown: running steps finish, unbounded.
         worker_soft_shutdown_timeout=settings.drain_timeout,
-        worker_enable_soft_shutdown_on_idle=True,
+        worker_enable_soft_shutdown_on_idle=False,
         task_ignore_result=True,
         task_default_queue=DEFAULT_QUEUE,
         task_create_missing_queues=True,

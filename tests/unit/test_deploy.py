@@ -760,10 +760,31 @@ def test_procfile_runs_the_canonical_commands() -> None:
     # Given the Procfile's process types
     lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
     entries = dict(ln.split(":", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
-    # Then each runs exactly its role's README command
+    # Then each runs exactly its role's README command (the worker with SIGTERM remapped)
     assert set(entries) == set(PROCFILE_ROLES)
     for name, role in PROCFILE_ROLES.items():
-        assert entries[name].strip() == CANONICAL[role], name
+        command = entries[name].strip().removeprefix(f"{REMAP} ")
+        assert command == CANONICAL[role], name
+    assert entries["worker"].strip().startswith(REMAP)
+
+
+#: what makes a worker's SIGTERM a drain (Celery's soft shutdown) instead of a warm shutdown
+REMAP = "REMAP_SIGTERM=SIGQUIT"
+
+
+def test_every_worker_form_remaps_sigterm_to_drain() -> None:
+    # Given each deploy form's worker
+    services = compose()["services"]
+    [container] = k8s_pod_specs()["worker"]["containers"]
+    # Then each sets REMAP_SIGTERM=SIGQUIT (the drain needs Celery's soft shutdown)
+    assert services["worker"]["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
+    assert {"name": "REMAP_SIGTERM", "value": "SIGQUIT"} in container["env"]
+    for unit in ("broker-worker.service", "broker-worker@.service"):
+        assert REMAP in read_unit(SYSTEMD / unit).get("Service", "Environment").split(), unit
+    # And no other role has it (gunicorn and beat have their own stop signals)
+    for name, service in services.items():
+        if name != "worker":
+            assert "REMAP_SIGTERM" not in (service.get("environment") or {}), name
 
 
 def test_readme_shows_every_canonical_command_verbatim() -> None:
