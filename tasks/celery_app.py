@@ -111,18 +111,9 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = get_settings().worker_metrics_bind
     if not bind:
         return
-    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+    from broker import metrics
 
-    from broker.metrics import multiprocess_enabled
-
-    registry = REGISTRY
-    if multiprocess_enabled():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry(auto_describe=False)
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    host, _sep, port = bind.rpartition(":")
-    start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
+    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND")
     logger.info("worker %s serves /metrics on %s", sender, bind)
 
 
