@@ -443,6 +443,6 @@ def test_a_malformed_metrics_bind_is_refused_naming_its_setting(bind: str) -> No
 
 
 def test_a_metrics_bind_without_host_listens_everywhere() -> None:
-    assert metrics.parse_bind(":9808", "X") == ("0.0.0.0", 9808)
+    assert metrics.parse_bind(":9808", "X") == ("0.0.0.0", 9808)  # noqa: S104
     assert metrics.parse_bind("127.0.0.1:9807", "X") == ("127.0.0.1", 9807)
     assert metrics.parse_bind("[::1]:9807", "X") == ("::1", 9807)
