@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from celery import Celery, shared_task
+from celery import Celery, bootsteps, shared_task
 from celery.signals import celeryd_after_setup, worker_ready
 
 from broker.errors import StoreUnavailable
@@ -29,7 +30,48 @@ def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
     app = create_celery(settings)
     app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
+    app.steps["worker"].add(Liveness)
     return app
+
+
+#: seconds between two touches of BROKER_WORKER_HEARTBEAT_FILE
+LIVENESS_INTERVAL = 10.0
+
+
+def touch(path: Path) -> None:
+    """Set ``path``'s modification time to now (creating it); never raises."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError as exc:
+        logger.warning("worker heartbeat file %s not touched: %s", path, exc)
+
+
+class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
+    """Touches ``BROKER_WORKER_HEARTBEAT_FILE`` every ``LIVENESS_INTERVAL`` seconds from the
+    worker's timer, which its event loop drives (Redis, AMQP): a probe reading the file's age
+    costs a ``find``, not a Python process, and a stuck loop stops the touches. While the worker
+    reconnects to its transport the touches pause too, so the probe allows minutes, not seconds:
+    a transport blip must not restart every worker."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.tref: Any = None
+
+    def start(self, worker: Any) -> None:
+        setting = get_settings().worker_heartbeat_file
+        if not setting:
+            return
+        path = Path(setting)
+        touch(path)
+        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, touch, (path,))
+
+    def stop(self, worker: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
 
 
 def worker_queues(runtime: Runtime) -> list[str]:

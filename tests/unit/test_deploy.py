@@ -104,7 +104,11 @@ def compose() -> dict[str, Any]:
 
 
 def k8s_objects() -> list[dict[str, Any]]:
-    return [doc for path in sorted(K8S.glob("*.yaml")) for doc in load_yaml(path)]
+    """The base's objects as written (kustomize renders them unchanged but for the component
+    patch; tests/unit/test_k8s_render.py checks the rendered overlays) and the trial secrets."""
+    paths = [p for p in sorted((K8S / "base").glob("*.yaml")) if p.name != "kustomization.yaml"]
+    paths.append(K8S / "overlays" / "trial" / "secrets.yaml")
+    return [doc for path in paths for doc in load_yaml(path)]
 
 
 def k8s_pod_specs() -> dict[str, dict[str, Any]]:
@@ -568,24 +572,23 @@ def test_kubernetes_internal_listener_is_probed_on_health_and_readiness() -> Non
 
 
 def test_kubernetes_workers_drain_and_autoscale_while_beat_stays_single() -> None:
-    # Given the worker and beat Deployments and the autoscaler
+    # Given the worker and beat Deployments and the worker pool's ScaledObject
     pods = k8s_pod_specs()
     beat = k8s_one("Deployment", "broker-beat")
-    hpa = k8s_one("HorizontalPodAutoscaler", "broker-worker")
+    scaled = k8s_one("ScaledObject", "broker-worker")
     # Then a stopping worker gets longer than the drain timeout
     assert pods["worker"]["terminationGracePeriodSeconds"] > DRAIN_TIMEOUT
     # And beat has one replica, replaced by stopping the old one first
     assert beat["spec"]["replicas"] == 1
     assert beat["spec"]["strategy"]["type"] == "Recreate"
-    # And workers scale on CPU
-    assert hpa["apiVersion"] == "autoscaling/v2"
-    assert hpa["spec"]["scaleTargetRef"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": "broker-worker",
-    }
-    [metric] = hpa["spec"]["metrics"]
-    assert metric["resource"]["name"] == "cpu"
+    # And the general pool scales on its queue's length and the outbox backlog, never to zero
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "broker-worker"
+    assert scaled["spec"]["minReplicaCount"] >= 1
+    kinds = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
+    assert kinds["redis"]["listName"] == "broker.default"
+    assert "broker_outbox_pending" in kinds["prometheus"]["query"]
+    # And no HorizontalPodAutoscaler competes with the one KEDA owns
+    assert not [o for o in k8s_objects() if o["kind"] == "HorizontalPodAutoscaler"]
     assert "replicas" not in k8s_one("Deployment", "broker-worker")["spec"]
 
 
@@ -920,3 +923,18 @@ def test_systemd_ingress_and_worker_serve_metrics_on_distinct_ports() -> None:
         env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment"))
         ports[name] = env[setting]
     assert len(set(ports.values())) == 2, ports
+
+
+def test_compose_worker_health_reads_the_heartbeat_file_without_python(tmp_path: Path) -> None:
+    # Given the worker's healthcheck and heartbeat file
+    worker = compose()["services"]["worker"]
+    path = worker["environment"]["BROKER_WORKER_HEARTBEAT_FILE"]
+    kind, script = worker["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    assert "python" not in script
+    assert "celery" not in script
+    local = script.replace("$$", "$").replace(path, str(tmp_path / "alive"))
+    # Then it fails without the file and passes once the worker touched it
+    assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode != 0
+    (tmp_path / "alive").touch()
+    assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode == 0
