@@ -63,7 +63,7 @@ def post_worker_init(worker):  # type: ignore[no-untyped-def]
     from broker.ingress import wsgi
 
     try:
-        wsgi.public.app  # noqa: B018 - builds on first access
+        wsgi.public()  # with no argument: builds the Flask app
     except Exception:
         worker.log.exception("the public app could not be built at boot")
 

@@ -769,12 +769,31 @@ def test_procfile_runs_the_canonical_commands() -> None:
     # Given the Procfile's process types
     lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
     entries = dict(ln.split(":", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
-    # Then each runs exactly its role's README command (the worker with SIGTERM remapped)
+    # Then each runs exactly its role's README command, after its environment assignments
     assert set(entries) == set(PROCFILE_ROLES)
     for name, role in PROCFILE_ROLES.items():
-        command = entries[name].strip().removeprefix(f"{REMAP} ")
+        command = re.sub(r"^(?:[A-Z_]+=\S+ )*", "", entries[name].strip())
         assert command == CANONICAL[role], name
-    assert entries["worker"].strip().startswith(REMAP)
+    # And the worker remaps SIGTERM to drain
+    assert entries["worker"].strip().startswith(f"{REMAP} ")
+
+
+def test_procfile_web_listens_on_the_platforms_port() -> None:
+    # Given the web process type, as the platform's shell runs it with PORT set
+    lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
+    web = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("web:"))
+    assignments = web[: web.index("gunicorn")]
+    env = {"PATH": os.environ["PATH"], "PORT": "43210"}  # noqa: TID251
+    out = subprocess.run(
+        ["sh", "-c", f"{assignments} printenv BROKER_PUBLIC_BIND"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
+    # Then the public listener binds that port on every interface
+    assert out.stdout.strip() == "0.0.0.0:43210"
 
 
 #: what makes a worker's SIGTERM a drain (Celery's soft shutdown) instead of a warm shutdown
