@@ -55,7 +55,15 @@ def transport_options(settings: Settings) -> dict[str, Any]:
             "polling_interval": 0.2,
         }
     if url.startswith(("redis://", "rediss://", "sentinel://")):
-        return {"visibility_timeout": settings.task_visibility_timeout}
+        # An unacknowledged message of a worker that died or was cut off comes back after the
+        # visibility timeout, but only when some worker sweeps for it: by default every 100 s
+        # (kombu's interval 10 s x throttle 10). Sweep every tenth of the timeout (1 to 10 s).
+        visibility = settings.task_visibility_timeout
+        return {
+            "visibility_timeout": visibility,
+            "unacked_restore_interval": max(1.0, min(10.0, visibility / 10)),
+            "unacked_restore_throttle": 1,
+        }
     return {}
 
 

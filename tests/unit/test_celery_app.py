@@ -53,3 +53,24 @@ def test_a_worker_started_with_q_consumes_only_those_queues(
     _consume_workflow_queues("w2@host", SimpleNamespace(app=app))
     # Then it did not widen the operator's choice
     assert _consumed(app) == {"broker.invoiceprocess"}
+
+
+def test_redis_workers_sweep_for_abandoned_messages_within_a_tenth_of_the_visibility_timeout() -> (
+    None
+):
+    from broker.runtime.celery_config import transport_options
+    from broker.settings import Settings
+
+    # Given the Redis transport with the default visibility timeout, and a short one
+    for visibility, every in (("3600", 10.0), ("8", 1.0), ("40", 4.0)):
+        settings = Settings.from_env(
+            {
+                "BROKER_QUEUE_URL": "redis://127.0.0.1:6379/0",
+                "BROKER_TASK_VISIBILITY_TIMEOUT": visibility,
+            }
+        )
+        options = transport_options(settings)
+        # Then every worker sweeps on each tick (no throttle), every tenth of it, 1 to 10 s
+        assert options["visibility_timeout"] == float(visibility)
+        assert options["unacked_restore_interval"] == every
+        assert options["unacked_restore_throttle"] == 1
