@@ -298,3 +298,16 @@ def test_the_readme_applies_the_overlays_it_names() -> None:
     for overlay in OVERLAYS:
         assert f"kubectl apply -k deploy/k8s/overlays/{overlay}" in readme
     assert "kubectl kustomize deploy/k8s/overlays/production" in readme
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_worker_pool_drains_on_sigterm_within_its_grace(overlay: str) -> None:
+    docs = render(overlay)
+    [config] = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"] == "broker-config"]
+    drain = float(config["data"]["BROKER_DRAIN_TIMEOUT"])
+    for pool in workers(docs):
+        [container] = containers(pool)
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        assert env["REMAP_SIGTERM"] == "SIGQUIT", pool["metadata"]["name"]
+        grace = pool["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace > drain + 10, pool["metadata"]["name"]
