@@ -5,23 +5,43 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-dev run test lint fmt bench flower clean services
+#: the pinned, hash-checked dependency sets (`make lock` regenerates them from pyproject.toml)
+LOCK := requirements/runtime.txt
+DEV_LOCK := requirements/dev.txt
+LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
+
+.PHONY: install install-dev run test lint fmt bench flower clean services lock
+
+# quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
+# venv that still has the old one gets both removed and quickjs-ng installed afresh.
+DROP_OLD_QUICKJS = @if $(BIN)/python -m pip show --quiet quickjs >/dev/null 2>&1; then \
+	$(BIN)/python -m pip uninstall --quiet --yes quickjs quickjs-ng; fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
-	@# quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`,
-	@# so a venv that still has the old one gets both removed and quickjs-ng installed afresh.
-	@if $(BIN)/python -m pip show --quiet quickjs >/dev/null 2>&1; then \
-		$(BIN)/python -m pip uninstall --quiet --yes quickjs quickjs-ng; fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+# The dependencies exactly as locked (every file hash-checked), then the project itself without
+# resolving anything more. The dev set holds the runtime set (same pins), so installing it over a
+# runtime install only adds.
+$(VENV)/.installed: $(BIN)/python $(LOCK) pyproject.toml
+	$(DROP_OLD_QUICKJS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $@
+$(VENV)/.installed-dev: $(BIN)/python $(DEV_LOCK) pyproject.toml
+	$(DROP_OLD_QUICKJS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@ $(VENV)/.installed
+
+# Regenerate the locks after a change of dependencies in pyproject.toml: existing pins are kept
+# where they still fit (add `--upgrade` to LOCK_FLAGS to move everything to the newest).
+lock: $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pip-tools>=7.4'
+	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower -o $(LOCK) pyproject.toml
+	$(BIN)/pip-compile $(LOCK_FLAGS) --all-extras -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
 
 install: $(VENV)/.installed
 

@@ -325,6 +325,33 @@ def multiprocess_enabled() -> bool:
     return values.ValueClass is not values.MutexValue
 
 
+def parse_bind(bind: str, setting: str) -> tuple[str, int]:
+    """``host:port`` of a metrics listener; ``ConfigError`` naming ``setting`` when malformed."""
+    from broker.errors import ConfigError
+
+    host, sep, port = bind.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{setting} must be host:port, got {bind!r}", field=setting)
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the operator's choice
+
+
+def serve(bind: str, setting: str) -> Any:
+    """Serve ``/metrics`` on ``bind`` from a thread of this process (a Celery worker's or a
+    gunicorn master's): the counters of every process sharing its multiprocess folder (its pool
+    children or gunicorn workers), or this process's own without one. Answers the server."""
+    from prometheus_client import start_http_server
+
+    host, port = parse_bind(bind, setting)
+    registry: CollectorRegistry = REGISTRY
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry(auto_describe=False)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server
+
+
 def render_metrics(
     session_factory: sessionmaker[Session] | None,
     *,

@@ -138,6 +138,12 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_WORKER_METRICS_BIND", "worker_metrics_bind", "", _str,
       "`host:port` where each Celery worker serves its own `/metrics` (for workers on other "
       "hosts than the internal listener); empty: off"),
+    K("BROKER_INGRESS_METRICS_BIND", "ingress_metrics_bind", "", _str,
+      "`host:port` where the public listener's gunicorn master serves the `/metrics` of its "
+      "workers (plain HTTP, apart from the mTLS port); empty: off"),
+    K("BROKER_WORKER_HEARTBEAT_FILE", "worker_heartbeat_file", "", _str,
+      "file each Celery worker touches every 10 s from its event loop, for a cheap liveness "
+      "probe (its age); empty: off"),
     K("BROKER_WORKER_CONCURRENCY", "worker_concurrency", "2", _int,
       "worker processes started by `broker run`"),
     # Workflow execution
@@ -254,6 +260,8 @@ class Settings:
     log_level: str
     log_format: str
     worker_metrics_bind: str
+    ingress_metrics_bind: str
+    worker_heartbeat_file: str
     worker_concurrency: int
     task_modules: tuple[str, ...]
     http_allowlist: tuple[str, ...]

@@ -10,6 +10,7 @@ stopped too, so nothing is ever left running. Production runs each role on its o
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import logging
 import os
 import shutil
@@ -309,6 +310,10 @@ def _share_metrics_folder(settings: Settings) -> None:
 @click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
 def flower(flower_args: tuple[str, ...]) -> None:
     """Start Flower on 127.0.0.1:5555 (extra arguments go to Flower, e.g. --basic-auth=u:p)."""
+    if importlib.util.find_spec("flower") is None:
+        raise click.ClickException(
+            "Flower is not installed: pip install 'elsa-celery-broker[flower]'"
+        )
     argv = [
         sys.executable,
         "-m",

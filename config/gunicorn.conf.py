@@ -45,6 +45,17 @@ def ssl_context(conf, default_ssl_context_factory):  # type: ignore[no-untyped-d
     return context
 
 
+def when_ready(server):  # type: ignore[no-untyped-def]
+    # The workers' counters (accepted requests) on a plain-HTTP port of the master, summed from
+    # the multiprocess folder they share: the mTLS port cannot be scraped without a client
+    # certificate. Started before the workers fork; only the master's thread serves it.
+    if _settings.ingress_metrics_bind:
+        from broker import metrics
+
+        metrics.serve(_settings.ingress_metrics_bind, "BROKER_INGRESS_METRICS_BIND")
+        server.log.info("serving /metrics on %s", _settings.ingress_metrics_bind)
+
+
 def post_worker_init(worker):  # type: ignore[no-untyped-def]
     configure_logging(_settings)
     # Build the app now rather than on the first request; a failure is logged and retried by
@@ -52,7 +63,7 @@ def post_worker_init(worker):  # type: ignore[no-untyped-def]
     from broker.ingress import wsgi
 
     try:
-        wsgi.public.app  # noqa: B018 - builds on first access
+        wsgi.public()  # with no argument: builds the Flask app
     except Exception:
         worker.log.exception("the public app could not be built at boot")
 

@@ -31,7 +31,7 @@ def post_worker_init(worker):  # type: ignore[no-untyped-def]
     from broker.ingress import wsgi
 
     try:
-        wsgi.internal.app  # noqa: B018 - builds on first access
+        wsgi.internal()  # with no argument: builds the Flask app
     except Exception:
         worker.log.exception("the internal app could not be built at boot")
 

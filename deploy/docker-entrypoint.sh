@@ -1,9 +1,16 @@
 #!/bin/sh
 # Docker and Compose secrets arrive as files under /run/secrets, but the broker reads its settings
 # from the environment only. A secret file named after a setting (e.g. BROKER_CALLBACK_SECRET)
-# becomes that variable, unless the variable is already set, which then wins. Then the command runs
-# as PID 1, so it receives SIGTERM directly and can drain.
+# becomes that variable, unless the variable is already set, which then wins. The prometheus-client
+# multiprocess folder (PROMETHEUS_MULTIPROC_DIR, one per container) is emptied, so a restarted
+# container starts its counters from zero instead of summing a dead process's files. Then the
+# command runs as PID 1, so it receives SIGTERM directly and can drain.
 set -eu
+
+if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+  mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+  find "$PROMETHEUS_MULTIPROC_DIR" -mindepth 1 -delete
+fi
 
 secrets_dir=${SECRETS_DIR:-/run/secrets}
 for file in "$secrets_dir"/BROKER_*; do

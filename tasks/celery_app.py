@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from celery import Celery, Task, shared_task
+from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, setup_logging, worker_ready
 
@@ -38,7 +39,48 @@ def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
     app = create_celery(settings)
     app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
+    app.steps["worker"].add(Liveness)
     return app
+
+
+#: seconds between two touches of BROKER_WORKER_HEARTBEAT_FILE
+LIVENESS_INTERVAL = 10.0
+
+
+def touch(path: Path) -> None:
+    """Set ``path``'s modification time to now (creating it); never raises."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError as exc:
+        logger.warning("worker heartbeat file %s not touched: %s", path, exc)
+
+
+class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
+    """Touches ``BROKER_WORKER_HEARTBEAT_FILE`` every ``LIVENESS_INTERVAL`` seconds from the
+    worker's timer, which its event loop drives (Redis, AMQP): a probe reading the file's age
+    costs a ``find``, not a Python process, and a stuck loop stops the touches. While the worker
+    reconnects to its transport the touches pause too, so the probe allows minutes, not seconds:
+    a transport blip must not restart every worker."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.tref: Any = None
+
+    def start(self, worker: Any) -> None:
+        setting = get_settings().worker_heartbeat_file
+        if not setting:
+            return
+        path = Path(setting)
+        touch(path)
+        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, touch, (path,))
+
+    def stop(self, worker: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
 
 
 def worker_queues(runtime: Runtime) -> list[str]:
@@ -168,19 +210,25 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = get_settings().worker_metrics_bind
     if not bind:
         return
-    from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+    from broker import metrics
 
-    from broker.metrics import multiprocess_enabled
-
-    registry = REGISTRY
-    if multiprocess_enabled():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry(auto_describe=False)
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    host, _sep, port = bind.rpartition(":")
-    start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
+    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND")
     logger.info("worker %s serves /metrics on %s", sender, bind)
 
 
 worker_ready.connect(_serve_worker_metrics)
+
+
+def _warn_unless_sigterm_drains(sender: Any = None, **_: Any) -> None:
+    """The drain needs Celery's soft shutdown, which SIGTERM starts only when remapped."""
+    from billiard.common import REMAP_SIGTERM
+
+    if REMAP_SIGTERM != "SIGQUIT":
+        logger.warning(
+            "worker %s: REMAP_SIGTERM is not SIGQUIT, so SIGTERM waits for running steps without "
+            "bound instead of draining for BROKER_DRAIN_TIMEOUT (deploy/README.md)",
+            sender,
+        )
+
+
+worker_ready.connect(_warn_unless_sigterm_drains)

@@ -81,5 +81,22 @@ def _internal() -> Flask:
     return create_internal_app(get_settings())
 
 
-public = LazyApp(_public)
-internal = LazyApp(_internal)
+_public_app = LazyApp(_public)
+_internal_app = LazyApp(_internal)
+
+
+def public(*wsgi_call: Any) -> Any:
+    """The public listener's app. gunicorn (``broker.ingress.wsgi:public``) calls it as a WSGI
+    app, with ``(environ, start_response)``; Flask's CLI (``flask --app
+    broker.ingress.wsgi:public routes``) calls it with no argument, as an app factory, and gets
+    the Flask app itself."""
+    if not wsgi_call:
+        return _public_app.app
+    return _public_app(*wsgi_call)
+
+
+def internal(*wsgi_call: Any) -> Any:
+    """The internal listener's app, for gunicorn and for Flask's CLI (as ``public``)."""
+    if not wsgi_call:
+        return _internal_app.app
+    return _internal_app(*wsgi_call)

@@ -81,7 +81,15 @@ def transport_options(settings: Settings) -> dict[str, Any]:
             "polling_interval": 0.2,
         }
     if url.startswith(("redis://", "rediss://", "sentinel://")):
-        return {"visibility_timeout": settings.task_visibility_timeout}
+        # An unacknowledged message of a worker that died or was cut off comes back after the
+        # visibility timeout, but only when some worker sweeps for it: by default every 100 s
+        # (kombu's interval 10 s x throttle 10). Sweep every tenth of the timeout (1 to 10 s).
+        visibility = settings.task_visibility_timeout
+        return {
+            "visibility_timeout": visibility,
+            "unacked_restore_interval": max(1.0, min(10.0, visibility / 10)),
+            "unacked_restore_throttle": 1,
+        }
     return {}
 
 
@@ -131,11 +139,14 @@ def configure(app: Celery, settings: Settings) -> None:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
-        # A cold shutdown (SIGQUIT, or SIGTERM with Celery's REMAP_SIGTERM=SIGQUIT) first drains
-        # for drain_timeout: running steps finish and checkpoint, the rest goes back to the
-        # transport. A plain SIGTERM (warm shutdown) lets running steps finish, unbounded.
+        # The drain (``broker.runtime.drain``): a cold shutdown (SIGQUIT, or SIGTERM with
+        # Celery's REMAP_SIGTERM=SIGQUIT, which every deploy form sets) stops consuming and lets
+        # running steps go on for drain_timeout; what still runs then is interrupted and handed
+        # back to the outbox, and prefetched messages go back to the transport. An idle worker
+        # stops at once (no ETA messages wait in a worker: timers live in SQL). A plain SIGTERM
+        # without the remap is Celery's warm shutdown: running steps finish, unbounded.
         worker_soft_shutdown_timeout=settings.drain_timeout,
-        worker_enable_soft_shutdown_on_idle=True,
+        worker_enable_soft_shutdown_on_idle=False,
         task_ignore_result=True,
         task_default_queue=DEFAULT_QUEUE,
         task_create_missing_queues=True,

@@ -24,22 +24,25 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import logging
 import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import filelock
-import psycopg
 import redis
 import redis.exceptions
 import redis.lock
 
 from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.settings import Settings
+
+if TYPE_CHECKING:  # psycopg comes with the `postgres` extra; imported where a lock uses it
+    import psycopg
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +279,8 @@ class PostgresLock(_HeldLock):
     def owned(self) -> bool:
         if self._released or self._conn.closed:
             return False
+        import psycopg
+
         # pg_locks splits a bigint advisory key into classid (high half) and objid (low half).
         unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
         try:
@@ -296,6 +301,8 @@ class PostgresLock(_HeldLock):
             raise LockLost(f"advisory lock {self.name!r} is no longer held", name=self.name)
 
     def _unlock(self) -> None:
+        import psycopg
+
         try:
             if not self._conn.closed:
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
@@ -313,6 +320,12 @@ class PostgresLockProvider:
     """Session advisory locks, one dedicated connection per held lock."""
 
     def __init__(self, url: str) -> None:
+        if importlib.util.find_spec("psycopg") is None:
+            raise ConfigError(
+                "BROKER_LOCK_URL names PostgreSQL, which needs the postgres extra: "
+                "pip install 'elsa-celery-broker[postgres]'",
+                field="BROKER_LOCK_URL",
+            )
         scheme, sep, rest = url.partition("://")
         # SQLAlchemy names the driver (postgresql+psycopg://); libpq only knows postgresql://.
         self.conninfo = f"{scheme.split('+', 1)[0]}{sep}{rest}"
@@ -320,6 +333,8 @@ class PostgresLockProvider:
     def acquire(
         self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0
     ) -> PostgresLock | None:
+        import psycopg
+
         _, deadline = _wait_args(timeout)
         key = advisory_key(name)
         try:

@@ -434,6 +434,12 @@ def advance(
             result.sub_status,
             extra={**log, "request_id": step.target.request_id},
         )
+    except (SystemExit, KeyboardInterrupt):
+        # The process stops mid-step: the worker's drain ran out (Celery cancels the task with a
+        # signal that billiard turns into SystemExit in the pool process) or an operator stopped
+        # it. Hand the step back so another worker redoes it now, not after the lease.
+        _hand_back(rt, instance_id, outbox_id)
+        raise
     finally:
         with contextlib.suppress(Exception):
             lock.release()
@@ -441,6 +447,31 @@ def advance(
         rt.publisher.publish(saved.outbox_ids)
     _record_step(step.target, saved, result)
     return Outcome.DONE
+
+
+def _hand_back(rt: Runtime, instance_id: str, outbox_id: str | None) -> None:
+    """The process stops mid-step (the drain, docs/design.md section 8): make the step's outbox
+    row due now, so the relay publishes it on its next run and another worker redoes the step
+    (the caller releases the lock). The redone step answers the HTTP calls and e-mails already
+    recorded from the record and repeats, with the same ``Idempotency-Key``, the one in flight.
+    Without a row (a direct call), recovery redispatches the instance after the threshold."""
+    log = {"instance_id": instance_id, "outbox_id": outbox_id}
+    if outbox_id is None:
+        logger.warning("instance %s interrupted mid-step; nothing to hand back", instance_id)
+        return
+    try:
+        with transaction(rt.factory) as session:
+            outbox.postpone(session, outbox_id, delay=0, error="worker stopped mid-step")
+    except Exception:
+        # The lease still runs out: the relay republishes the row then.
+        logger.warning("could not hand outbox row %s back", outbox_id, exc_info=True, extra=log)
+        return
+    logger.warning(
+        "instance %s interrupted mid-step: outbox row %s handed back",
+        instance_id,
+        outbox_id,
+        extra=log,
+    )
 
 
 def _record_step(target: Target, saved: Saved, result: Any) -> None:

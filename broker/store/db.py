@@ -10,6 +10,7 @@ Functions here that take a session (``acquire_lease``, ``fence``) never commit.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from broker.errors import StoreUnavailable
+from broker.errors import ConfigError, StoreUnavailable
 from broker.store.models import Lease, utcnow
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,12 @@ def _create(url: URL) -> Engine:
     if backend == "sqlite":
         return _create_sqlite(url)
     if backend == "postgresql":
+        if importlib.util.find_spec("psycopg") is None:
+            raise ConfigError(
+                "BROKER_DATABASE_URL names PostgreSQL, which needs the postgres extra: "
+                "pip install 'elsa-celery-broker[postgres]'",
+                field="BROKER_DATABASE_URL",
+            )
         connect_args: dict[str, Any] = {}
         if "connect_timeout" not in url.query:
             connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S

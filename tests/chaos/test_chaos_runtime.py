@@ -6,6 +6,8 @@
    nothing (epochs in the publish log only grow).
 4. One task delivered twice at the same time: one effect.
 5. SIGTERM while a step runs: the worker drains (finishes and saves the step) before it exits.
+6. SIGTERM while a step runs longer than the drain timeout: the worker hands the step back and
+   another worker finishes it at once, with one effect.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from broker.runtime.process import make_publisher
 from broker.runtime.publisher import CelerySender
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
-from broker.store.models import OutboxRow, Request
+from broker.store.models import OutboxRow, Request, RequestEvent
 from tests.conftest import PG_ADMIN_URL, PROJECT_ROOT, free_port, require_service
 from tests.integration.runtime.harness import (
     Sink,
@@ -427,15 +429,22 @@ def test_a_task_delivered_twice_at_once_has_one_effect(
 # 5. SIGTERM drains --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("remap", ["", "SIGQUIT"], ids=["warm", "drain"])
 def test_sigterm_lets_the_running_step_finish_and_save_before_the_worker_exits(
-    tmp_path: Path,
+    tmp_path: Path, remap: str
 ) -> None:
     var_dir = tmp_path / "var"
     with Sink() as sink:
         sink.delay["/slow"] = 2.0
         write_workflow(tmp_path / "wf", sink_workflow("slow", "Slow", sink.url("/slow")))
+        # warm: Celery's plain SIGTERM; drain: the deploy forms' REMAP_SIGTERM=SIGQUIT, with a
+        # drain timeout the step fits in
         env = runtime_env(
-            var_dir, workflows=tmp_path / "wf", database_url=f"sqlite:///{var_dir / 'broker.db'}"
+            var_dir,
+            workflows=tmp_path / "wf",
+            database_url=f"sqlite:///{var_dir / 'broker.db'}",
+            BROKER_DRAIN_TIMEOUT="6",
+            **({"REMAP_SIGTERM": remap} if remap else {}),
         )
         settings = Settings.from_env(env)
         factory, registry = prepare(settings)
@@ -455,3 +464,102 @@ def test_sigterm_lets_the_running_step_finish_and_save_before_the_worker_exits(
             assert request_status(factory, request_id) == "Completed", worker.tail()
         finally:
             worker.stop()
+
+
+# 6. SIGTERM past the drain timeout hands the step to another worker ------------------------------
+
+
+def completed_events(factory: object, request_id: str) -> int:
+    with transaction(factory, write=False) as session:  # type: ignore[arg-type]
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(RequestEvent)
+                .where(
+                    RequestEvent.request_id == request_id,
+                    RequestEvent.event_type == "RequestCompleted",
+                )
+            )
+            or 0
+        )
+
+
+def test_sigterm_mid_step_hands_the_step_to_another_worker_at_once(
+    tmp_path: Path, pg_database: str
+) -> None:
+    require_service("Redis", "127.0.0.1", 6379)
+    var_dir = tmp_path / "var"
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    w1 = w2 = None
+    try:
+        with Sink() as sink:
+            # A first call takes far longer than the drain timeout (a step in flight cannot
+            # finish); the same call made again answers at once.
+            sink.first_delay["/slow"] = 40.0
+            write_workflow(tmp_path / "wf", sink_workflow("slow", "Slow", sink.url("/slow")))
+            # Leases, lock TTL and inactivity threshold far above what the test allows, so only
+            # the hand-back can explain a prompt takeover.
+            env = runtime_env(
+                var_dir,
+                workflows=tmp_path / "wf",
+                database_url=pg_database,
+                queue_url=redis.url,
+                lock_url=redis.url,
+                BROKER_DRAIN_TIMEOUT="2",
+                BROKER_LOCK_TTL="90",
+                BROKER_OUTBOX_LEASE="90",
+                BROKER_INACTIVITY_THRESHOLD="120",
+                BROKER_HTTP_TIMEOUT="60",
+                BROKER_TASK_VISIBILITY_TIMEOUT="120",
+                REMAP_SIGTERM="SIGQUIT",
+            )
+            settings = Settings.from_env(env)
+            factory, registry = prepare(settings)
+            registry.stop()
+            publisher = make_publisher(settings, factory)
+            # Given worker 1 with two steps in flight and a third request queued behind them
+            w1 = Worker(env, tmp_path / "w1.log", beat=False, concurrency=2, name="w1").start()
+            request_ids = [
+                submit_request(factory, registry, "Slow", payload={"n": n}, publisher=publisher)
+                for n in range(3)
+            ]
+            wait_until(
+                lambda: sink.arrived.count("/slow") >= 2, timeout=60, what="two calls in flight"
+            )
+            sink.first_delay.clear()  # the redone calls, and the third request's, answer at once
+            # and worker 2 (with beat: the relay) ready to take over
+            w2 = Worker(env, tmp_path / "w2.log", beat=True, concurrency=2, name="w2").start()
+            wait_until(lambda: "ready" in w2.tail(), timeout=60, what="worker 2 to be ready")
+            # When worker 1 gets SIGTERM (what a pod stop sends)
+            stopped_at = time.monotonic()
+            w1.terminate()
+            assert w1.proc is not None
+            w1.proc.wait(timeout=settings.drain_timeout + 15)
+            exited_after = time.monotonic() - stopped_at
+            # Then every request completes on worker 2, long before any lease, lock TTL or
+            # inactivity threshold could have freed the work
+            wait_until(
+                lambda: all(request_status(factory, r) == "Completed" for r in request_ids),
+                timeout=40,
+                interval=0.2,
+                what="every request to complete",
+            )
+            recovered_after = time.monotonic() - stopped_at
+            assert recovered_after < 30, recovered_after
+            # (the rows carry the hand-back's note: worker 1 released them itself)
+            with transaction(factory, write=False) as session:
+                notes = list(session.scalars(select(OutboxRow.last_error)))
+            assert notes.count("worker stopped mid-step") >= 2, (notes, w1.tail(200))
+            # And nothing happened twice: one completion per request, one effect per request
+            assert [completed_events(factory, r) for r in request_ids] == [1, 1, 1]
+            assert_one_effect_per_request(sink, "/slow", request_ids)
+            print(
+                f"drain: worker 1 exited {exited_after:.1f}s after SIGTERM; all 3 requests "
+                f"completed {recovered_after:.1f}s after it (inactivity threshold 120 s)"
+            )
+    finally:
+        for worker in (w1, w2):
+            if worker is not None:
+                worker.stop()
+        redis.stop()

@@ -90,3 +90,24 @@ def test_workers_log_through_the_brokers_redacting_formatter(
     line = capsys.readouterr().err
     assert "elsa.example" in line
     assert "hunter2" not in line
+
+
+def test_redis_workers_sweep_for_abandoned_messages_within_a_tenth_of_the_visibility_timeout() -> (
+    None
+):
+    from broker.runtime.celery_config import transport_options
+    from broker.settings import Settings
+
+    # Given the Redis transport with the default visibility timeout, and a short one
+    for visibility, every in (("3600", 10.0), ("8", 1.0), ("40", 4.0)):
+        settings = Settings.from_env(
+            {
+                "BROKER_QUEUE_URL": "redis://127.0.0.1:6379/0",
+                "BROKER_TASK_VISIBILITY_TIMEOUT": visibility,
+            }
+        )
+        options = transport_options(settings)
+        # Then every worker sweeps on each tick (no throttle), every tenth of it, 1 to 10 s
+        assert options["visibility_timeout"] == float(visibility)
+        assert options["unacked_restore_interval"] == every
+        assert options["unacked_restore_throttle"] == 1

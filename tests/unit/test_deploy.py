@@ -104,7 +104,11 @@ def compose() -> dict[str, Any]:
 
 
 def k8s_objects() -> list[dict[str, Any]]:
-    return [doc for path in sorted(K8S.glob("*.yaml")) for doc in load_yaml(path)]
+    """The base's objects as written (kustomize renders them unchanged but for the component
+    patch; tests/unit/test_k8s_render.py checks the rendered overlays) and the trial secrets."""
+    paths = [p for p in sorted((K8S / "base").glob("*.yaml")) if p.name != "kustomization.yaml"]
+    paths.append(K8S / "overlays" / "trial" / "secrets.yaml")
+    return [doc for path in paths for doc in load_yaml(path)]
 
 
 def k8s_pod_specs() -> dict[str, dict[str, Any]]:
@@ -568,24 +572,23 @@ def test_kubernetes_internal_listener_is_probed_on_health_and_readiness() -> Non
 
 
 def test_kubernetes_workers_drain_and_autoscale_while_beat_stays_single() -> None:
-    # Given the worker and beat Deployments and the autoscaler
+    # Given the worker and beat Deployments and the worker pool's ScaledObject
     pods = k8s_pod_specs()
     beat = k8s_one("Deployment", "broker-beat")
-    hpa = k8s_one("HorizontalPodAutoscaler", "broker-worker")
+    scaled = k8s_one("ScaledObject", "broker-worker")
     # Then a stopping worker gets longer than the drain timeout
     assert pods["worker"]["terminationGracePeriodSeconds"] > DRAIN_TIMEOUT
     # And beat has one replica, replaced by stopping the old one first
     assert beat["spec"]["replicas"] == 1
     assert beat["spec"]["strategy"]["type"] == "Recreate"
-    # And workers scale on CPU
-    assert hpa["apiVersion"] == "autoscaling/v2"
-    assert hpa["spec"]["scaleTargetRef"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": "broker-worker",
-    }
-    [metric] = hpa["spec"]["metrics"]
-    assert metric["resource"]["name"] == "cpu"
+    # And the general pool scales on its queue's length and the outbox backlog, never to zero
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "broker-worker"
+    assert scaled["spec"]["minReplicaCount"] >= 1
+    kinds = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
+    assert kinds["redis"]["listName"] == "broker.default"
+    assert "broker_outbox_pending" in kinds["prometheus"]["query"]
+    # And no HorizontalPodAutoscaler competes with the one KEDA owns
+    assert not [o for o in k8s_objects() if o["kind"] == "HorizontalPodAutoscaler"]
     assert "replicas" not in k8s_one("Deployment", "broker-worker")["spec"]
 
 
@@ -593,8 +596,14 @@ def test_kubernetes_services_expose_each_listener() -> None:
     # Given the Services and the Deployments they select
     services = [o for o in k8s_objects() if o["kind"] == "Service"]
     ports = {s["metadata"]["name"]: [p["port"] for p in s["spec"]["ports"]] for s in services}
-    # Then the public, internal and Flower ports are served
-    assert ports == {"broker-public": [5001], "broker-internal": [5080], "broker-flower": [5555]}
+    # Then the public, internal and Flower ports are served, and the metrics ports headless
+    assert ports == {
+        "broker-public": [5001],
+        "broker-internal": [5080],
+        "broker-flower": [5555],
+        "broker-ingress-metrics": [9808],
+        "broker-worker-metrics": [9808],
+    }
     components = set(k8s_pod_specs())
     for service in services:
         assert service["spec"]["selector"]["app.kubernetes.io/component"] in components
@@ -760,10 +769,50 @@ def test_procfile_runs_the_canonical_commands() -> None:
     # Given the Procfile's process types
     lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
     entries = dict(ln.split(":", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
-    # Then each runs exactly its role's README command
+    # Then each runs exactly its role's README command, after its environment assignments
     assert set(entries) == set(PROCFILE_ROLES)
     for name, role in PROCFILE_ROLES.items():
-        assert entries[name].strip() == CANONICAL[role], name
+        command = re.sub(r"^(?:[A-Z_]+=\S+ )*", "", entries[name].strip())
+        assert command == CANONICAL[role], name
+    # And the worker remaps SIGTERM to drain
+    assert entries["worker"].strip().startswith(f"{REMAP} ")
+
+
+def test_procfile_web_listens_on_the_platforms_port() -> None:
+    # Given the web process type, as the platform's shell runs it with PORT set
+    lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
+    web = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("web:"))
+    assignments = web[: web.index("gunicorn")]
+    env = {"PATH": os.environ["PATH"], "PORT": "43210"}  # noqa: TID251
+    out = subprocess.run(
+        ["sh", "-c", f"{assignments} printenv BROKER_PUBLIC_BIND"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
+    # Then the public listener binds that port on every interface
+    assert out.stdout.strip() == "0.0.0.0:43210"
+
+
+#: what makes a worker's SIGTERM a drain (Celery's soft shutdown) instead of a warm shutdown
+REMAP = "REMAP_SIGTERM=SIGQUIT"
+
+
+def test_every_worker_form_remaps_sigterm_to_drain() -> None:
+    # Given each deploy form's worker
+    services = compose()["services"]
+    [container] = k8s_pod_specs()["worker"]["containers"]
+    # Then each sets REMAP_SIGTERM=SIGQUIT (the drain needs Celery's soft shutdown)
+    assert services["worker"]["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
+    assert {"name": "REMAP_SIGTERM", "value": "SIGQUIT"} in container["env"]
+    for unit in ("broker-worker.service", "broker-worker@.service"):
+        assert REMAP in read_unit(SYSTEMD / unit).get("Service", "Environment").split(), unit
+    # And no other role has it (gunicorn and beat have their own stop signals)
+    for name, service in services.items():
+        if name != "worker":
+            assert "REMAP_SIGTERM" not in (service.get("environment") or {}), name
 
 
 def test_readme_shows_every_canonical_command_verbatim() -> None:
@@ -772,3 +821,139 @@ def test_readme_shows_every_canonical_command_verbatim() -> None:
     # Then it gives each process command exactly as the deployment files run it
     missing = [role for role, command in CANONICAL.items() if command not in readme]
     assert missing == []
+
+
+# Metrics in every form ---------------------------------------------------------------------------
+
+#: the roles whose processes count, and the setting that opens their metrics port (the internal
+#: listener serves /metrics on its own port)
+METRICS_BINDS = {"ingress": "BROKER_INGRESS_METRICS_BIND", "worker": "BROKER_WORKER_METRICS_BIND"}
+
+
+def test_entrypoint_empties_the_multiprocess_folder_before_the_command(tmp_path: Path) -> None:
+    # Given a multiprocess folder holding a dead process's files
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    (folder / "counter_123.db").write_bytes(b"stale")
+    env = {
+        "PATH": os.environ["PATH"],  # noqa: TID251
+        "SECRETS_DIR": str(tmp_path),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+    }
+    # When the entrypoint runs a command
+    out = subprocess.run(
+        ["sh", str(DEPLOY / "docker-entrypoint.sh"), "ls", "-A", str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    # Then the command finds the folder empty
+    assert out.stdout == ""
+    assert folder.is_dir()
+
+
+def test_compose_roles_count_into_their_own_folder_and_open_a_metrics_port() -> None:
+    services = compose()["services"]
+    for role in ("ingress", "internal", "worker"):
+        env = services[role]["environment"]
+        # Then every counting role has a multiprocess folder (per container: not a volume)
+        folder = env["PROMETHEUS_MULTIPROC_DIR"]
+        mounts = [str(v).split(":")[1] for v in services[role].get("volumes", [])]
+        assert not any(folder.startswith(m) for m in mounts), role
+    for role, setting in METRICS_BINDS.items():
+        # And the ingress and workers serve /metrics on a port that is not published
+        env = services[role]["environment"]
+        assert env[setting].endswith(":9808"), role
+        assert not any("9808" in str(p) for p in services[role].get("ports", [])), role
+
+
+def test_kubernetes_pods_serve_metrics_that_prometheus_finds() -> None:
+    pods = {
+        role: k8s_one("Deployment", f"broker-{role}")["spec"]["template"]
+        for role in ("ingress", "worker", "internal")
+    }
+    config = k8s_one("ConfigMap", "broker-config")["data"]
+    # Then the multiprocess folder is on each pod's own emptyDir
+    assert config["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+    for role, template in pods.items():
+        spec = template["spec"]
+        [container] = spec["containers"]
+        tmp = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+        assert tmp, role
+        [volume] = [v for v in spec["volumes"] if v["name"] == tmp[0]["name"]]
+        assert "emptyDir" in volume, role
+        # And the pod is annotated for scraping, on a port it declares
+        notes = template["metadata"]["annotations"]
+        assert notes["prometheus.io/scrape"] == "true", role
+        declared = {p["containerPort"] for p in container["ports"]}
+        assert int(notes["prometheus.io/port"]) in declared, role
+    for role, setting in METRICS_BINDS.items():
+        [container] = pods[role]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env[setting] == "0.0.0.0:9808", role
+        assert {"name": "metrics", "containerPort": 9808} in container["ports"], role
+    # And a ServiceMonitor scrapes the metrics ports and the internal port of labelled Services
+    monitor = k8s_one("ServiceMonitor", "elsa-celery-broker")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    labelled = [
+        o
+        for o in k8s_objects()
+        if o["kind"] == "Service" and selector.items() <= o["metadata"]["labels"].items()
+    ]
+    names = {p["name"] for s in labelled for p in s["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == names == {"metrics", "internal"}
+    assert all(s["spec"]["type"] == "ClusterIP" for s in labelled)
+
+
+def test_kubernetes_ingress_pods_admit_the_world_on_the_api_and_only_prometheus_on_metrics() -> (
+    None
+):
+    policy = k8s_one("NetworkPolicy", "broker-ingress")
+    public, metrics_rule = policy["spec"]["ingress"]
+    assert public == {"ports": [{"protocol": "TCP", "port": 5001}]}
+    assert metrics_rule["ports"] == [{"protocol": "TCP", "port": 9808}]
+    [peer] = metrics_rule["from"]
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+
+
+@pytest.mark.parametrize(
+    "name", ["broker-ingress.service", "broker-internal.service", "broker-worker.service",
+             "broker-worker@.service"]
+)  # fmt: skip
+def test_systemd_counting_units_have_a_fresh_folder_of_their_own(name: str) -> None:
+    # Given a unit whose processes count
+    unit = read_unit(SYSTEMD / name)
+    env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment"))
+    runtime = unit["Service"]["RuntimeDirectory"]
+    # Then its multiprocess folder is its own RuntimeDirectory (empty at each start)
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == f"%t/{runtime}"
+    assert runtime.startswith(name.split(".")[0].replace("@", "-"))
+
+
+def test_systemd_ingress_and_worker_serve_metrics_on_distinct_ports() -> None:
+    ports = {}
+    for name, setting in (
+        ("broker-ingress.service", "BROKER_INGRESS_METRICS_BIND"),
+        ("broker-worker.service", "BROKER_WORKER_METRICS_BIND"),
+    ):
+        unit = read_unit(SYSTEMD / name)
+        env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment"))
+        ports[name] = env[setting]
+    assert len(set(ports.values())) == 2, ports
+
+
+def test_compose_worker_health_reads_the_heartbeat_file_without_python(tmp_path: Path) -> None:
+    # Given the worker's healthcheck and heartbeat file
+    worker = compose()["services"]["worker"]
+    path = worker["environment"]["BROKER_WORKER_HEARTBEAT_FILE"]
+    kind, script = worker["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    assert "python" not in script
+    assert "celery" not in script
+    local = script.replace("$$", "$").replace(path, str(tmp_path / "alive"))
+    # Then it fails without the file and passes once the worker touched it
+    assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode != 0
+    (tmp_path / "alive").touch()
+    assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode == 0

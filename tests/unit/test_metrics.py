@@ -431,3 +431,18 @@ def test_a_remote_callback_counts_the_request_it_finishes(tmp_path: Path) -> Non
     assert statuses == [204, 409]
     assert sample("broker_requests_completed_total", request_type=kind) == 1
     assert sample("broker_request_latency_seconds_count", request_type=kind) == 1
+
+
+@pytest.mark.parametrize("bind", ["9808", "host:", "host:port", "0.0.0.0:70000", ""])
+def test_a_malformed_metrics_bind_is_refused_naming_its_setting(bind: str) -> None:
+    from broker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="BROKER_INGRESS_METRICS_BIND") as caught:
+        metrics.parse_bind(bind, "BROKER_INGRESS_METRICS_BIND")
+    assert caught.value.details["field"] == "BROKER_INGRESS_METRICS_BIND"
+
+
+def test_a_metrics_bind_without_host_listens_everywhere() -> None:
+    assert metrics.parse_bind(":9808", "X") == ("0.0.0.0", 9808)  # noqa: S104
+    assert metrics.parse_bind("127.0.0.1:9807", "X") == ("127.0.0.1", 9807)
+    assert metrics.parse_bind("[::1]:9807", "X") == ("::1", 9807)

@@ -108,6 +108,8 @@ class Sink:
         self.answer: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
         self.delay: dict[str, float] = {}  # seconds each call on the path takes
+        self.first_delay: dict[str, float] = {}  # seconds the first call of each key takes
+        self.started: set[tuple[str, str | None]] = set()
         self.arrived: list[str] = []  # paths, as calls arrive (before any delay)
         sink = self
 
@@ -120,6 +122,10 @@ class Sink:
                     sink.bodies[self.path].append(json.loads(raw or b"null"))
                 sink.arrived.append(self.path)
                 pause = sink.delay.get(self.path)
+                with sink.lock:
+                    if (self.path, key) not in sink.started:
+                        sink.started.add((self.path, key))
+                        pause = sink.first_delay.get(self.path, pause)
                 if pause:
                     time.sleep(pause)  # a slow downstream, so work is in flight when killed
                 status = sink.record(self.path, key)
