@@ -12,7 +12,9 @@ from tasks.celery_app import door, maintenance_job, workflow_door
 @workflow_door(name=DELIVER_WEBHOOK)
 def deliver_webhook(delivery_id: str, outbox_id: str | None = None) -> str:
     rt = get_runtime()
-    return webhook_delivery.deliver(rt.settings, rt.factory, rt.http, delivery_id, outbox_id)
+    return webhook_delivery.deliver(
+        rt.settings, rt.factory, rt.http, delivery_id, outbox_id, locks=rt.locks
+    )
 
 
 @door(name=SYNC_WEBHOOKS)

@@ -119,9 +119,36 @@ def deliver(
     outbox_id: str | None,
     *,
     rng: random.Random | None = None,
+    locks: Any = None,
 ) -> str:
     """Run one attempt of a delivery (the task door's body); answers what happened. Safe to run
-    twice: a finished outbox row or a delivery no longer pending is not sent again."""
+    twice: a finished outbox row or a delivery no longer pending is not sent again, and with
+    ``locks`` (the lock provider) two copies of one attempt running at once (a message published
+    again when its lease ran out while the first copy was still sending) send once: the second
+    finds the delivery's lock held and answers ``busy``, leaving the row to the relay."""
+    if locks is None:
+        return _deliver(settings, factory, http, delivery_id, outbox_id, rng)
+    lock = locks.acquire(
+        f"webhook-delivery:{delivery_id}",
+        ttl=settings.webhook_timeout + settings.lock_ttl,
+        timeout=0,
+    )
+    if lock is None:
+        return "busy"
+    try:
+        return _deliver(settings, factory, http, delivery_id, outbox_id, rng)
+    finally:
+        lock.release()
+
+
+def _deliver(
+    settings: Settings,
+    factory: Any,
+    http: HttpClient,
+    delivery_id: str,
+    outbox_id: str | None,
+    rng: random.Random | None,
+) -> str:
     with transaction(factory) as session:
         if outbox.is_finished(session, outbox_id):
             return "duplicate"

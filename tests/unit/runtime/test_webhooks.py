@@ -23,6 +23,7 @@ from broker.errors import BadRequest
 from broker.outbound import OutboundHttp
 from broker.runtime import deadletters, webhook_delivery, webhooks
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
+from broker.runtime.locks import FileLockProvider
 from broker.runtime.requests import Submission, cancel, submit
 from broker.runtime.statuses import finish_request, start_processing
 from broker.settings import Settings
@@ -492,6 +493,35 @@ def test_a_duplicate_run_of_one_attempt_sends_once(
         assert len(receiver.received()) == 1
     with db.transaction(factory, write=False) as session:
         assert len(session.scalars(select(WebhookAttempt)).all()) == 1
+
+
+def test_two_copies_of_one_attempt_running_at_once_send_once(
+    wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp, tmp_path: Path
+) -> None:
+    # Given a delivery whose attempt is being sent by one worker (it holds the delivery's lock)
+    locks = FileLockProvider(tmp_path / "locks")
+    with Receiver() as receiver:
+        add_endpoint(factory, http, receiver.url)
+        complete(factory, new_request(factory))
+        with db.transaction(factory, write=False) as session:
+            row = session.scalars(select(OutboxRow).where(OutboxRow.queue == WEBHOOK_QUEUE)).one()
+            outbox_id, delivery_id = row.id, row.args["delivery_id"]
+        held = locks.acquire(f"webhook-delivery:{delivery_id}", ttl=30, timeout=0)
+        assert held is not None
+        # When a second copy of the same message runs meanwhile (its lease ran out)
+        busy = webhook_delivery.deliver(
+            wh_settings, factory, http, delivery_id, outbox_id, locks=locks
+        )
+        # Then it sends nothing and leaves the row to the relay
+        assert busy == "busy"
+        assert receiver.received() == []
+        held.release()
+        # And once the first copy is done, the attempt is sent exactly once
+        sent = webhook_delivery.deliver(
+            wh_settings, factory, http, delivery_id, outbox_id, locks=locks
+        )
+        assert sent == "delivered"
+        assert len(receiver.received()) == 1
 
 
 def readme_verify() -> Any:
