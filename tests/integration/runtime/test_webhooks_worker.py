@@ -115,7 +115,10 @@ def test_a_completed_request_is_delivered_once_with_a_valid_signature(stack: Sta
             what=f"the delivery ({stack.worker.tail()})",
         )
         # Then exactly one delivery arrived, and the documented helper verifies it
-        [delivery] = receiver.received()
+        got = receiver.received()
+        seen = [(d.headers.get("webhook-id"), d.headers.get("webhook-timestamp")) for d in got]
+        assert len(got) == 1, f"deliveries (id, timestamp): {seen}; {stack.worker.tail()}"
+        [delivery] = got
     event = verify(secret, delivery.headers, delivery.body)
     assert event["type"] == "request.completed"
     assert event["data"]["correlationId"] == request_id
