@@ -3,7 +3,8 @@
 Two files in elsa-broker's formats, so its users can bring theirs unchanged::
 
     clients.json      {"clients": [{"clientId", "thumbprint", "fingerprintSha256"?, "description",
-                                    "scopes": [...]}]}
+                                    "scopes": [...], "rateLimits"?: {"submissions": "100/second",
+                                    "events": "50/second"}}]}
     requestTypes.json {"requestTypes": [{"clientId", "requestType", "requiredKeys": [...],
                                          "allowAdditionalKeys": bool}]}
 
@@ -34,6 +35,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import ClientFileError, ConfigError, StoreUnavailable
+from broker.rate_limits import DEFAULT_LIMITS, ClientLimits, parse_client_limits
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import transaction
@@ -53,6 +55,8 @@ class ApiClient:
     fingerprint_sha256: str | None  # SHA-256, upper-case hex, no colons
     description: str | None
     scopes: frozenset[str]
+    #: the client's own rates from clients.json (None for a kind: the settings' default)
+    rate_limits: ClientLimits = DEFAULT_LIMITS
 
     @property
     def key(self) -> str:
@@ -129,7 +133,12 @@ class ClientRegistry:
         clients = read_clients_file(self._clients_file)
         rules = read_request_types_file(self._rules_file)
         if self._factory is not None:
+            file_limits = {key: client.rate_limits for key, client in clients.items()}
             _apply_database(self._factory, clients, rules)
+            # A database row has no rate limits of its own: it keeps its file entry's.
+            for key, limits in file_limits.items():
+                if key in clients:
+                    clients[key] = dataclasses.replace(clients[key], rate_limits=limits)
         self._view = _build_view(clients, rules)
         self._stamp = stamp
         self._loaded_at = time.monotonic()
@@ -264,7 +273,7 @@ def read_clients_file(path: Path) -> dict[str, ApiClient]:
     seen_certs: dict[str, str] = {}
     for index, entry in entries:
         where = _Where(path, index, entry.get("clientid"))
-        client = _client_from_entry(entry, where)
+        client = _with_rate_limits(_client_from_entry(entry, where), entry, where)
         if client.key in clients:
             raise where.error("the clientId appears twice")
         for cert in (client.thumbprint, client.fingerprint_sha256):
@@ -344,6 +353,15 @@ def _client_from_entry(entry: Mapping[str, Any], where: _Where) -> ApiClient:
     return ApiClient(
         client_id, thumbprint, fingerprint, description, frozenset(s.strip() for s in scopes)
     )
+
+
+def _with_rate_limits(client: ApiClient, entry: Mapping[str, Any], where: _Where) -> ApiClient:
+    """The client with the ``rateLimits`` of its entry (absent: the settings' defaults)."""
+    try:
+        limits = parse_client_limits(entry.get("ratelimits"))
+    except ValueError as exc:
+        raise where.error(str(exc)) from exc
+    return dataclasses.replace(client, rate_limits=limits)
 
 
 def _entries(path: Path, list_key: str) -> list[tuple[int, dict[str, Any]]]:

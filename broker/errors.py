@@ -226,3 +226,14 @@ class PayloadTooLarge(BrokerError):
 
     code = "payload_too_large"
     status = 413
+
+
+class RateLimited(BrokerError):
+    """Raised when a client is over its rate for a kind of call; answered 429 with Retry-After."""
+
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, *, limit: str, rate: str, retry_after: int) -> None:
+        super().__init__(message, limit=limit, rate=rate, retryAfter=retry_after)
+        self.retry_after = retry_after

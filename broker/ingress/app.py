@@ -16,10 +16,12 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.errors import BrokerError, PayloadTooLarge, StoreUnavailable
+from broker.errors import BrokerError, PayloadTooLarge, RateLimited, StoreUnavailable
 from broker.ingress import metrics
 from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
+from broker.ingress.rate_limits import LIMITER
+from broker.rate_limits import RateLimiter, make_rate_limiter
 from broker.runtime.requests import NullPublisher, Publisher
 from broker.settings import Settings
 
@@ -37,8 +39,11 @@ def create_public_app(
     registry: WorkflowDirectory | None = None,
     session_factory: sessionmaker[Session] | None = None,
     publisher: Publisher | None = None,
+    rate_limiter: RateLimiter | None = None,
 ) -> Flask:
-    """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
+    """The mTLS client and admin API: requests, events, request types, admin, OpenAPI.
+
+    ``rate_limiter`` defaults to the one ``BROKER_RATE_LIMIT_*`` describe."""
     from broker.ingress import admin, events, openapi, request_types, requests
 
     factory = session_factory or _session_factory(settings)
@@ -66,7 +71,10 @@ def create_public_app(
             publisher=publisher or NullPublisher(),
             clients=clients,
             registry=registry,
-            extra={"trust_store": TrustStore(settings.tls_client_ca)},
+            extra={
+                "trust_store": TrustStore(settings.tls_client_ca),
+                LIMITER: rate_limiter or make_rate_limiter(settings),
+            },
         ),
     )
     for blueprint in (requests.bp, events.bp, request_types.bp, admin.bp, openapi.bp):
@@ -145,6 +153,8 @@ def _register_error_handlers(app: Flask, settings: Settings) -> None:
         response = _json(error.to_dict(), error.status)
         if error.status == 503:
             response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+        if isinstance(error, RateLimited):
+            response.headers["Retry-After"] = str(error.retry_after)
         _log_client_error(error.status, error.message)
         return response
 

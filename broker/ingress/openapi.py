@@ -40,6 +40,7 @@ ERRORS = {
     404: "No such record",
     409: "The record's state forbids the action",
     413: "The body exceeds BROKER_MAX_BODY_BYTES",
+    429: "Over the client's rate limit: `limit` names it, Retry-After says when to try again",
     503: "Database unavailable or runtime paused; see Retry-After",
 }
 
@@ -359,6 +360,7 @@ PATHS: dict[str, Any] = {
                 400,
                 409,
                 413,
+                429,
             ),
         },
         "get": {
@@ -416,7 +418,7 @@ PATHS: dict[str, Any] = {
             "tags": ["events"],
             "parameters": [_path("name", "the event name")],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
-            "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413),
+            "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 429),
         }
     },
     "/request-types": {
@@ -592,9 +594,19 @@ def document() -> dict[str, Any]:
         "paths": PATHS,
         "components": {
             "schemas": SCHEMAS,
-            "responses": {f"E{code}": _body(_ref("Error"), text) for code, text in ERRORS.items()},
+            "responses": {
+                f"E{code}": _body(_ref("Error"), text, **_error_headers(code))
+                for code, text in ERRORS.items()
+            },
         },
     }
+
+
+def _error_headers(code: int) -> dict[str, Any]:
+    if code != 429:
+        return {}
+    seconds = {"schema": {"type": "integer", "minimum": 1}, "description": "seconds to wait"}
+    return {"headers": {"Retry-After": seconds}}
 
 
 @bp.get("/openapi.json")
