@@ -16,7 +16,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.errors import BrokerError, PayloadTooLarge, RateLimited, StoreUnavailable
+from broker.errors import (
+    BadRequest,
+    BrokerError,
+    PayloadTooLarge,
+    RateLimited,
+    StoreUnavailable,
+)
 from broker.ingress import metrics
 from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
@@ -85,9 +91,22 @@ def create_public_app(
         # Every path, even an unknown one, answers 401 to a stranger before 404 or 405.
         if request.endpoint not in OPEN_ENDPOINTS:
             authenticate()
+        refuse_nul_in_url()
 
     app.wsgi_app = PeerCertificateMiddleware(app.wsgi_app, settings)  # type: ignore[method-assign]
     return app
+
+
+def refuse_nul_in_url() -> None:
+    """Raise ``BadRequest`` naming the path or query parameter that holds a NUL character.
+
+    No id, name or filter may hold one, and PostgreSQL cannot even compare a text with it: the
+    lookup would fail as an internal error instead of finding nothing.
+    """
+    fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
+    for field, value in fields:
+        if "\x00" in str(field) or "\x00" in str(value):
+            raise BadRequest(f"{field} must not contain NUL characters", field=str(field))
 
 
 def create_internal_app(

@@ -49,14 +49,17 @@ def _responses(ok: dict[int, dict[str, Any]], *errors: int) -> dict[str, Any]:
     answers: dict[str, Any] = {str(code): spec for code, spec in ok.items()}
     for code in (401, 503, *errors):
         answers[str(code)] = {"$ref": f"#/components/responses/E{code}"}
+    answers["414"] = {"$ref": "#/components/responses/E414"}
     return answers
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    # An empty value (``?status=``) is taken as no value at all, as a form would send it.
     return {
         "name": name,
         "in": "query",
         "required": False,
+        "allowEmptyValue": True,
         "schema": schema,
         "description": description,
     }
@@ -322,6 +325,17 @@ def _page_of(item: str) -> dict[str, Any]:
 REQUEST_ID = _path("id", "the request's correlation id")
 DEAD_LETTER_ID = _path("id", "the dead letter's id")
 INSTANCE_ID = _path("id", "the workflow instance's id")
+_PRINTABLE = "[^\\x00-\\x1f\\x7f-\\x9f/]"
+#: an Elsa event name is free text: any printable characters, not only blanks
+EVENT_NAME = {
+    **_path("name", "the event name (percent-encoded in the path)"),
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": NAME_MAX,
+        "pattern": f"^{_PRINTABLE}*[^\\x00-\\x20\\x7f-\\x9f/]{_PRINTABLE}*$",
+    },
+}
 
 PATHS: dict[str, Any] = {
     "/requests": {
@@ -416,7 +430,7 @@ PATHS: dict[str, Any] = {
         "post": {
             "summary": "Resume this client's workflows waiting on an event",
             "tags": ["events"],
-            "parameters": [_path("name", "the event name")],
+            "parameters": [EVENT_NAME],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
             "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 429),
         }
@@ -595,8 +609,16 @@ def document() -> dict[str, Any]:
         "components": {
             "schemas": SCHEMAS,
             "responses": {
-                f"E{code}": _body(_ref("Error"), text, **_error_headers(code))
-                for code, text in ERRORS.items()
+                **{
+                    f"E{code}": _body(_ref("Error"), text, **_error_headers(code))
+                    for code, text in ERRORS.items()
+                },
+                # Answered by gunicorn before the app sees the request, hence not JSON.
+                "E414": {
+                    "description": "The request line (path and query) is over gunicorn's "
+                    "limit of 4094 bytes",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                },
             },
         },
     }
