@@ -129,6 +129,7 @@ def create_internal_app(
         ),
     )
     app.register_blueprint(internal.bp)
+    app.before_request(refuse_nul_in_url)
     return app
 
 

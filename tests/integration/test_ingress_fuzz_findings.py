@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app, openapi
+from broker.ingress import create_internal_app, create_public_app, openapi
 from broker.ingress.auth import PEER_CERT
 from broker.store import db
 from broker.store.models import BookmarkQueueItem
@@ -34,9 +33,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture
-def admin(
-    database_url: str, tmp_path: Path, pki: Pki
-) -> Iterator[tuple[FlaskClient, sessionmaker[Session]]]:
+def admin(database_url: str, tmp_path: Path, pki: Pki) -> Iterator[tuple[FlaskClient, FlaskClient]]:
     settings = settings_for(
         tmp_path / "var",
         pki,
@@ -47,7 +44,8 @@ def admin(
     factory = db.make_session_factory(db.make_engine(database_url))
     client = create_public_app(settings, session_factory=factory).test_client()
     client.environ_base[PEER_CERT] = pki.der("Admin")  # type: ignore[assignment]
-    yield client, factory
+    internal = create_internal_app(settings, session_factory=factory).test_client()
+    yield client, internal
     db.dispose_engines()
 
 
@@ -67,7 +65,7 @@ NUL_CASES = [
 
 
 def test_a_nul_in_a_path_or_query_parameter_is_400_naming_it_not_a_500(
-    admin: tuple[FlaskClient, sessionmaker[Session]],
+    admin: tuple[FlaskClient, FlaskClient],
 ) -> None:
     client, _ = admin
     # When a parameter of each operation holds a NUL character
@@ -82,12 +80,20 @@ def test_a_nul_in_a_path_or_query_parameter_is_400_naming_it_not_a_500(
     }
     assert found == {url: (400, field) for _, url, field in NUL_CASES}
     assert all("NUL" in (answer.json or {}).get("error", "") for answer in answers.values())
+    # And on the internal listener too, for a caller holding the callback secret
+    callback = admin[1].post(
+        "/internal/requests/a%00b/result",
+        json={"status": "Completed"},
+        headers={"X-Callback-Secret": "s3cret-callback"},
+    )
+    assert callback.status_code == 400
 
 
 def test_an_event_name_with_control_characters_is_400_and_queues_nothing(
-    admin: tuple[FlaskClient, sessionmaker[Session]],
+    admin: tuple[FlaskClient, FlaskClient], database_url: str
 ) -> None:
-    client, factory = admin
+    client, _ = admin
+    factory = db.make_session_factory(db.make_engine(database_url))
     response = client.post("/events/qy%F0%9C%B0%AA%0F", json={"correlationId": "c"})
     assert response.status_code == 400
     assert response.json is not None
@@ -102,7 +108,7 @@ def test_an_event_name_with_control_characters_is_400_and_queues_nothing(
 
 
 def test_an_empty_query_value_is_no_filter_as_the_document_says(
-    admin: tuple[FlaskClient, sessionmaker[Session]],
+    admin: tuple[FlaskClient, FlaskClient],
 ) -> None:
     client, _ = admin
     assert client.get("/requests?status=&requestType=&limit=").status_code == 200
