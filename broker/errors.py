@@ -221,6 +221,13 @@ class Conflict(BrokerError):
     status = 409
 
 
+class UnsupportedMediaType(BrokerError):
+    """Raised when a body's Content-Type is not JSON (``application/json`` or ``+json``)."""
+
+    code = "unsupported_media_type"
+    status = 415
+
+
 class PayloadTooLarge(BrokerError):
     """Raised when a body exceeds BROKER_MAX_BODY_BYTES."""
 

@@ -2,7 +2,9 @@
 
 Log calls pass ids through ``extra`` (``request_id``, ``correlation_id``, ``instance_id``,
 ``client_id``, ``event_type``); the formatter copies exactly those known fields into the line, so a
-payload or a secret that happens to sit on a record never reaches the output.
+payload or a secret that happens to sit on a record never reaches the output. The message and any
+traceback go through ``broker.redaction.redact_text`` as they are formatted: a URL's password or
+key that a library repeats in an exception never reaches a log line either.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import sys
 from typing import Any
 
+from broker.redaction import redact_text
 from broker.settings import Settings
 
 #: the only ``extra`` fields that reach a log line
@@ -42,14 +45,14 @@ class JsonFormatter(logging.Formatter):
             ),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact_text(record.getMessage()),
         }
         for field in CONTEXT_FIELDS:
             value = record.__dict__.get(field)
             if value is not None:
                 line[field] = value
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = redact_text(self.formatException(record.exc_info))
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
@@ -60,7 +63,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ids = [f"{f}={record.__dict__[f]}" for f in CONTEXT_FIELDS if record.__dict__.get(f)]
         record.context = f" [{' '.join(ids)}]" if ids else ""
-        return super().format(record)
+        return redact_text(super().format(record))
 
 
 def configure_logging(settings: Settings) -> None:

@@ -6,12 +6,18 @@ per instance (pooled keep-alive connections). Two modes, chosen by ``BROKER_HTTP
 * A non-empty allowlist admits exactly the hosts its ``host[:port]`` patterns match (``*`` matches
   any run of characters, dots included; a pattern without a port matches every port). A match is
   trusted by name, so loopback and private hosts can be allowed on purpose.
-* An empty allowlist admits public addresses only. The check runs inside the connection: each new
-  socket resolves the host once, refuses the request if any resolved address is loopback, private,
-  link-local, multicast, reserved or unspecified (IPv4-mapped IPv6 is unwrapped first), and then
-  connects to one of exactly those checked addresses. Because no second lookup happens, a DNS
-  answer that changes between check and connect (DNS rebinding) cannot slip through. The URL's
-  hostname still goes into the ``Host`` header, TLS SNI and certificate verification.
+* An empty allowlist admits public addresses only: each new socket resolves the host once, refuses
+  the request if any resolved address is loopback, private, link-local, multicast, reserved or
+  unspecified (IPv4-mapped IPv6 is unwrapped first), and then connects to one of exactly those
+  checked addresses. Because no second lookup happens, a DNS answer that changes between check
+  and connect (DNS rebinding) cannot slip through. The URL's hostname still goes into the
+  ``Host`` header, TLS SNI and certificate verification.
+
+The URL is read once, by ``broker.urls.parse_target``, with the parser of the HTTP stack that sends
+it; a URL that another parser would read differently (a backslash, whitespace, a second ``@``...)
+is refused. The check is made twice in both modes: on the URL before anything is sent, and inside
+the connection on the host and port that urllib3 actually connects to, so a URL that a parser
+reads one way for the check and another way for the connection cannot reach anything unchecked.
 
 Residual risks, by design: an allowlisted name is trusted whatever its DNS answers, and the
 timeout does not bound the DNS lookup itself (the system resolver's own timeout does).
@@ -35,7 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import requests
 import requests.adapters
@@ -53,14 +59,15 @@ from broker.errors import (
     RetryLater,
     WorkflowFault,
 )
+from broker.redaction import redact_text, redact_url
 from broker.settings import Settings
+from broker.urls import Target, parse_target
 
 logger = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
 CHUNK_BYTES = 64 * 1024
 USER_AGENT = "elsa-celery-broker"
-DEFAULT_PORTS = {"http": 80, "https": 443}
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Headers that carry credentials for one origin and must not follow a redirect to another.
 ORIGIN_BOUND_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
@@ -117,6 +124,10 @@ def parse_allowlist(entries: Sequence[str]) -> tuple[HostPattern, ...]:
     return tuple(HostPattern.parse(entry) for entry in entries if entry.strip())
 
 
+def admitted(allowlist: Sequence[HostPattern], host: str, port: int) -> bool:
+    return any(pattern.matches(host, port) for pattern in allowlist)
+
+
 # Address checks -----------------------------------------------------------------------------------
 
 
@@ -151,13 +162,24 @@ def system_resolver(host: str, port: int) -> Sequence[AddrInfo]:
 
 @dataclasses.dataclass(frozen=True)
 class AddressGuard:
-    """Resolves a host once and admits it only when every address is public."""
+    """Checks each connection before it is made: with an ``allowlist``, the host and port must
+    match one of its patterns; without one, every address the host resolves to must be public."""
 
     resolve: Resolver = system_resolver
+    allowlist: tuple[HostPattern, ...] = ()
 
     def vet(self, host: str, port: int) -> Sequence[AddrInfo]:
         """The resolved addresses, all checked; raises ``OutboundBlocked`` otherwise."""
-        infos = self.resolve(host.strip("[]"), port)
+        host = host.strip("[]").lower().rstrip(".")
+        if self.allowlist:
+            if not admitted(self.allowlist, host, port):
+                raise OutboundBlocked(
+                    f"outbound connection to {host}:{port} is not in BROKER_HTTP_ALLOWLIST",
+                    host=host,
+                    reason="not allowlisted",
+                )
+            return self.resolve(host, port)
+        infos = self.resolve(host, port)
         for info in infos:
             address = str(info[4][0])
             reason = blocked_reason(address)
@@ -277,10 +299,9 @@ class OutboundHttp:
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc from the environment
         self.session.headers["User-Agent"] = USER_AGENT
-        if not self.allowlist:
-            adapter = GuardedAdapter(AddressGuard(resolver or system_resolver))
-            self.session.mount("http://", adapter)
-            self.session.mount("https://", adapter)
+        adapter = GuardedAdapter(AddressGuard(resolver or system_resolver, self.allowlist))
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
 
     def close(self) -> None:
         self.session.close()
@@ -302,63 +323,48 @@ class OutboundHttp:
             headers["Idempotency-Key"] = request.idempotency_key
         budget = request.timeout if request.timeout is not None else self.timeout
         deadline = time.monotonic() + budget
-        url, body = request.url, request.body
+        body = request.body
+        target = self.check_url(request.url)
         for _hop in range(MAX_REDIRECTS + 1):
-            self.check_url(url)
-            response = self._open(method, url, headers, body, deadline)
+            response = self._open(method, target.url, headers, body, deadline)
             location = response.headers.get("Location")
             if response.status_code not in REDIRECT_STATUSES or not location:
-                return self._finish(method, url, response, deadline)
+                return self._finish(method, target.url, response, deadline)
             response.close()
-            target = urljoin(url, location)
+            following = urljoin(target.url, location)
             logger.info(
                 "outbound %s %s redirected (%d) to %s",
                 method,
-                _loggable(url),
+                redact_url(target.url),
                 response.status_code,
-                _loggable(target),
+                redact_url(following),
             )
+            # Each hop is checked as the first one was: parsed once, then again at connect time.
+            hop = self.check_url(following)
             method, headers, body = _redirected(
-                response.status_code, method, headers, body, url, target
+                response.status_code, method, headers, body, target, hop
             )
-            url = target
+            target = hop
         raise BrokerError(
-            f"outbound request to {_loggable(request.url)} redirected more than "
+            f"outbound request to {redact_url(request.url)} redirected more than "
             f"{MAX_REDIRECTS} times",
-            url=_loggable(request.url),
+            url=redact_url(request.url),
         )
 
-    def check_url(self, url: str) -> None:
-        """Refuse a URL whose scheme is not http(s) or whose host the allowlist does not admit.
+    def check_url(self, url: str) -> Target:
+        """The checked target of ``url``: refused (``OutboundBlocked``) when it is ambiguous,
+        not http(s), or names a host the allowlist does not admit.
 
-        With an empty allowlist the address check happens at connect time (see the module doc).
+        The connection checks again what it actually connects to (see the module doc).
         """
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
+        target = parse_target(url)
+        if self.allowlist and not admitted(self.allowlist, target.host, target.port):
             raise OutboundBlocked(
-                f"malformed outbound URL {url!r}: {exc}", reason="malformed", host=None
-            ) from exc
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").rstrip(".")
-        if scheme not in DEFAULT_PORTS:
-            raise OutboundBlocked(
-                f"outbound scheme {scheme!r} is not allowed (http or https only)",
-                host=host,
-                reason="scheme",
-            )
-        if not host:
-            raise OutboundBlocked(f"outbound URL {url!r} names no host", host=None, reason="host")
-        if not self.allowlist:
-            return
-        port = port or DEFAULT_PORTS[scheme]
-        if not any(p.matches(host, port) for p in self.allowlist):
-            raise OutboundBlocked(
-                f"outbound host {host}:{port} is not in BROKER_HTTP_ALLOWLIST",
-                host=host,
+                f"outbound host {target.host}:{target.port} is not in BROKER_HTTP_ALLOWLIST",
+                host=target.host,
                 reason="not allowlisted",
             )
+        return target
 
     def _open(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes | None, deadline: float
@@ -377,30 +383,31 @@ class OutboundHttp:
         except requests.exceptions.SSLError as exc:
             if _caused_by_certificate(exc):
                 raise BrokerError(
-                    f"TLS certificate of {_loggable(url)} was refused: {exc}", url=_loggable(url)
+                    f"TLS certificate of {redact_url(url)} was refused: {_why(exc)}",
+                    url=redact_url(url),
                 ) from exc
-            raise RetryLater(f"TLS handshake with {_loggable(url)} failed: {exc}") from exc
+            raise RetryLater(f"TLS handshake with {redact_url(url)} failed: {_why(exc)}") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            raise RetryLater(f"outbound {method} {_loggable(url)} failed: {exc}") from exc
+            raise RetryLater(f"outbound {method} {redact_url(url)} failed: {_why(exc)}") from exc
         except (
             requests.exceptions.InvalidURL,
             requests.exceptions.InvalidHeader,
             ValueError,
         ) as exc:
             raise WorkflowFault(
-                f"invalid outbound request to {_loggable(url)}: {exc}", category="HTTP"
+                f"invalid outbound request to {redact_url(url)}: {_why(exc)}", category="HTTP"
             ) from exc
 
     def _finish(
         self, method: str, url: str, response: requests.Response, deadline: float
     ) -> HttpResponse:
         status = response.status_code
-        logger.info("outbound %s %s -> %d", method, _loggable(url), status)
+        logger.info("outbound %s %s -> %d", method, redact_url(url), status)
         with response:
             if status == 429 or status >= 500:
                 delay = parse_retry_after(response.headers.get("Retry-After"))
                 raise RetryLater(
-                    f"outbound {method} {_loggable(url)} answered {status}", delay=delay
+                    f"outbound {method} {redact_url(url)} answered {status}", delay=delay
                 )
             body = self._read_body(url, response, deadline)
         content_type = response.headers.get("Content-Type", "")
@@ -416,9 +423,9 @@ class OutboundHttp:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise PayloadTooLarge(
-                f"response from {_loggable(url)} declares {declared} bytes, more than the "
+                f"response from {redact_url(url)} declares {declared} bytes, more than the "
                 f"{cap}-byte cap (BROKER_HTTP_MAX_RESPONSE_BYTES)",
-                url=_loggable(url),
+                url=redact_url(url),
                 limit=cap,
             )
         chunks: list[bytes] = []
@@ -428,29 +435,37 @@ class OutboundHttp:
                 size += len(chunk)
                 if size > cap:
                     raise PayloadTooLarge(
-                        f"response from {_loggable(url)} exceeds the {cap}-byte cap "
+                        f"response from {redact_url(url)} exceeds the {cap}-byte cap "
                         "(BROKER_HTTP_MAX_RESPONSE_BYTES); reading stopped",
-                        url=_loggable(url),
+                        url=redact_url(url),
                         limit=cap,
                     )
                 chunks.append(chunk)
                 _remaining(deadline, url)
         except requests.exceptions.ContentDecodingError as exc:
             raise BrokerError(
-                f"response from {_loggable(url)} cannot be decoded: {exc}", url=_loggable(url)
+                f"response from {redact_url(url)} cannot be decoded: {_why(exc)}",
+                url=redact_url(url),
             ) from exc
         except requests.exceptions.RequestException as exc:
-            raise RetryLater(f"reading the response from {_loggable(url)} failed: {exc}") from exc
+            raise RetryLater(
+                f"reading the response from {redact_url(url)} failed: {_why(exc)}"
+            ) from exc
         return b"".join(chunks)
 
 
 # Helpers ------------------------------------------------------------------------------------------
 
 
+def _why(exc: BaseException) -> str:
+    """An exception's text without credentials: the HTTP stack repeats the URL's path and query."""
+    return redact_text(str(exc))
+
+
 def _remaining(deadline: float, url: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RetryLater(f"outbound request to {_loggable(url)} ran out of time")
+        raise RetryLater(f"outbound request to {redact_url(url)} ran out of time")
     return left
 
 
@@ -459,8 +474,8 @@ def _redirected(
     method: str,
     headers: Mapping[str, str],
     body: bytes | None,
-    source: str,
-    target: str,
+    source: Target,
+    target: Target,
 ) -> tuple[str, dict[str, str], bytes | None]:
     """Method, headers and body for the next hop, as browsers and requests do it."""
     new_headers = dict(headers)
@@ -471,23 +486,11 @@ def _redirected(
             for k, v in new_headers.items()
             if k.lower() not in ("content-type", "content-length")
         }
-    if _origin(source) != _origin(target):
+    if source.origin != target.origin:
         new_headers = {
             k: v for k, v in new_headers.items() if k.lower() not in ORIGIN_BOUND_HEADERS
         }
     return method, new_headers, body
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or ""), parts.port or DEFAULT_PORTS.get(scheme)
-
-
-def _loggable(url: str) -> str:
-    """The URL without credentials, query or fragment, which may carry secrets."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
 def _caused_by_certificate(exc: BaseException) -> bool:

@@ -27,7 +27,7 @@ def publish_event(name: str) -> tuple[Response, int]:
     if not name.strip() or len(name) > MAX_NAME:
         raise BadRequest(f"event name must be 1 to {MAX_NAME} characters", field="name")
     if not name.isprintable():
-        raise BadRequest("event name must be printable (no control characters)", field="name")
+        raise BadRequest("event name must not contain control characters", field="name")
     correlation_id, payload = parse_event(read_json(services().settings))
     item_id = str(uuid.uuid4())
     now = utcnow()

@@ -40,6 +40,7 @@ ERRORS = {
     404: "No such record",
     409: "The record's state forbids the action",
     413: "The body exceeds BROKER_MAX_BODY_BYTES",
+    415: "The body's Content-Type is not application/json (or a +json type)",
     429: "Over the client's rate limit: `limit` names it, Retry-After says when to try again",
     503: "Database unavailable or runtime paused; see Retry-After",
 }
@@ -374,6 +375,7 @@ PATHS: dict[str, Any] = {
                 400,
                 409,
                 413,
+                415,
                 429,
             ),
         },
@@ -432,7 +434,9 @@ PATHS: dict[str, Any] = {
             "tags": ["events"],
             "parameters": [EVENT_NAME],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
-            "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 429),
+            "responses": _responses(
+                {202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 415, 429
+            ),
         }
     },
     "/request-types": {

@@ -1,22 +1,29 @@
 """Reading and validating request bodies and query strings.
 
-Bodies are read against ``BROKER_MAX_BODY_BYTES`` (from Content-Length up front, and again while
-reading, for chunked bodies), parsed as strict JSON (no NaN, no Infinity), and checked for nesting
-depth and key count before anything looks at their content. Every rejection is a ``BadRequest``
-(or ``PayloadTooLarge``) naming the offending field, raised before anything is written.
+Every route that accepts a JSON body reads it through ``read_json``: the body is read against
+``BROKER_MAX_BODY_BYTES`` (from Content-Length up front, and again while reading, for chunked
+bodies); only ``application/json`` and ``+json`` media types are parsed (anything else is ``415``);
+the text is parsed as strict JSON and then walked once, checking nesting depth and key count and
+refusing what JSON or the database cannot hold faithfully: NaN and Infinity (also a number that
+overflows to infinity, such as ``1e400``), lone UTF-16 surrogates (``"\ud800"``) and NUL
+characters, in keys or values at any depth. Every rejection is a ``BadRequest`` naming the field
+and, for content, its JSON path (``UnsupportedMediaType``, ``PayloadTooLarge`` for the others),
+raised before anything is written.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from broker.errors import BadRequest, PayloadTooLarge
+from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from broker.runtime.requests import ListQuery, Submission
 from broker.settings import Settings
 from broker.store.models import RequestStatus
@@ -29,16 +36,35 @@ CALLBACK_FIELDS = frozenset({"status", "result", "error"})
 
 
 def read_json(settings: Settings) -> Any:
-    """The request body as JSON, within the size, depth and key-count limits."""
+    """The request body as JSON: the one intake of every JSON-accepting route (module doc)."""
     limit = settings.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
+    if not is_json_media_type(request.mimetype):
+        given = request.mimetype or "none"
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json (or a +json type), not {given}",
+            field="Content-Type",
+        )
     try:
         raw = request.get_data(cache=True)
     except RequestEntityTooLarge as exc:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit) from exc
     if len(raw) > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
+    return decode_json(raw, max_depth=settings.max_json_depth, max_keys=settings.max_json_keys)
+
+
+def is_json_media_type(mimetype: str) -> bool:
+    """Whether a (lower-case, parameter-free) media type is JSON: ``application/json`` or a
+    structured-syntax ``+json`` type such as ``application/merge-patch+json``."""
+    return mimetype == "application/json" or (
+        "/" in mimetype and mimetype.endswith("+json") and not mimetype.startswith("/")
+    )
+
+
+def decode_json(raw: bytes, *, max_depth: int, max_keys: int) -> Any:
+    """Strict JSON from UTF-8 ``raw``, checked by ``check_shape``; ``BadRequest`` otherwise."""
     if not raw.strip():
         raise BadRequest("Request body must be a JSON object", field="body")
     try:
@@ -47,7 +73,7 @@ def read_json(settings: Settings) -> Any:
         raise BadRequest("JSON nesting is too deep", field="body") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadRequest(f"Malformed JSON: {exc}", field="body") from exc
-    check_shape(document, max_depth=settings.max_json_depth, max_keys=settings.max_json_keys)
+    check_shape(document, max_depth=max_depth, max_keys=max_keys)
     return document
 
 
@@ -55,28 +81,80 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# A surrogate left in a decoded str is a lone one: json pairs valid ones into one code point.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+# One node of the walk: value, depth, parent node, and the key or index under the parent.
+_Node = tuple[Any, int, Any, str | int | None]
+
+
 def check_shape(document: Any, *, max_depth: int, max_keys: int) -> None:
-    """Raise ``BadRequest`` when ``document`` nests deeper or holds more keys than allowed."""
+    """Raise ``BadRequest`` when ``document`` nests deeper or holds more keys than allowed, or
+    holds a non-finite number, a lone surrogate or a NUL character (key or value, any depth)."""
     keys = 0
-    stack: list[tuple[Any, int]] = [(document, 1)]
+    stack: list[_Node] = [(document, 1, None, None)]
     while stack:
-        value, depth = stack.pop()
+        node = stack.pop()
+        value, depth = node[0], node[1]
+        if isinstance(value, str):
+            _check_text(value, node, "string")
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise _content_error(f"Number out of range (it overflows to {value})", node)
+            continue
         if isinstance(value, dict):
-            children: Any = value.values()
             keys += len(value)
             if keys > max_keys:
                 raise BadRequest(
                     f"JSON body has more than {max_keys} keys", field="body", limit=max_keys
                 )
-        elif isinstance(value, list):
-            children = value
-        else:
+        elif not isinstance(value, list):
             continue
         if depth > max_depth:
             raise BadRequest(
                 f"JSON nesting exceeds {max_depth} levels", field="body", limit=max_depth
             )
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(value, dict):
+            for key, child in value.items():
+                _check_text(key, (key, depth + 1, node, key), "key")
+                stack.append((child, depth + 1, node, key))
+        else:
+            stack.extend((child, depth + 1, node, index) for index, child in enumerate(value))
+
+
+def _check_text(text: str, node: _Node, what: str) -> None:
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return
+    char = found.group()
+    if char == "\x00":
+        problem = "a NUL character (\\u0000)"
+    else:
+        problem = f"a lone surrogate (\\u{ord(char):04x})"
+    raise _content_error(f"JSON {what} contains {problem}", node)
+
+
+def _content_error(message: str, node: _Node) -> BadRequest:
+    path = json_path(node)
+    return BadRequest(f"{message} at {path}", field="body", path=path)
+
+
+def json_path(node: _Node) -> str:
+    """The JSONPath of a walk node: ``$.payload.items[2]``, ``$["odd key"]``."""
+    parts: list[str] = []
+    current: _Node | None = node
+    while current is not None and current[2] is not None:
+        key = current[3]
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif key is not None and key.isidentifier() and key.isascii():
+            parts.append(f".{key}")
+        else:
+            # json.dumps escapes a lone surrogate or NUL, so the path itself stays printable.
+            parts.append(f"[{json.dumps(key)}]")
+        current = current[2]
+    return "$" + "".join(reversed(parts))
 
 
 def _object(document: Any, allowed: frozenset[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
+from broker.redaction import redact_optional
 from broker.runtime import ids
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_REQUEST
 from broker.store.models import (
@@ -67,7 +68,7 @@ def record(
         activity_id=activity_id,
         client_key=client_key,
         name=name,
-        error=error,
+        error=redact_optional(error),
         attempts=attempts,
         data=data,
         replayable=True,

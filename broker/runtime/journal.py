@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
+from broker.redaction import redact
 from broker.store.models import ActivityExecution, table_of, utcnow
 
 #: a step's rows, in one Core INSERT
@@ -56,7 +57,7 @@ def append(
             "event_name": entry.event_name,
             "outcome": entry.outcome,
             "attempt": attempt,
-            "payload": extra,
+            "payload": None if extra is None else redact(extra),
             "timestamp": getattr(entry, "timestamp", None) or now,
         }
         for index, entry in enumerate(entries)
@@ -91,7 +92,7 @@ def record(
             event_name=event_name,
             outcome=None,
             attempt=attempt,
-            payload=payload,
+            payload=None if payload is None else redact(payload),
             timestamp=utcnow(),
         )
     )

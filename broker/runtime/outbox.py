@@ -31,6 +31,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
+from broker.redaction import redact_optional, redact_text
 from broker.runtime import deadletters, ids
 from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
 from broker.settings import Settings
@@ -144,7 +145,7 @@ def postpone(session: Session, outbox_id: str, *, delay: float, error: str | Non
             state=OutboxState.PENDING.value,
             available_at=utcnow() + dt.timedelta(seconds=delay),
             lease_expires_at=None,
-            last_error=error,
+            last_error=redact_optional(error),
         )
         .execution_options(synchronize_session=False)
     )
@@ -304,13 +305,14 @@ def relay_batch(
         try:
             sender.send(row)
         except Exception as exc:  # the transport is down: keep the rest for the next run
+            error = redact_text(str(exc))
             logger.warning(
                 "publishing outbox row %s failed: %s",
                 row.id,
-                exc,
+                error,
                 extra={"outbox_id": row.id, "request_id": row.request_id},
             )
-            row.last_error = f"publish failed: {exc}"
+            row.last_error = f"publish failed: {error}"
             failed += 1
             break
         mark_dispatched(session, row.id, lease=settings.outbox_lease, only_pending=False)

@@ -20,6 +20,7 @@ from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict
+from broker.redaction import redact_text
 from broker.runtime import deadletters, ids, journal, outbox
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_TASK
 from broker.runtime.retry import policy_for
@@ -101,7 +102,9 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
             exhausted = policy
             status, sub_status = InstanceStatus.FINISHED.value, InstanceSubStatus.FAULTED.value
             fault = {
-                "message": f"{result.retry.error} (gave up after {target.attempt} attempts)",
+                "message": redact_text(
+                    f"{result.retry.error} (gave up after {target.attempt} attempts)"
+                ),
                 "code": "RetriesExhausted",
                 "category": "Retry",
                 "activityId": result.retry.activity_id,
@@ -190,7 +193,7 @@ def _fault_dict(fault: Any) -> dict[str, Any] | None:
     if fault is None:
         return None
     return {
-        "message": fault.message,
+        "message": redact_text(fault.message),
         "code": fault.code,
         "category": fault.category,
         "activityId": fault.activity_id,

@@ -2,31 +2,53 @@
 
 The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackSecret}`` to
 ``BROKER_ELSA_DISPATCH_URL``; the request stays Processing until the Elsa server calls the internal
-listener back (``runner.complete_from_callback``). A failed POST is retried with backoff through the
-outbox row; when the attempts run out the request faults with a replayable dead letter. A POST is
-repeated only if the worker died between it and the commit that records it, and then carries the
-same correlation id, which the server can deduplicate on.
+listener back (``runner.complete_from_callback``).
+
+A dispatch that fails transiently (the connection is refused or times out, or Elsa answers 5xx,
+408 or 429) is retried like any transient failure, under the workflow's retry policy
+(``customProperties.retry``, else the settings): the outbox row is postponed by the policy's
+backoff (at least a ``Retry-After`` the server sent) and each failed attempt is an audit event
+(``RemoteDispatchFailed``). When the attempts run out the request faults with a replayable dead
+letter (reason ``Exhausted``). Any other answer (a 4xx, a redirect) or a missing dispatch URL
+faults at once (dead letter reason ``Failed``, replayable once the cause is fixed). Attempts are
+counted from those audit events since the request's last replay, so a replay starts afresh. Every
+message names the dispatch URL with its credentials masked.
+
+A POST is repeated only if the worker died between it and the commit that records it, and then
+carries the same correlation id, which the server can deduplicate on.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
 from typing import Any
 
 import requests
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from broker import metrics
+from broker.errors import RetryLater, WorkflowFault
+from broker.outbound import parse_retry_after
+from broker.redaction import redact_text, redact_url
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
-from broker.runtime.retry import policy_for
+from broker.runtime.retry import RetryPolicy, policy_for
 from broker.runtime.statuses import finish_request, start_processing
+from broker.settings import Settings
 from broker.store.db import transaction
-from broker.store.models import OutboxRow, Request, RequestEvent
+from broker.store.models import Request, RequestEvent, RequestStatus
 
 logger = logging.getLogger(__name__)
 
 DISPATCHED_EVENT = "RequestDispatched"
+FAILED_EVENT = "RemoteDispatchFailed"
+REPLAYED_EVENT = "RequestReplayed"
+#: answers below 500 that still mean "try again later"
+TRANSIENT_STATUSES = frozenset({408, 429})
 
 
 def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, published: Any) -> Outcome:
@@ -36,12 +58,8 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         request = session.get(Request, request_id)
         if request is None or outbox.is_finished(session, outbox_id):
             return Outcome.SKIPPED
-        already = session.scalar(
-            select(RequestEvent.id).where(
-                RequestEvent.request_id == request_id, RequestEvent.event_type == DISPATCHED_EVENT
-            )
-        )
-        if already is not None:
+        history = _history(session, request_id)
+        if DISPATCHED_EVENT in history.since_replay:
             outbox.mark_done(session, outbox_id)
             return Outcome.SKIPPED
         body = {
@@ -56,21 +74,16 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
             f"/internal/requests/{request_id}/result",
             "callbackSecret": settings.resolved_callback_secret(),
         }
-        attempts = 0
-        if outbox_id is not None:
-            stored = session.scalar(select(OutboxRow.attempts).where(OutboxRow.id == outbox_id))
-            attempts = stored or 0
+        request_type, submitted_at = request.request_type, request.submitted_at
+    attempt = history.since_replay.count(FAILED_EVENT) + 1
+    failure = _Failure(rt, request_id, outbox_id, published, request_type, submitted_at)
     try:
-        if not settings.elsa_dispatch_url:
-            raise RuntimeError("BROKER_ELSA_DISPATCH_URL is not set")
-        response = requests.post(
-            settings.elsa_dispatch_url, json=body, timeout=settings.http_timeout
-        )
-        if response.status_code >= 300:
-            raise RuntimeError(f"Elsa answered HTTP {response.status_code}")
-    except (requests.RequestException, RuntimeError) as error:
-        _failed(rt, request_id, outbox_id, published, attempts, str(error))
-        return Outcome.BUSY
+        post(settings, body)
+    except RetryLater as exc:
+        return failure.transient(attempt, exc.message, exc.delay, history.replays)
+    except WorkflowFault as exc:
+        failure.fault(attempt, exc.message, "Failed", history.replays)
+        return Outcome.DONE
     with transaction(rt.factory) as session:
         start_processing(session, request_id, None, message="Dispatched to Elsa")
         session.add(
@@ -78,8 +91,8 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
                 request_id=request_id,
                 event_type=DISPATCHED_EVENT,
                 source="worker",
-                message=f"Dispatched to {settings.elsa_dispatch_url}",
-                properties={"definitionId": published.definition_id},
+                message=f"Dispatched to {redact_url(settings.elsa_dispatch_url)}",
+                properties={"definitionId": published.definition_id, "attempt": attempt},
             )
         )
         outbox.mark_done(session, outbox_id)
@@ -87,44 +100,143 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
     return Outcome.DISPATCHED
 
 
-def _failed(
-    rt: Runtime, request_id: str, outbox_id: str | None, published: Any, attempts: int, error: str
-) -> None:
-    policy = policy_for(
-        rt.settings,
-        activity_policy=None,
-        workflow_properties=published.document.get("customProperties") or {},
-    )
-    attempt = max(1, attempts)
-    with transaction(rt.factory) as session:
-        if outbox_id is None or policy.exhausted(attempt):
-            finish_request(
-                session,
-                request_id,
-                sub_status="Faulted",
-                output=None,
-                error=f"remote dispatch failed: {error}",
+def post(settings: Settings, body: dict[str, Any]) -> None:
+    """POST ``body`` to the dispatch URL; ``RetryLater`` for a transient failure (with the
+    server's Retry-After as ``delay``), ``WorkflowFault`` for any other failure."""
+    url = settings.elsa_dispatch_url
+    if not url:
+        raise WorkflowFault(
+            "BROKER_ELSA_DISPATCH_URL is not set: this workflow runs on a remote Elsa server",
+            category="Dispatch",
+        )
+    where = redact_url(url)
+    try:
+        response = requests.post(
+            url, json=body, timeout=settings.http_timeout, allow_redirects=False
+        )
+    except requests.Timeout as exc:
+        raise RetryLater(
+            f"Elsa at {where} did not answer within {settings.http_timeout:g}s"
+        ) from exc
+    except requests.ConnectionError as exc:
+        raise RetryLater(f"Elsa at {where} cannot be reached: {redact_text(str(exc))}") from exc
+    except requests.RequestException as exc:
+        raise WorkflowFault(
+            f"dispatch to Elsa at {where} failed: {redact_text(str(exc))}", category="Dispatch"
+        ) from exc
+    with response:
+        status = response.status_code
+        if status < 300:
+            return
+        message = f"Elsa at {where} answered HTTP {status}"
+        if status >= 500 or status in TRANSIENT_STATUSES:
+            raise RetryLater(message, delay=parse_retry_after(response.headers.get("Retry-After")))
+        raise WorkflowFault(message, category="Dispatch")
+
+
+class _History:
+    """The audit events of a request that count its dispatch attempts."""
+
+    def __init__(self, types: list[str]) -> None:
+        last_replay = max((i for i, t in enumerate(types) if t == REPLAYED_EVENT), default=-1)
+        self.replays = types.count(REPLAYED_EVENT)
+        self.since_replay = types[last_replay + 1 :]
+
+
+def _history(session: Session, request_id: str) -> _History:
+    types = session.scalars(
+        select(RequestEvent.event_type)
+        .where(
+            RequestEvent.request_id == request_id,
+            RequestEvent.event_type.in_([DISPATCHED_EVENT, FAILED_EVENT, REPLAYED_EVENT]),
+        )
+        .order_by(RequestEvent.id)
+    ).all()
+    return _History(list(types))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failure:
+    """What a failed dispatch writes: a postponed retry, or the fault and its dead letter."""
+
+    rt: Runtime
+    request_id: str
+    outbox_id: str | None
+    published: Any
+    request_type: str
+    submitted_at: dt.datetime
+
+    def policy(self) -> RetryPolicy:
+        return policy_for(
+            self.rt.settings,
+            activity_policy=None,
+            workflow_properties=self.published.document.get("customProperties") or {},
+        )
+
+    def transient(self, attempt: int, error: str, hint: float | None, replays: int) -> Outcome:
+        policy = self.policy()
+        if self.outbox_id is None or policy.exhausted(attempt):
+            self.fault(attempt, f"{error} (gave up after {attempt} attempts)", "Exhausted", replays)
+            return Outcome.DONE
+        delay = policy.delay(attempt + 1, hint=hint)
+        with transaction(self.rt.factory) as session:
+            session.add(
+                RequestEvent(
+                    request_id=self.request_id,
+                    event_type=FAILED_EVENT,
+                    source="worker",
+                    message=f"attempt {attempt} of {policy.max_attempts}: {error}; "
+                    f"retry in {delay:.1f}s",
+                    properties={"attempt": attempt, "retryIn": round(delay, 3)},
+                )
+            )
+            outbox.postpone(session, self.outbox_id, delay=delay, error=error)
+        logger.warning(
+            "remote dispatch of request %s failed (%s); attempt %d of %d, retry in %.1fs",
+            self.request_id,
+            redact_text(error),
+            attempt,
+            policy.max_attempts,
+            delay,
+            extra={"request_id": self.request_id},
+        )
+        return Outcome.BUSY
+
+    def fault(self, attempt: int, error: str, reason: str, replays: int) -> None:
+        message = f"remote dispatch failed: {error}"
+        with transaction(self.rt.factory) as session:
+            session.add(
+                RequestEvent(
+                    request_id=self.request_id,
+                    event_type=FAILED_EVENT,
+                    source="worker",
+                    message=f"attempt {attempt}: {error}",
+                    properties={"attempt": attempt},
+                )
+            )
+            set_to = finish_request(
+                session, self.request_id, sub_status="Faulted", output=None, error=message
             )
             deadletters.record(
                 session,
-                dead_letter_id=ids.dead_letter_id_for("request", f"remote:{request_id}"),
+                dead_letter_id=ids.dead_letter_id_for(
+                    "request", f"remote:{self.request_id}:{replays}"
+                ),
                 kind="request",
-                reason="Exhausted",
-                source_id=outbox_id,
-                request_id=request_id,
-                name=published.definition_id,
+                reason=reason,
+                source_id=self.outbox_id,
+                request_id=self.request_id,
+                name=self.published.definition_id,
                 error=error,
                 attempts=attempt,
-                data={"queue": published.queue},
+                data={"queue": self.published.queue},
             )
-            outbox.mark_done(session, outbox_id)
-            return
-        delay = policy.delay(attempt + 1)
-        outbox.postpone(session, outbox_id, delay=delay, error=error)
-    logger.warning(
-        "remote dispatch of request %s failed (%s); retry in %.1fs",
-        request_id,
-        error,
-        delay,
-        extra={"request_id": request_id},
-    )
+            outbox.mark_done(session, self.outbox_id)
+        if set_to is not None:
+            metrics.record_finished(self.request_type, RequestStatus.FAULTED, self.submitted_at)
+        logger.error(
+            "request %s faulted: %s",
+            self.request_id,
+            redact_text(message),
+            extra={"request_id": self.request_id},
+        )

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, update
 from sqlalchemy.orm import Session
 
+from broker.redaction import redact_optional
 from broker.store.models import (
     InstanceSubStatus,
     Request,
@@ -70,6 +71,7 @@ def finish_request(
     """Move a request to its terminal status (guarded); answers the status set, or None when the
     request was already terminal (the change is then ignored and logged)."""
     now = now or utcnow()
+    error = redact_optional(error)  # errorDetail and the audit event are client-readable
     column: str | None
     if sub_status == InstanceSubStatus.FINISHED.value:
         status, event, column, value = RequestStatus.COMPLETED, "RequestCompleted", "result", output

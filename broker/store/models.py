@@ -28,7 +28,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
+
+from broker.redaction import redact, redact_optional
 
 # Stable constraint names, so Alembic migrations are the same on every backend.
 NAMING = {
@@ -175,6 +177,15 @@ class RequestEvent(Base):
     source: Mapped[str] = mapped_column(String(50))  # ingress, worker, beat, admin, callback
     message: Mapped[str | None] = mapped_column(Text)
     properties: Mapped[dict[str, Any] | None]
+
+    # Clients read their audit trail: whatever a caller puts here loses its credentials first.
+    @validates("message")
+    def _redact_message(self, _key: str, value: str | None) -> str | None:
+        return redact_optional(value)
+
+    @validates("properties")
+    def _redact_properties(self, _key: str, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else cast(dict[str, Any], redact(value))
 
 
 # Workflow definitions, triggers, instances --------------------------------------------------------

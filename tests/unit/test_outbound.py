@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from cryptography import x509
@@ -37,6 +37,7 @@ from broker.outbound import (
     parse_retry_after,
 )
 from broker.settings import Settings
+from broker.urls import Target, parse_target
 
 
 class Sink(ThreadingHTTPServer):
@@ -107,8 +108,7 @@ class Handler(BaseHTTPRequestHandler):
         self._reply(201, body, "application/json")
 
 
-@pytest.fixture
-def sink() -> Iterator[Sink]:
+def serving() -> Iterator[Sink]:
     server = Sink(("127.0.0.1", 0), Handler)
     server.release = threading.Event()
     server.seen = []
@@ -119,6 +119,17 @@ def sink() -> Iterator[Sink]:
     server.shutdown()
     server.server_close()
     thread.join(5)
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    yield from serving()
+
+
+@pytest.fixture
+def victim() -> Iterator[Sink]:
+    """A second loopback server: the target an SSRF attempt must never reach."""
+    yield from serving()
 
 
 def base(server: Sink) -> str:
@@ -378,6 +389,104 @@ def test_post_redirected_with_302_becomes_a_get_without_body(
         response = http.send(request)
     assert response.status_code == 200
     assert "Content-Type" not in response.content
+
+
+# Ambiguous URLs (parser differentials) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("allowlist", ["*.example.com", "api.example.com"])
+def test_backslash_url_is_refused_in_allowlist_mode_and_never_reaches_loopback(
+    settings: Settings, victim: Sink, allowlist: str
+) -> None:
+    # Given an allowlist naming only example.com hosts, and a loopback server listening
+    port = victim.server_address[1]
+    url = f"http://127.0.0.1:{port}\\@api.example.com/json"
+    with client(settings, allowlist) as http, pytest.raises(OutboundBlocked) as err:
+        # When a URL whose host is example.com to urlsplit but loopback to urllib3 is fetched
+        get(http, url)
+    # Then it is refused as ambiguous, naming the backslash, and loopback received nothing
+    assert err.value.details["reason"] == "malformed"
+    assert "backslash" in str(err.value)
+    assert victim.seen == []
+
+
+def test_backslash_redirect_from_an_allowlisted_server_is_refused(
+    settings: Settings, sink: Sink, victim: Sink
+) -> None:
+    # Given an allowlisted server that redirects to a backslash URL aimed at another loopback port
+    target = f"http://127.0.0.1:{victim.server_address[1]}\\@api.example.com/json"
+    allowlist = f"127.0.0.1:{sink.server_address[1]},*.example.com"
+    with client(settings, allowlist) as http, pytest.raises(OutboundBlocked) as err:
+        # When the redirecting page is fetched
+        get(http, f"{base(sink)}/redirect?to={quote(target, safe='')}")
+    # Then the hop is refused before it is sent: only the allowlisted server was called
+    assert err.value.details["reason"] == "malformed"
+    assert [s["path"] for s in sink.seen] == ["/redirect"]
+    assert victim.seen == []
+
+
+def test_a_url_that_slips_past_the_parser_is_refused_at_connect_time_in_allowlist_mode(
+    settings: Settings, victim: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a parser fooled into reading a loopback URL as an allowlisted host
+    port = victim.server_address[1]
+
+    def fooled(url: str) -> Target:
+        return Target("http", "api.example.com", 80, f"http://127.0.0.1:{port}/json")
+
+    monkeypatch.setattr(broker.outbound, "parse_target", fooled)
+    with client(settings, "*.example.com") as http, pytest.raises(OutboundBlocked) as err:
+        # When the URL is fetched
+        get(http, "http://api.example.com/json")
+    # Then the connection itself is checked against the allowlist and refused
+    assert err.value.details == {"host": "127.0.0.1", "reason": "not allowlisted"}
+    assert "connection" in str(err.value)
+    assert victim.seen == []
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://api.example.com\\@127.0.0.1/", "backslash"),
+        ("http://api.example.com/a\\b", "backslash"),
+        ("http://api.example.com\t/", "U+0009"),
+        ("http://api.example.com /", "U+0020"),
+        ("http://api.example.com/\n", "U+000A"),
+        ("http://api.example.com/\x00", "U+0000"),
+        ("http://api.example.com\u200b/", "U+200B"),
+        (" http://api.example.com/", "U+0020"),
+        ("http://a@b@api.example.com/", "more than one '@'"),
+        ("http://ex%41mple.com/", "percent escape"),
+        ("http://b\u00fccher.example.com/", "non-ASCII"),
+        ("http://api.example.com:80:81/", "host or port"),
+    ],
+)
+def test_ambiguous_or_malformed_urls_are_refused_naming_the_problem(url: str, problem: str) -> None:
+    with pytest.raises(OutboundBlocked) as err:
+        parse_target(url)
+    assert err.value.details["reason"] == "malformed"
+    assert problem in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("http://API.Example.com./x?q=Zo\u00eb#f", ("http", "api.example.com", 80)),
+        ("https://user:pw@api.example.com/x", ("https", "api.example.com", 443)),
+        ("http://[::1]:8080/", ("http", "::1", 8080)),
+        ("http://127.0.0.1:8099/ledger", ("http", "127.0.0.1", 8099)),
+    ],
+)
+def test_plain_urls_parse_to_the_host_they_connect_to(
+    url: str, origin: tuple[str, str, int]
+) -> None:
+    assert parse_target(url).origin == origin
+
+
+def test_a_refused_url_keeps_its_password_out_of_the_message() -> None:
+    with pytest.raises(OutboundBlocked) as err:
+        parse_target("http://user:hunter2@127.0.0.1:1\\@api.example.com/")
+    assert "hunter2" not in str(err.value)
 
 
 # Transient failures, timeouts and size ---------------------------------------------------------

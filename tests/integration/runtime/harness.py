@@ -27,7 +27,7 @@ from broker.runtime import ids
 from broker.runtime.requests import Submission, submit
 from broker.settings import Settings
 from broker.store.db import make_engine, make_session_factory, transaction, upgrade
-from broker.store.models import Request, RequestEvent
+from broker.store.models import OutboxRow, OutboxState, Request, RequestEvent
 from tests.conftest import PROJECT_ROOT, free_port
 
 # Workflow documents ------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ class Sink:
     """A local HTTP server that records calls and applies each Idempotency-Key's effect once.
 
     ``fail[path] = n`` answers 503 to the first ``n`` calls of each key on that path; ``n < 0``
-    answers 503 forever.
+    answers 503 forever. ``answer[path] = status`` answers that status to every call instead.
     """
 
     def __init__(self) -> None:
@@ -105,6 +105,7 @@ class Sink:
         self.effects: dict[str, Counter[str]] = defaultdict(Counter)  # path -> key -> applied
         self.attempts: Counter[tuple[str, str | None]] = Counter()
         self.fail: dict[str, int] = {}
+        self.answer: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
         self.delay: dict[str, float] = {}  # seconds each call on the path takes
         self.arrived: list[str] = []  # paths, as calls arrive (before any delay)
@@ -139,6 +140,8 @@ class Sink:
         with self.lock:
             self.calls.append((path, key))
             self.attempts[(path, key)] += 1
+            if path in self.answer:
+                return self.answer[path]
             limit = self.fail.get(path, 0)
             if limit < 0 or self.attempts[(path, key)] <= limit:
                 return 503
@@ -280,6 +283,71 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
         time.sleep(interval)
+
+
+class NoSender:
+    """A transport that sends nothing: the rows are run in process by ``drain``."""
+
+    def send(self, row: OutboxRow) -> None:
+        """Nothing to do: ``drain`` runs every unfinished row."""
+
+
+def in_process_runtime(settings: Settings, locks: Path) -> Any:
+    """A ``Runtime`` over ``settings`` (migrated and loaded) with no transport: tests call the
+    runner, or ``drain``, directly."""
+    from broker.runtime.locks import FileLockProvider
+    from broker.runtime.process import Runtime
+
+    factory, registry = prepare(settings)
+    return Runtime(
+        settings,
+        factory=factory,
+        registry=registry,
+        sender=NoSender(),
+        locks=FileLockProvider(locks),
+    )
+
+
+def drain(rt: Any, *, limit: int = 50) -> list[str]:
+    """Run the unfinished outbox rows of runtime ``rt`` in process, one at a time, as the relay
+    and a worker would, without waiting for their due times (a retry's delay passes at once);
+    answers the task names run, in order. Nothing else may be running: a row the runner
+    published on its fast path (dispatched, not finished) is run here too."""
+    from broker.runtime import outbox, runner
+    from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
+
+    ran: list[str] = []
+    for _ in range(limit):
+        with transaction(rt.factory) as session:
+            row = session.scalars(
+                select(OutboxRow)
+                .where(
+                    OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value])
+                )
+                .order_by(OutboxRow.available_at, OutboxRow.id)
+                .limit(1)
+            ).first()
+            if row is None:
+                return ran
+            outbox.mark_dispatched(session, row.id, lease=60, only_pending=False)
+            name, args, row_id = row.task_name, dict(row.args or {}), row.id
+        if name == RUN_REQUEST:
+            runner.run_request(rt, args["request_id"], row_id)
+        elif name == RESUME_INSTANCE:
+            runner.resume_instance(
+                rt,
+                args["instance_id"],
+                row_id,
+                bookmark_id=args.get("bookmark_id"),
+                queue_item_id=args.get("queue_item_id"),
+                retry=args.get("retry"),
+            )
+        elif name == RUN_CHILD:
+            runner.run_child(rt, args["instance_id"], row_id)
+        else:
+            raise AssertionError(f"drain cannot run {name}")
+        ran.append(name)
+    raise AssertionError(f"the outbox still had pending rows after {limit} runs")
 
 
 # Worker processes --------------------------------------------------------------------------------
