@@ -8,16 +8,19 @@ A rate is written ``"<count>/<unit>"`` (``"100/second"``, ``"6000/minute"``, uni
 client's ``rateLimits`` in clients.json overrides them.
 
 The bucket is kept as GCRA does (one "theoretical arrival time" per bucket, the exact equivalent
-of a token bucket), in one of two stores:
+of a token bucket), in one of three stores:
 
 * Redis (``RedisBuckets``): one key per bucket, updated by a Lua script against the Redis
   server's clock, so every ingress process on every host shares it;
+* PostgreSQL (``DatabaseBuckets``): one row per bucket in the broker's database, taken in one
+  statement against the database server's clock, for deployments without Redis;
 * a folder (``FileBuckets``): one small file per bucket, read and written under ``flock``, so the
   gunicorn workers of one host share it (the embedded default, under ``var/ratelimits``).
 
 ``BROKER_RATE_LIMIT_URL`` picks the store; empty picks Redis when the lock or queue URL is
-``redis://`` and the folder otherwise. When the store cannot be reached the request is let through
-and a warning logged: a limit protects the broker, it must not take it down.
+``redis://``, the database when the locks are PostgreSQL's, and the folder otherwise. When the
+store cannot be reached the request is let through and a warning logged: a limit protects the
+broker, it must not take it down.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
+from sqlalchemy import create_engine
+from sqlalchemy import text as sql_text
+from sqlalchemy.exc import SQLAlchemyError
 
 from broker.errors import ConfigError, RateLimited
 
@@ -211,6 +217,66 @@ class RedisBuckets:
         return int(waited) / 1_000_000
 
 
+# The bucket's row takes the token when the bucket has one, in one statement: the row lock
+# serializes the processes of every host, and the clock is the database server's.
+_TAKE = sql_text(
+    """
+    WITH taken AS (
+        INSERT INTO rate_buckets AS b (key, arrival_us)
+        VALUES (:key, (extract(epoch from now()) * 1000000)::bigint + :interval)
+        ON CONFLICT (key) DO UPDATE
+        SET arrival_us = GREATEST(b.arrival_us, (extract(epoch from now()) * 1000000)::bigint)
+            + :interval
+        WHERE GREATEST(b.arrival_us, (extract(epoch from now()) * 1000000)::bigint) + :interval
+            - :burst <= (extract(epoch from now()) * 1000000)::bigint
+        RETURNING 0::bigint AS wait_us
+    )
+    SELECT wait_us FROM taken
+    UNION ALL
+    SELECT arrival_us + :interval - :burst - (extract(epoch from now()) * 1000000)::bigint
+    FROM rate_buckets WHERE key = :key AND NOT EXISTS (SELECT 1 FROM taken)
+    """
+)
+
+
+class DatabaseBuckets:
+    """One row per bucket in the broker's PostgreSQL database (``rate_buckets``), shared by every
+    ingress process on every host, for deployments without Redis."""
+
+    def __init__(self, url: str) -> None:
+        from broker.store.db import normalize_url
+
+        parsed = normalize_url(url)
+        if parsed.get_backend_name() != "postgresql":
+            raise ConfigError(
+                f"BROKER_RATE_LIMIT_URL: database buckets need PostgreSQL, not "
+                f"{parsed.get_backend_name()} (use file://DIR on one host)"
+            )
+        # A small pool of its own in autocommit: a take is one round trip, no BEGIN or COMMIT.
+        self.engine = create_engine(
+            parsed,
+            isolation_level="AUTOCOMMIT",
+            pool_size=2,
+            max_overflow=8,
+            # No ping per checkout (a round trip): a dropped connection fails one take, which
+            # lets its call through, and is replaced. A bucket is no record to keep: losing its
+            # last updates in a crash costs a client a few tokens, so commits need not wait for
+            # the disk.
+            connect_args={"connect_timeout": 5, "options": "-c synchronous_commit=off"},
+        )
+
+    def take(self, key: str, rate: Rate) -> float:
+        interval = max(1, round(rate.interval * 1_000_000))
+        params = {"key": key, "interval": interval, "burst": interval * rate.count}
+        # One statement in autocommit: a refused take reads the row as it was (the CTE's
+        # snapshot), so it needs no second round trip.
+        with self.engine.connect() as conn:
+            waited = (
+                conn.execution_options(isolation_level="AUTOCOMMIT").execute(_TAKE, params).scalar()
+            )
+        return 0.0 if not waited else max(int(waited), 1) / 1_000_000
+
+
 def _gcra(stored: float, now: float, rate: Rate) -> tuple[float, float]:
     """(seconds to wait, new theoretical arrival time) of one take from a bucket."""
     arrival = max(stored, now) + rate.interval
@@ -243,7 +309,11 @@ class RateLimiter:
             return
         try:
             wait = self.buckets.take(f"{kind}:{client_id.lower()}", rate)
-        except (OSError, RedisError) as exc:  # an unreachable store must not refuse work
+        except (
+            OSError,
+            RedisError,
+            SQLAlchemyError,
+        ) as exc:  # an unreachable store must not refuse work
             self._warn(exc)
             return
         if wait <= 0:
@@ -264,12 +334,18 @@ class RateLimiter:
 
 
 def store_url(settings: Settings) -> str:
-    """The store ``BROKER_RATE_LIMIT_URL`` names, or the automatic choice when it is empty."""
+    """The store ``BROKER_RATE_LIMIT_URL`` names, or the automatic choice when it is empty:
+    the Redis of the lock or queue URL; else, with PostgreSQL locks, the broker's database (its
+    processes may be on several hosts); else files under the var folder."""
     if settings.rate_limit_url:
         return settings.rate_limit_url
     for url in (settings.lock_url, settings.queue_url):
         if url.startswith(("redis://", "rediss://")):
             return url
+    if settings.lock_url.startswith("postgresql") and settings.database_url.startswith(
+        "postgresql"
+    ):
+        return settings.database_url
     return f"file://{Path(settings.var_dir) / 'ratelimits'}"
 
 
@@ -279,6 +355,8 @@ def make_rate_limiter(settings: Settings) -> RateLimiter:
     buckets: Buckets
     if url.startswith(("redis://", "rediss://")):
         buckets = RedisBuckets(url)
+    elif url.startswith("postgresql"):
+        buckets = DatabaseBuckets(url)
     elif url.startswith("file://"):
         buckets = FileBuckets(Path(url.removeprefix("file://")))
         if settings.distributed:
@@ -289,7 +367,8 @@ def make_rate_limiter(settings: Settings) -> RateLimiter:
             )
     else:
         raise ConfigError(
-            f"BROKER_RATE_LIMIT_URL={url!r} is invalid: expected redis://... or file://DIR"
+            f"BROKER_RATE_LIMIT_URL={url!r} is invalid: expected redis://..., "
+            "postgresql://... (the broker's database) or file://DIR"
         )
     return RateLimiter(
         buckets,

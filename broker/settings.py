@@ -128,8 +128,9 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_RATE_LIMIT_EVENTS", "rate_limit_events", "1000/second", _rate,
       "default rate of `POST /events/{name}` per client, in the same form"),
     K("BROKER_RATE_LIMIT_URL", "rate_limit_url", "", _str,
-      "where the rate-limit buckets live, shared by every ingress process: `redis://...` or "
-      "`file://DIR`; empty: the Redis of the lock or queue URL if either is one, else "
+      "where the rate-limit buckets live, shared by every ingress process: `redis://...`, "
+      "`postgresql://...` (the broker's database) or `file://DIR`; empty: the Redis of the lock "
+      "or queue URL if either is one, else the database with PostgreSQL locks, else "
       "`var/ratelimits`"),
     # Process model
     K("BROKER_DISTRIBUTED", "distributed", "false", _bool,

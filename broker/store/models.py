@@ -483,3 +483,16 @@ class RequestTypeRule(Base):
     required_keys: Mapped[list[str] | None] = mapped_column(JsonColumn)
     allow_additional_keys: Mapped[bool] = mapped_column(Boolean, default=False)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+# Rate limits --------------------------------------------------------------------------------------
+
+
+class RateBucket(Base):
+    """A client's rate-limit bucket kept in the database (``broker.rate_limits.DatabaseBuckets``):
+    when its next token is due (GCRA's theoretical arrival time), in microseconds since 1970."""
+
+    __tablename__ = "rate_buckets"
+
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)  # "<kind>:<client key>"
+    arrival_us: Mapped[int] = mapped_column(BigInteger)

@@ -25,6 +25,7 @@ from broker.rate_limits import (
     UNLIMITED,
     Buckets,
     ClientLimits,
+    DatabaseBuckets,
     FileBuckets,
     Rate,
     RateLimiter,
@@ -265,9 +266,13 @@ def test_an_unreachable_store_lets_requests_through(caplog: pytest.LogCaptureFix
 
 
 def _take_many(store: str, rate_text: str, count: int, results: Any) -> None:
-    buckets: Buckets = (
-        RedisBuckets(store) if store.startswith("redis://") else FileBuckets(Path(store))
-    )
+    buckets: Buckets
+    if store.startswith("redis://"):
+        buckets = RedisBuckets(store)
+    elif store.startswith("postgresql"):
+        buckets = DatabaseBuckets(store)
+    else:
+        buckets = FileBuckets(Path(store))
     rate = parse_rate(rate_text)
     results.put(sum(1 for _ in range(count) if buckets.take("submissions:clienta", rate) == 0))
 
@@ -306,6 +311,35 @@ def test_processes_share_one_redis_bucket(redis_url: str) -> None:
     assert granted == 50
 
 
+@pytest.mark.postgres
+def test_processes_share_one_database_bucket(postgres_url: str) -> None:
+    # Given three processes each taking 40 tokens from one bucket of 50 in PostgreSQL
+    upgrade(postgres_url)
+    dispose_engines()
+    granted = _granted_by_processes(postgres_url)
+    # Then together they got exactly 50
+    assert granted == 50
+
+
+@pytest.mark.postgres
+def test_a_database_bucket_says_when_the_next_token_comes(postgres_url: str) -> None:
+    upgrade(postgres_url)
+    try:
+        buckets = DatabaseBuckets(postgres_url)
+        rate = parse_rate("2/hour")
+        assert [buckets.take("k", rate) for _ in range(2)] == [0, 0]
+        assert 1800 - 60 < buckets.take("k", rate) <= 1800
+        assert buckets.take("other", rate) == 0
+    finally:
+        dispose_engines()
+
+
+def test_database_buckets_refuse_sqlite(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="need PostgreSQL"):
+        DatabaseBuckets(f"sqlite:///{tmp_path / 'x.db'}")
+    dispose_engines()
+
+
 # Choosing the store -------------------------------------------------------------------------------
 
 
@@ -317,6 +351,9 @@ def test_the_store_follows_redis_lock_or_queue_urls_else_the_var_folder(
     assert store_url(redis_locks) == "redis://cache:6379/1"
     redis_queue = settings.replace(queue_url="redis://cache:6379/0")
     assert store_url(redis_queue) == "redis://cache:6379/0"
+    pg = "postgresql+psycopg://broker@db/broker"
+    postgres_locks = settings.replace(lock_url="postgresql://broker@db/broker", database_url=pg)
+    assert store_url(postgres_locks) == pg
     chosen = redis_queue.replace(rate_limit_url="file:///srv/buckets")
     assert store_url(chosen) == "file:///srv/buckets"
     assert isinstance(
