@@ -247,8 +247,13 @@ def _fuzz(
     path: str,
     mode: GenerationMode,
     examples: int,
+    *,
+    caller: requests.Session | None = None,
+    statuses: list[int] | None = None,
 ) -> None:
+    """Call ``operation`` with ``examples`` generated cases as ``caller`` (Admin by default)."""
     checks = [*CHECKS, negative_data_rejection] if mode is GenerationMode.NEGATIVE else CHECKS
+    session = caller or admin
 
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(
@@ -260,14 +265,16 @@ def _fuzz(
     def call(case: Any) -> None:
         calls[mode.value] += 1
         try:
-            case.call_and_validate(
+            response = case.call_and_validate(
                 base_url=listener.base_url,
-                session=admin,
+                session=session,
                 checks=checks,
                 timeout=30,
-                verify=admin.verify,
-                cert=admin.cert,
+                verify=session.verify,
+                cert=session.cert,
             )
+            if statuses is not None:
+                statuses.append(response.status_code)
         finally:
             _restore(listener, admin, path)
 
@@ -288,6 +295,35 @@ def test_every_operation_survives_generated_calls_over_mutual_tls(
     # (Unsatisfiable: nothing about this operation can be invalid, it has no input.)
     with contextlib.suppress(Unsatisfiable):
         _fuzz(listener, admin, operation, path, GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES)
+
+
+ADMIN_OPERATIONS = [(p, m) for p, m in OPERATIONS if p.startswith("/admin/")]
+
+
+@pytest.mark.parametrize(
+    ("path", "method"), ADMIN_OPERATIONS, ids=[f"{m.upper()} {p}" for p, m in ADMIN_OPERATIONS]
+)
+def test_every_admin_operation_refuses_a_client_without_its_scope_as_documented(
+    listener: Listener, admin: requests.Session, api_schema: Any, path: str, method: str
+) -> None:
+    # Given ClientA, allowlisted without any admin scope
+    statuses: list[int] = []
+    with listener.session("ClientA") as client:
+        # When it calls the admin operation with generated valid data
+        _fuzz(
+            listener,
+            admin,
+            api_schema[path][method],
+            path,
+            GenerationMode.POSITIVE,
+            3,
+            caller=client,
+            statuses=statuses,
+        )
+    # Then every answer is the documented 403, whatever the data (unless gunicorn refused an
+    # overlong request line first, as documented too)
+    assert 403 in statuses
+    assert set(statuses) <= {403, 414}
 
 
 def test_both_gunicorn_workers_share_a_clients_event_bucket(listener: Listener) -> None:
