@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as fuzz_settings
+from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.clients import ApiClient, ClientRegistry
@@ -165,6 +168,40 @@ def test_a_malformed_rate_limit_in_clients_json_is_refused_naming_the_field(
         registry.load()
     assert "entry 0 (clientId 'ClientA')" in info.value.message
     assert reason in info.value.message
+
+
+RATE_TEXTS = st.one_of(
+    st.text(max_size=12),
+    st.from_regex(r"\A-?[0-9]{1,4} ?/ ?[a-zA-Z]{0,8}\Z"),
+    st.sampled_from(["unlimited", "0", "", "1/second", "7/minutes"]),
+)
+RATE_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), RATE_TEXTS)
+
+
+@fuzz_settings(max_examples=200, deadline=None, database=None)
+@given(
+    limits=st.one_of(
+        st.dictionaries(
+            st.sampled_from(["submissions", "events", "Events", "other"]), RATE_VALUES, max_size=3
+        ),
+        RATE_VALUES,
+        st.lists(RATE_VALUES, max_size=2),
+    )
+)
+def test_any_rate_limits_value_loads_or_is_refused_naming_the_field(limits: Any) -> None:
+    # Given any JSON as a client's rateLimits, when it is read, then it loads or the error names
+    # the field (never another exception)
+    refused = ""
+    try:
+        parsed = parse_client_limits(limits)
+    except ValueError as exc:
+        refused = str(exc)
+    if refused:
+        assert refused.startswith("rateLimits")
+        return
+    for kind in (SUBMISSIONS, EVENTS):
+        rate = parsed.for_kind(kind)
+        assert rate is None or rate.unlimited or (rate.count > 0 and rate.period > 0)
 
 
 def test_a_database_row_keeps_the_rate_limits_of_its_file_entry(
