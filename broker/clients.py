@@ -4,7 +4,9 @@ Two files in elsa-broker's formats, so its users can bring theirs unchanged::
 
     clients.json      {"clients": [{"clientId", "thumbprint", "fingerprintSha256"?, "description",
                                     "scopes": [...], "webhooks"?: [{"url", "events"?, "secret"?}],
-                                    "allowCallbackUrl"?: bool, "callbackSecret"?: "whsec_..."}]}
+                                    "allowCallbackUrl"?: bool, "callbackSecret"?: "whsec_...",
+                                    "rateLimits"?: {"submissions": "100/second",
+                                                    "events": "50/second"}}]}
     requestTypes.json {"requestTypes": [{"clientId", "requestType", "requiredKeys": [...],
                                          "allowAdditionalKeys": bool}]}
 
@@ -35,6 +37,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import ClientFileError, ConfigError, StoreUnavailable
+from broker.rate_limits import DEFAULT_LIMITS, ClientLimits, parse_client_limits
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import transaction
@@ -80,6 +83,8 @@ class ApiClient:
     #: whether a submission may name a one-off ``callbackUrl`` (signed with ``callback_secret``)
     allow_callback_url: bool = False
     callback_secret: str | None = None
+    #: the client's own rates from clients.json (None for a kind: the settings' default)
+    rate_limits: ClientLimits = DEFAULT_LIMITS
 
     @property
     def key(self) -> str:
@@ -156,7 +161,12 @@ class ClientRegistry:
         clients = read_clients_file(self._clients_file)
         rules = read_request_types_file(self._rules_file)
         if self._factory is not None:
+            file_limits = {key: client.rate_limits for key, client in clients.items()}
             _apply_database(self._factory, clients, rules)
+            # A database row has no rate limits of its own: it keeps its file entry's.
+            for key, limits in file_limits.items():
+                if key in clients:
+                    clients[key] = dataclasses.replace(clients[key], rate_limits=limits)
         self._view = _build_view(clients, rules)
         self._stamp = stamp
         self._loaded_at = time.monotonic()
@@ -291,7 +301,7 @@ def read_clients_file(path: Path) -> dict[str, ApiClient]:
     seen_certs: dict[str, str] = {}
     for index, entry in entries:
         where = _Where(path, index, entry.get("clientid"))
-        client = _client_from_entry(entry, where)
+        client = _with_rate_limits(_client_from_entry(entry, where), entry, where)
         if client.key in clients:
             raise where.error("the clientId appears twice")
         for cert in (client.thumbprint, client.fingerprint_sha256):
@@ -441,6 +451,15 @@ def parse_webhook_events(value: Any) -> tuple[str, ...]:
 
 def _is_webhook_secret(value: Any) -> bool:
     return isinstance(value, str) and bool(_WEBHOOK_SECRET.match(value))
+
+
+def _with_rate_limits(client: ApiClient, entry: Mapping[str, Any], where: _Where) -> ApiClient:
+    """The client with the ``rateLimits`` of its entry (absent: the settings' defaults)."""
+    try:
+        limits = parse_client_limits(entry.get("ratelimits"))
+    except ValueError as exc:
+        raise where.error(str(exc)) from exc
+    return dataclasses.replace(client, rate_limits=limits)
 
 
 def _entries(path: Path, list_key: str) -> list[tuple[int, dict[str, Any]]]:

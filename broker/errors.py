@@ -261,3 +261,14 @@ class DefinitionRefused(BadRequest):
 
     def __init__(self, errors: list[str]) -> None:
         super().__init__("; ".join(errors), errors=errors)
+
+
+class RateLimited(BrokerError):
+    """Raised when a client is over its rate for a kind of call; answered 429 with Retry-After."""
+
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, *, limit: str, rate: str, retry_after: int) -> None:
+        super().__init__(message, limit=limit, rate=rate, retryAfter=retry_after)
+        self.retry_after = retry_after

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.errors import ConfigError
+from broker.rate_limits import Rate, parse_rate
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ def _paths(text: str) -> tuple[str, ...]:
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _rate(text: str) -> Rate:
+    return parse_rate(text)
 
 
 def _mode(text: str) -> str:
@@ -128,6 +133,16 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_MAX_JSON_DEPTH", "max_json_depth", "32", _int, "deepest accepted JSON nesting"),
     K("BROKER_MAX_JSON_KEYS", "max_json_keys", "1000", _int,
       "most object keys accepted in one request body"),
+    K("BROKER_RATE_LIMIT_SUBMISSIONS", "rate_limit_submissions", "1000/second", _rate,
+      "default rate of `POST /requests` per client (`<count>/<unit>`: a bucket of count tokens "
+      "refilled at count per second, minute, hour or day); `unlimited` or empty: no limit"),
+    K("BROKER_RATE_LIMIT_EVENTS", "rate_limit_events", "1000/second", _rate,
+      "default rate of `POST /events/{name}` per client, in the same form"),
+    K("BROKER_RATE_LIMIT_URL", "rate_limit_url", "", _str,
+      "where the rate-limit buckets live, shared by every ingress process: `redis://...`, "
+      "`postgresql://...` (the broker's database) or `file://DIR`; empty: the Redis of the lock "
+      "or queue URL if either is one, else the database with PostgreSQL locks, else "
+      "`var/ratelimits`"),
     # Process model
     K("BROKER_DISTRIBUTED", "distributed", "false", _bool,
       "processes run on more than one host (file locks are then not enough)"),
@@ -255,6 +270,9 @@ class Settings:
     max_body_bytes: int
     max_json_depth: int
     max_json_keys: int
+    rate_limit_submissions: Rate
+    rate_limit_events: Rate
+    rate_limit_url: str
     distributed: bool
     allow_local_locks: bool
     log_level: str

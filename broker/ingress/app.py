@@ -16,11 +16,19 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.errors import BrokerError, PayloadTooLarge, StoreUnavailable
+from broker.errors import (
+    BadRequest,
+    BrokerError,
+    PayloadTooLarge,
+    RateLimited,
+    StoreUnavailable,
+)
 from broker.ingress import metrics
 from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
 from broker.ingress.bodies import BodyLimit
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
+from broker.ingress.rate_limits import LIMITER
+from broker.rate_limits import RateLimiter, make_rate_limiter
 from broker.runtime.requests import NullPublisher, Publisher
 from broker.settings import Settings
 
@@ -38,8 +46,11 @@ def create_public_app(
     registry: WorkflowDirectory | None = None,
     session_factory: sessionmaker[Session] | None = None,
     publisher: Publisher | None = None,
+    rate_limiter: RateLimiter | None = None,
 ) -> Flask:
-    """The mTLS client and admin API: requests, events, request types, admin, OpenAPI."""
+    """The mTLS client and admin API: requests, events, request types, admin, OpenAPI.
+
+    ``rate_limiter`` defaults to the one ``BROKER_RATE_LIMIT_*`` describe."""
     from broker.ingress import (
         admin,
         events,
@@ -76,7 +87,10 @@ def create_public_app(
             publisher=publisher or NullPublisher(),
             clients=clients,
             registry=registry,
-            extra={"trust_store": TrustStore(settings.tls_client_ca)},
+            extra={
+                "trust_store": TrustStore(settings.tls_client_ca),
+                LIMITER: rate_limiter or make_rate_limiter(settings),
+            },
         ),
     )
     for blueprint in (
@@ -95,9 +109,22 @@ def create_public_app(
         # Every path, even an unknown one, answers 401 to a stranger before 404 or 405.
         if request.endpoint not in OPEN_ENDPOINTS:
             authenticate()
+        refuse_nul_in_url()
 
     app.wsgi_app = PeerCertificateMiddleware(app.wsgi_app, settings)  # type: ignore[method-assign]
     return app
+
+
+def refuse_nul_in_url() -> None:
+    """Raise ``BadRequest`` naming the path or query parameter that holds a NUL character.
+
+    No id, name or filter may hold one, and PostgreSQL cannot even compare a text with it: the
+    lookup would fail as an internal error instead of finding nothing.
+    """
+    fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
+    for field, value in fields:
+        if "\x00" in str(field) or "\x00" in str(value):
+            raise BadRequest(f"{field} must not contain NUL characters", field=str(field))
 
 
 def create_internal_app(
@@ -120,6 +147,7 @@ def create_internal_app(
         ),
     )
     app.register_blueprint(internal.bp)
+    app.before_request(refuse_nul_in_url)
     return app
 
 
@@ -180,6 +208,8 @@ def _register_error_handlers(app: Flask, settings: Settings) -> None:
         response = _json(error.to_dict(), error.status)
         if error.status == 503:
             response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+        if isinstance(error, RateLimited):
+            response.headers["Retry-After"] = str(error.retry_after)
         _log_client_error(error.status, error.message)
         return response
 

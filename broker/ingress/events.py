@@ -8,9 +8,11 @@ import uuid
 from flask import Blueprint, Response, jsonify
 
 from broker.errors import BadRequest
+from broker.ingress import rate_limits
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import MAX_NAME, parse_event, read_json
+from broker.rate_limits import EVENTS
 from broker.store.models import BookmarkQueueItem, utcnow
 
 logger = logging.getLogger(__name__)
@@ -21,6 +23,7 @@ bp = Blueprint("events", __name__)
 @bp.post("/events/<name>")
 def publish_event(name: str) -> tuple[Response, int]:
     client = authenticate()
+    rate_limits.enforce(EVENTS, client)
     if not name.strip() or len(name) > MAX_NAME:
         raise BadRequest(f"event name must be 1 to {MAX_NAME} characters", field="name")
     if not name.isprintable():

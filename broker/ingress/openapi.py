@@ -48,6 +48,7 @@ ERRORS = {
     409: "The record's state forbids the action",
     413: "The body exceeds BROKER_MAX_BODY_BYTES",
     415: "The body's Content-Type is not application/json (or a +json type)",
+    429: "Over the client's rate limit: `limit` names it, Retry-After says when to try again",
     503: "Database unavailable or runtime paused; see Retry-After",
 }
 
@@ -56,14 +57,17 @@ def _responses(ok: dict[int, dict[str, Any]], *errors: int) -> dict[str, Any]:
     answers: dict[str, Any] = {str(code): spec for code, spec in ok.items()}
     for code in (401, 503, *errors):
         answers[str(code)] = {"$ref": f"#/components/responses/E{code}"}
+    answers["414"] = {"$ref": "#/components/responses/E414"}
     return answers
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    # An empty value (``?status=``) is taken as no value at all, as a form would send it.
     return {
         "name": name,
         "in": "query",
         "required": False,
+        "allowEmptyValue": True,
         "schema": schema,
         "description": description,
     }
@@ -467,6 +471,17 @@ REQUEST_ID = _path("id", "the request's correlation id")
 DEAD_LETTER_ID = _path("id", "the dead letter's id")
 INSTANCE_ID = _path("id", "the workflow instance's id")
 ENDPOINT_ID = _path("id", "the webhook endpoint's id")
+_PRINTABLE = "[^\\x00-\\x1f\\x7f-\\x9f/]"
+#: an Elsa event name is free text: any printable characters, not only blanks
+EVENT_NAME = {
+    **_path("name", "the event name (percent-encoded in the path)"),
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": NAME_MAX,
+        "pattern": f"^{_PRINTABLE}*[^\\x00-\\x20\\x7f-\\x9f/]{_PRINTABLE}*$",
+    },
+}
 
 PATHS: dict[str, Any] = {
     "/requests": {
@@ -506,6 +521,7 @@ PATHS: dict[str, Any] = {
                 409,
                 413,
                 415,
+                429,
             ),
         },
         "get": {
@@ -561,9 +577,11 @@ PATHS: dict[str, Any] = {
         "post": {
             "summary": "Resume the workflows waiting on an event; start those it triggers",
             "tags": ["events"],
-            "parameters": [_path("name", "the event name")],
+            "parameters": [EVENT_NAME],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref("Stimulus")}}},
-            "responses": _responses({202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 415),
+            "responses": _responses(
+                {202: _body(_ref("QueueItem"), "Queued")}, 400, 404, 413, 415, 429
+            ),
         }
     },
     "/request-types": {
@@ -806,9 +824,27 @@ def document() -> dict[str, Any]:
         "paths": PATHS,
         "components": {
             "schemas": SCHEMAS,
-            "responses": {f"E{code}": _body(_ref("Error"), text) for code, text in ERRORS.items()},
+            "responses": {
+                **{
+                    f"E{code}": _body(_ref("Error"), text, **_error_headers(code))
+                    for code, text in ERRORS.items()
+                },
+                # Answered by gunicorn before the app sees the request, hence not JSON.
+                "E414": {
+                    "description": "The request line (path and query) is over gunicorn's "
+                    "limit of 4094 bytes",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                },
+            },
         },
     }
+
+
+def _error_headers(code: int) -> dict[str, Any]:
+    if code != 429:
+        return {}
+    seconds = {"schema": {"type": "integer", "minimum": 1}, "description": "seconds to wait"}
+    return {"headers": {"Retry-After": seconds}}
 
 
 @bp.get("/openapi.json")

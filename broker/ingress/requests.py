@@ -8,11 +8,12 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import IntegrityError
 
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
-from broker.ingress import metrics
+from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
 from broker.ingress.context import WorkflowLike, services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
 from broker.ingress.webhooks import outbound
+from broker.rate_limits import SUBMISSIONS
 from broker.runtime import requests as runtime
 from broker.runtime import webhooks
 from broker.runtime.requests import Submission, Submitted
@@ -26,6 +27,7 @@ bp = Blueprint("requests", __name__)
 def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     svc = services()
     client = authenticate()
+    rate_limits.enforce(SUBMISSIONS, client)
     submission = parse_submission(read_json(svc.settings), request.headers.get("Idempotency-Key"))
     clients, registry = svc.client_directory(), svc.workflow_directory()
     rule = clients.rule_for(client.client_id, submission.request_type)

@@ -6,8 +6,9 @@ one ``resume_instance`` outbox row per match, in one transaction; an item that m
 stays queued (a resume that races the suspension is not lost) until ``bookmark_queue_ttl``, then it
 becomes a dead letter (``Expired``). An item whose processing keeps failing is dead-lettered as
 ``Failed`` after ``bookmark_queue_max_delivery_attempts``. Due timers become resume rows the same
-way. Each job runs under its lock and derives its row ids from the item, so running it twice
-writes nothing twice.
+way. A run serves clients round-robin (``due_items``), so one client's flood of unmatched events
+cannot starve another client's. Each job runs under its lock and derives its row ids from the
+item, so running it twice writes nothing twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
@@ -94,18 +95,50 @@ def process_queue(rt: Runtime) -> QueueReport:
     return report
 
 
+def due_items(session: Session, now: dt.datetime, limit: int = BATCH) -> list[BookmarkQueueItem]:
+    """The items this run serves: due ones, taken round-robin by client, each client's longest
+    waiting first.
+
+    Every client's first due item comes before any client's second, and so on, so a client
+    flooding unmatched events cannot crowd another client's stimulus out of the batch. Within a
+    client the order is by ``next_attempt_at``: an unmatched item goes to the back of its
+    client's line when the run puts it off, so the client's later items get their turn too.
+    Stimuli of the runtime itself (no client) form one more line of their own.
+    """
+    turn = (
+        func.row_number()
+        .over(
+            partition_by=BookmarkQueueItem.client_key,
+            order_by=(BookmarkQueueItem.next_attempt_at, BookmarkQueueItem.id),
+        )
+        .label("turn")
+    )
+    ranked = (
+        select(BookmarkQueueItem.id, BookmarkQueueItem.next_attempt_at, turn)
+        .where(BookmarkQueueItem.next_attempt_at <= now)
+        .subquery()
+    )
+    chosen = session.execute(
+        select(ranked.c.id)
+        .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
+        .limit(limit)
+    ).scalars()
+    order = {item_id: index for index, item_id in enumerate(chosen)}
+    if not order:
+        return []
+    items = session.scalars(
+        select(BookmarkQueueItem).where(BookmarkQueueItem.id.in_(list(order)))
+    ).all()
+    return sorted(items, key=lambda found: order[found.id])
+
+
 def process_due_items(
     session: Session, settings: Settings, *, registry: Any = None, clients: Any = None
 ) -> tuple[QueueReport, list[str]]:
     """Match the due items; with the ``registry``, an event also starts the workflows whose
     Event trigger it matches (``broker.runtime.triggers``)."""
     now = utcnow()
-    items = session.scalars(
-        select(BookmarkQueueItem)
-        .where(BookmarkQueueItem.next_attempt_at <= now)
-        .order_by(BookmarkQueueItem.created_at, BookmarkQueueItem.id)
-        .limit(BATCH)
-    ).all()
+    items = due_items(session, now)
     matched = waiting = expired = failed = 0
     written: list[str] = []
     for item in items:

@@ -625,3 +625,16 @@ class WebhookAttempt(Base):
     __table_args__ = (
         Index("ix_webhook_attempts_endpoint_attempted", "endpoint_id", "attempted_at"),
     )
+
+
+# Rate limits --------------------------------------------------------------------------------------
+
+
+class RateBucket(Base):
+    """A client's rate-limit bucket kept in the database (``broker.rate_limits.DatabaseBuckets``):
+    when its next token is due (GCRA's theoretical arrival time), in microseconds since 1970."""
+
+    __tablename__ = "rate_buckets"
+
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)  # "<kind>:<client key>"
+    arrival_us: Mapped[int] = mapped_column(BigInteger)

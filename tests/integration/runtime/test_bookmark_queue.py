@@ -316,6 +316,87 @@ def test_event_of_another_client_does_not_match(
     assert count_rows(factory) == 0
 
 
+# Fairness -----------------------------------------------------------------------------------------
+
+
+def flood(factory: sessionmaker[Session], client_key: str, count: int) -> None:
+    """``count`` events of one client that match nothing, queued oldest first."""
+    start = utcnow() - dt.timedelta(seconds=30)
+    with transaction(factory) as session:
+        session.add_all(
+            BookmarkQueueItem(
+                id=f"{client_key}-flood-{n:05d}",
+                name="approval",
+                correlation_id=f"nobody-{n}",
+                client_key=client_key,
+                created_at=start + dt.timedelta(milliseconds=n),
+                next_attempt_at=start + dt.timedelta(milliseconds=n),
+            )
+            for n in range(count)
+        )
+
+
+def resumed(factory: sessionmaker[Session], bookmark_id: str) -> bool:
+    with transaction(factory, write=False) as session:
+        args = session.scalars(select(OutboxRow.args)).all()
+    return any(a.get("bookmark_id") == bookmark_id for a in args)
+
+
+def test_a_flooding_client_does_not_starve_another_clients_event(
+    rt: Runtime, factory: sessionmaker[Session]
+) -> None:
+    # Given client A's 1,000 queued events that match nothing (five batches' worth, all older)
+    flood(factory, "clienta", 1000)
+    # And client B's workflow waiting for an event, and B's matching event, queued last
+    mine = waiting_instance(factory, "b1", client_key="clientb")
+    post_event(factory, "b-event", "approval", "corr-b1", client_key="clientb")
+    # When the queue job runs once
+    report = bookmarks.process_queue(rt)
+    # Then B's workflow is resumed in that run, and A's flood filled the rest of the batch
+    assert resumed(factory, mine)
+    assert report.matched == 1
+    assert report.waiting == bookmarks.BATCH - 1
+
+
+def test_a_run_takes_each_clients_turn_before_anyones_second(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given three clients with unmatched events: A with many, B with two, C with one
+    flood(factory, "clienta", 50)
+    flood(factory, "clientb", 2)
+    flood(factory, "clientc", 1)
+    # When the due items of a batch of five are chosen
+    with transaction(factory, write=False) as session:
+        chosen = [i.id for i in bookmarks.due_items(session, utcnow(), limit=5)]
+    # Then every client's oldest comes first, then the second of those that have one
+    assert chosen == [
+        "clienta-flood-00000",
+        "clientb-flood-00000",
+        "clientc-flood-00000",
+        "clienta-flood-00001",
+        "clientb-flood-00001",
+    ]
+
+
+def test_a_clients_own_later_event_gets_its_turn_behind_its_unmatched_ones(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given more unmatched events of client A than one batch holds, then A's matching event
+    flood(factory, "clienta", bookmarks.BATCH + 20)
+    mine = waiting_instance(factory, "a1", client_key="clienta")
+    post_event(factory, "a-event", "approval", "corr-a1", client_key="clienta")
+    # When the job runs twice, each run finding the put-off items due again at once
+    immediate = settings.replace(bookmark_queue_interval=0.0)
+    runs = 0
+    while not resumed(factory, mine) and runs < 2:
+        with transaction(factory) as session:
+            bookmarks.process_due_items(session, immediate)
+        runs += 1
+    # Then the second run reached it: the first run's unmatched items went to the back
+    assert resumed(factory, mine)
+    assert runs == 2
+
+
 # Dead letters -------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,376 @@
+"""Per-client rate limits: a token bucket per client and kind, shared by every ingress process.
+
+A rate is written ``"<count>/<unit>"`` (``"100/second"``, ``"6000/minute"``, units ``second``,
+``minute``, ``hour``, ``day``, plural allowed): a bucket of ``count`` tokens that refills at
+``count`` per unit, so a client may send ``count`` at once and then ``count`` per unit on average.
+``"unlimited"``, ``"0"``, ``0`` or an empty text mean no limit. The kinds are ``submissions``
+(``POST /requests``) and ``events`` (``POST /events/{name}``); defaults come from settings, and a
+client's ``rateLimits`` in clients.json overrides them.
+
+The bucket is kept as GCRA does (one "theoretical arrival time" per bucket, the exact equivalent
+of a token bucket), in one of three stores:
+
+* Redis (``RedisBuckets``): one key per bucket, updated by a Lua script against the Redis
+  server's clock, so every ingress process on every host shares it;
+* PostgreSQL (``DatabaseBuckets``): one row per bucket in the broker's database, taken in one
+  statement against the database server's clock, for deployments without Redis;
+* a folder (``FileBuckets``): one small file per bucket, read and written under ``flock``, so the
+  gunicorn workers of one host share it (the embedded default, under ``var/ratelimits``).
+
+``BROKER_RATE_LIMIT_URL`` picks the store; empty picks Redis when the lock or queue URL is
+``redis://``, the database when the locks are PostgreSQL's, and the folder otherwise. When the
+store cannot be reached the request is let through and a warning logged: a limit protects the
+broker, it must not take it down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import logging
+import math
+import os
+import re
+import struct
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from redis.exceptions import RedisError
+from sqlalchemy import create_engine
+from sqlalchemy import text as sql_text
+from sqlalchemy.exc import SQLAlchemyError
+
+from broker.errors import ConfigError, RateLimited
+
+if TYPE_CHECKING:
+    from broker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SUBMISSIONS = "submissions"
+EVENTS = "events"
+KINDS = (SUBMISSIONS, EVENTS)
+REDIS_PREFIX = "broker:ratelimit:"
+#: seconds between two warnings about an unreachable store
+WARN_INTERVAL = 60.0
+
+_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
+_RATE = re.compile(r"^(\d+)\s*/\s*([a-z]+?)s?$")
+_UNLIMITED_TEXTS = frozenset({"", "0", "unlimited"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    """``count`` per ``period`` seconds; ``count`` 0 is no limit."""
+
+    count: int
+    period: float
+    text: str = dataclasses.field(default="unlimited", compare=False)
+
+    @property
+    def unlimited(self) -> bool:
+        return self.count == 0
+
+    @property
+    def interval(self) -> float:
+        """Seconds one token takes to refill."""
+        return self.period / self.count
+
+    def __str__(self) -> str:
+        return self.text
+
+
+UNLIMITED = Rate(0, 1.0)
+
+
+def parse_rate(value: Any) -> Rate:
+    """A rate from its text (or the number 0); ``ValueError`` saying what is wrong."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError('expected a rate such as "100/second", or "unlimited"')
+    if isinstance(value, int):
+        if value != 0:
+            raise ValueError(f'a bare number ({value}) has no unit: write "{value}/second"')
+        return UNLIMITED
+    text = value.strip().lower()
+    if text in _UNLIMITED_TEXTS:
+        return UNLIMITED
+    match = _RATE.match(text)
+    unit = match.group(2) if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f'{value!r} is not a rate: expected "<count>/<unit>" with a unit of '
+            f'{", ".join(_UNITS)} (e.g. "100/second"), or "unlimited"'
+        )
+    count = int(match.group(1))
+    if count == 0:
+        raise ValueError(f'{value!r} would refuse everything: write "unlimited" for no limit')
+    return Rate(count, _UNITS[unit], f"{count}/{unit}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientLimits:
+    """A client's own rates (from clients.json); None for a kind means the default applies."""
+
+    submissions: Rate | None = None
+    events: Rate | None = None
+
+    def for_kind(self, kind: str) -> Rate | None:
+        found: Rate | None = getattr(self, kind)
+        return found
+
+
+#: a client that sets no rate of its own
+DEFAULT_LIMITS = ClientLimits()
+
+
+def parse_client_limits(value: Any) -> ClientLimits:
+    """The ``rateLimits`` object of a clients.json entry.
+
+    Raises ``ValueError`` whose message starts with the field at fault (``rateLimits.events: ...``).
+    """
+    if value is None:
+        return DEFAULT_LIMITS
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            'rateLimits must be an object such as {"submissions": "100/second", '
+            '"events": "50/second"}'
+        )
+    rates: dict[str, Rate] = {}
+    for name, text in value.items():
+        kind = str(name).lower()
+        if kind not in KINDS:
+            raise ValueError(f"rateLimits.{name}: unknown limit (expected {' or '.join(KINDS)})")
+        try:
+            rates[kind] = parse_rate(text)
+        except ValueError as exc:
+            raise ValueError(f"rateLimits.{name}: {exc}") from exc
+    return ClientLimits(**rates)
+
+
+# Stores -----------------------------------------------------------------------------------------
+
+
+class Buckets(Protocol):
+    """Where the buckets live. ``take`` answers 0 when a token was taken, else the seconds until
+    one will be there (and takes none)."""
+
+    def take(self, key: str, rate: Rate) -> float: ...
+
+
+class FileBuckets:
+    """One file per bucket under ``folder``, shared by the processes of one host through
+    ``flock``. Each file holds the bucket's theoretical arrival time (8 bytes)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def take(self, key: str, rate: Rate) -> float:
+        name = hashlib.sha256(key.encode()).hexdigest()[:40]
+        fd = os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 8, 0)
+            now = time.time()
+            stored = struct.unpack("!d", raw)[0] if len(raw) == 8 else now
+            wait, arrival = _gcra(stored, now, rate)
+            if wait == 0:
+                os.pwrite(fd, struct.pack("!d", arrival), 0)
+            return wait
+        finally:
+            os.close(fd)  # releases the flock
+
+
+# KEYS[1] the bucket; ARGV[1] microseconds per token; ARGV[2] capacity. Answers 0, or the
+# microseconds to wait. The clock is the Redis server's, the same for every ingress host.
+_GCRA_SCRIPT = """
+local interval = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local arrival = tat + interval
+local allowed_at = arrival - capacity * interval
+if now < allowed_at then return math.ceil(allowed_at - now) end
+redis.call('SET', KEYS[1], string.format('%.0f', arrival), 'PX',
+           math.ceil((arrival - now) / 1000) + 1000)
+return 0
+"""
+
+
+class RedisBuckets:
+    """One key per bucket in Redis, shared by every ingress process on every host."""
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._script = self.client.register_script(_GCRA_SCRIPT)
+
+    def take(self, key: str, rate: Rate) -> float:
+        interval = max(1, round(rate.interval * 1_000_000))
+        waited = self._script(keys=[REDIS_PREFIX + key], args=[interval, rate.count])
+        return int(waited) / 1_000_000
+
+
+# The bucket's row takes the token when the bucket has one, in one statement: the row lock
+# serializes the processes of every host, and the clock is the database server's.
+_TAKE = sql_text(
+    """
+    WITH taken AS (
+        INSERT INTO rate_buckets AS b (key, arrival_us)
+        VALUES (:key, (extract(epoch from now()) * 1000000)::bigint + :interval)
+        ON CONFLICT (key) DO UPDATE
+        SET arrival_us = GREATEST(b.arrival_us, (extract(epoch from now()) * 1000000)::bigint)
+            + :interval
+        WHERE GREATEST(b.arrival_us, (extract(epoch from now()) * 1000000)::bigint) + :interval
+            - :burst <= (extract(epoch from now()) * 1000000)::bigint
+        RETURNING 0::bigint AS wait_us
+    )
+    SELECT wait_us FROM taken
+    UNION ALL
+    SELECT arrival_us + :interval - :burst - (extract(epoch from now()) * 1000000)::bigint
+    FROM rate_buckets WHERE key = :key AND NOT EXISTS (SELECT 1 FROM taken)
+    """
+)
+
+
+class DatabaseBuckets:
+    """One row per bucket in the broker's PostgreSQL database (``rate_buckets``), shared by every
+    ingress process on every host, for deployments without Redis."""
+
+    def __init__(self, url: str) -> None:
+        from broker.store.db import normalize_url
+
+        parsed = normalize_url(url)
+        if parsed.get_backend_name() != "postgresql":
+            raise ConfigError(
+                f"BROKER_RATE_LIMIT_URL: database buckets need PostgreSQL, not "
+                f"{parsed.get_backend_name()} (use file://DIR on one host)"
+            )
+        # A small pool of its own in autocommit: a take is one round trip, no BEGIN or COMMIT.
+        self.engine = create_engine(
+            parsed,
+            isolation_level="AUTOCOMMIT",
+            pool_size=2,
+            max_overflow=8,
+            # No ping per checkout (a round trip): a dropped connection fails one take, which
+            # lets its call through, and is replaced. A bucket is no record to keep: losing its
+            # last updates in a crash costs a client a few tokens, so commits need not wait for
+            # the disk.
+            connect_args={"connect_timeout": 5, "options": "-c synchronous_commit=off"},
+        )
+
+    def take(self, key: str, rate: Rate) -> float:
+        interval = max(1, round(rate.interval * 1_000_000))
+        params = {"key": key, "interval": interval, "burst": interval * rate.count}
+        # One statement in autocommit: a refused take reads the row as it was (the CTE's
+        # snapshot), so it needs no second round trip.
+        with self.engine.connect() as conn:
+            waited = (
+                conn.execution_options(isolation_level="AUTOCOMMIT").execute(_TAKE, params).scalar()
+            )
+        return 0.0 if not waited else max(int(waited), 1) / 1_000_000
+
+
+def _gcra(stored: float, now: float, rate: Rate) -> tuple[float, float]:
+    """(seconds to wait, new theoretical arrival time) of one take from a bucket."""
+    arrival = max(stored, now) + rate.interval
+    allowed_at = arrival - rate.count * rate.interval
+    if now < allowed_at:
+        return allowed_at - now, stored
+    return 0.0, arrival
+
+
+# The limiter ------------------------------------------------------------------------------------
+
+
+class RateLimiter:
+    """Checks a client's rate for a kind against its bucket; raises ``RateLimited``."""
+
+    def __init__(self, buckets: Buckets, defaults: Mapping[str, Rate]) -> None:
+        self.buckets = buckets
+        self.defaults = dict(defaults)
+        self._warned_at = -math.inf
+
+    def rate_for(self, kind: str, limits: ClientLimits | None) -> Rate:
+        own = limits.for_kind(kind) if limits is not None else None
+        return own if own is not None else self.defaults.get(kind, UNLIMITED)
+
+    def check(self, client_id: str, kind: str, limits: ClientLimits | None = None) -> None:
+        """Take one token of ``client_id``'s ``kind`` bucket, or raise ``RateLimited`` with the
+        whole seconds after which to try again."""
+        rate = self.rate_for(kind, limits)
+        if rate.unlimited:
+            return
+        try:
+            wait = self.buckets.take(f"{kind}:{client_id.lower()}", rate)
+        except (
+            OSError,
+            RedisError,
+            SQLAlchemyError,
+        ) as exc:  # an unreachable store must not refuse work
+            self._warn(exc)
+            return
+        if wait <= 0:
+            return
+        retry_after = max(1, math.ceil(wait))
+        raise RateLimited(
+            f"Rate limit exceeded: {kind} of client '{client_id}' are limited to {rate}",
+            limit=kind,
+            rate=str(rate),
+            retry_after=retry_after,
+        )
+
+    def _warn(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_INTERVAL:
+            self._warned_at = now
+            logger.warning("rate-limit store unavailable, letting requests through: %s", exc)
+
+
+def store_url(settings: Settings) -> str:
+    """The store ``BROKER_RATE_LIMIT_URL`` names, or the automatic choice when it is empty:
+    the Redis of the lock or queue URL; else, with PostgreSQL locks, the broker's database (its
+    processes may be on several hosts); else files under the var folder."""
+    if settings.rate_limit_url:
+        return settings.rate_limit_url
+    for url in (settings.lock_url, settings.queue_url):
+        if url.startswith(("redis://", "rediss://")):
+            return url
+    if settings.lock_url.startswith("postgresql") and settings.database_url.startswith(
+        "postgresql"
+    ):
+        return settings.database_url
+    return f"file://{Path(settings.var_dir) / 'ratelimits'}"
+
+
+def make_rate_limiter(settings: Settings) -> RateLimiter:
+    """The limiter of an ingress process, on the store its settings name."""
+    url = store_url(settings)
+    buckets: Buckets
+    if url.startswith(("redis://", "rediss://")):
+        buckets = RedisBuckets(url)
+    elif url.startswith("postgresql"):
+        buckets = DatabaseBuckets(url)
+    elif url.startswith("file://"):
+        buckets = FileBuckets(Path(url.removeprefix("file://")))
+        if settings.distributed:
+            logger.warning(
+                "rate limits are kept in files under %s: ingress processes on other hosts do "
+                "not share them (set BROKER_RATE_LIMIT_URL=redis://...)",
+                url.removeprefix("file://"),
+            )
+    else:
+        raise ConfigError(
+            f"BROKER_RATE_LIMIT_URL={url!r} is invalid: expected redis://..., "
+            "postgresql://... (the broker's database) or file://DIR"
+        )
+    return RateLimiter(
+        buckets,
+        {SUBMISSIONS: settings.rate_limit_submissions, EVENTS: settings.rate_limit_events},
+    )
