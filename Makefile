@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-dev run test lint fmt bench flower clean services
+.PHONY: install install-dev console-assets browser run test lint fmt bench flower clean services
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,19 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed console-assets
 
-install-dev: $(VENV)/.installed-dev
+install-dev: $(VENV)/.installed-dev console-assets
+
+# Elsa Studio and mermaid.js for the console, from npm at pinned versions and integrity, unpacked
+# into the venv (never into the repository); nothing happens when they are there already.
+console-assets: $(VENV)/.installed
+	@$(BIN)/broker console assets
+
+# The browser tests drive Debian's chromium (never a downloaded browser build).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
+		|| echo "chromium is missing and could not be installed: the browser tests will skip"
 
 run: install
 	$(BIN)/broker run
@@ -38,7 +48,7 @@ fmt: install-dev
 	$(BIN)/ruff format --config config/ruff.toml broker tasks tests
 	$(BIN)/ruff check --fix --config config/ruff.toml broker tasks tests
 
-test: install-dev services lint
+test: install-dev services browser lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev services

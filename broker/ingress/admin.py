@@ -161,7 +161,7 @@ def cancel_instance(instance_id: str) -> tuple[Response, int]:
 # Runtime ------------------------------------------------------------------------------------------
 
 
-def _runtime_view(session: Session) -> dict[str, object]:
+def runtime_view(session: Session) -> dict[str, object]:
     """The pause flag and the outbox's open work: ``inFlight`` rows were handed to a worker and
     not finished yet, ``pending`` rows wait to be published. Paused with nothing in flight is
     drained: no workflow step runs anywhere."""
@@ -189,7 +189,7 @@ def _runtime_view(session: Session) -> dict[str, object]:
 @require_scope("read:workflow-runtime")
 def runtime_status() -> Response:
     with transaction(write=False) as session:
-        return jsonify(_runtime_view(session))
+        return jsonify(runtime_view(session))
 
 
 @bp.post("/workflow-runtime/pause")
@@ -207,7 +207,7 @@ def resume() -> Response:
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
         runtime.set_paused(session, paused)
-        body = _runtime_view(session)
+        body = runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id
     )

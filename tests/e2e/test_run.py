@@ -49,6 +49,7 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
     # Given a configuration rooted in a temporary folder, on free loopback ports
     var = tmp_path / "var"
     internal = f"127.0.0.1:{free_port()}"
+    console = f"127.0.0.1:{free_port()}"
     env = {
         **os.environ,  # noqa: TID251 - the child needs PATH and friends
         "BROKER_VAR_DIR": str(var),
@@ -56,6 +57,7 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         "BROKER_LOCK_URL": f"file://{var / 'locks'}",
         "BROKER_PUBLIC_BIND": f"127.0.0.1:{free_port()}",
         "BROKER_INTERNAL_BIND": internal,
+        "BROKER_CONSOLE_BIND": console,
         "BROKER_TLS_CERT": str(var / "certs" / "server.pem"),
         "BROKER_TLS_KEY": str(var / "certs" / "server.key"),
         "BROKER_TLS_CLIENT_CA": str(var / "certs" / "ca.pem"),
@@ -63,13 +65,14 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         "BROKER_WORKER_CONCURRENCY": "1",
     }
     broker = Path(sys.executable).parent / "broker"
+    log = (tmp_path / "run.log").open("wb")
     proc = subprocess.Popen(
         [str(broker), "run"],
         cwd=PROJECT_ROOT,
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,  # a file, not a pipe: five roles' logs would fill a pipe nobody reads
     )
     try:
         # When it has started
@@ -78,9 +81,17 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         assert b"ok" in body
         for name in ("ca.pem", "server.pem", "server.key", "DevClient.pem", "DevClient.key"):
             assert (var / "certs" / name).exists(), name
+        # And the console listener answers, with a development key kept in var/ only
+        assert b"ok" in _wait_for(f"http://{console}/healthz", time.monotonic() + 60)
+        key = (var / "console-dev-key").read_text().strip()
+        assert key.startswith("bk_")
+        assert oct((var / "console-dev-key").stat().st_mode & 0o777) == "0o600"
         # When Ctrl-C reaches the whole foreground group
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=40)
+        # And the console's URL was printed with the key in its fragment
+        printed = (tmp_path / "run.log").read_text(errors="replace")
+        assert f"http://{console}/sign-in#key={key}" in printed
         # Then nothing of the group is left running
         deadline = time.monotonic() + 10
         while _group_members(proc.pid) and time.monotonic() < deadline:
@@ -90,3 +101,4 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         if proc.poll() is None or _group_members(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        log.close()
