@@ -59,7 +59,8 @@ def test_a_viewer_cannot_pause_replay_or_nothing_changes(
     assert client.post("/runtime/pause", headers=keys.header("viewer")).status_code == 403
     assert client.post("/runtime/pause", headers=keys.header("designer")).status_code == 403
     assert (
-        client.post("/dead-letters/dl-1/replay", headers=keys.header("designer")).status_code == 403
+        client.post("/dead-letters/dl-req-1/replay", headers=keys.header("designer")).status_code
+        == 403
     )
     runtime = client.get("/runtime", headers=keys.header("viewer")).get_data(as_text=True)
     assert 'id="runtime-state">running' in runtime

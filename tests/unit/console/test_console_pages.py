@@ -8,7 +8,8 @@ from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.store.models import Request, RequestEvent
-from tests.unit.console.conftest import WALKED, Keys, RecordingPublisher
+from tests.support.console import WALKED
+from tests.unit.console.conftest import Keys, RecordingPublisher
 
 
 def test_the_request_page_shows_status_history_and_the_executed_path(
@@ -55,11 +56,11 @@ def test_an_operator_replays_a_dead_letter_once(
     publisher: RecordingPublisher,
 ) -> None:
     listing = client.get("/dead-letters", headers=keys.header("operator")).get_data(as_text=True)
-    assert "dl-1" in listing
+    assert "dl-req-1" in listing
     assert "Replay" in listing
     assert "secret" not in listing
     # When the operator replays it
-    response = client.post("/dead-letters/dl-1/replay", headers=keys.header("operator"))
+    response = client.post("/dead-letters/dl-req-1/replay", headers=keys.header("operator"))
     # Then the request is back to Processing and its new work was published
     assert response.status_code == 302
     with session_factory() as session:
@@ -71,7 +72,8 @@ def test_an_operator_replays_a_dead_letter_once(
     assert len(publisher.published) == 1
     # And a second replay is refused
     assert (
-        client.post("/dead-letters/dl-1/replay", headers=keys.header("operator")).status_code == 409
+        client.post("/dead-letters/dl-req-1/replay", headers=keys.header("operator")).status_code
+        == 409
     )
 
 

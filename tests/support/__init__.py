@@ -1,0 +1,1 @@
+"""Test doubles and shared fixtures data of the test suite."""
