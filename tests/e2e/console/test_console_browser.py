@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.console_browser import (  # noqa: F401 - fixtures
-    PASSWORD,
-    ConsoleStack,
-    browser,
-    console_stack,
-    screenshot,
-)
+from tests.e2e.console.conftest import PASSWORD, ConsoleStack, screenshot
 
 STUDIO_BOOT_TIMEOUT_MS = 90_000
 
@@ -26,7 +20,8 @@ def test_a_page_without_credentials_is_401_and_signing_in_opens_studio(
     try:
         # Given no credentials, the definition list answers 401 with the sign-in form
         response = page.goto(f"{console_stack.url}/workflows")
-        assert response is not None and response.status == 401
+        assert response is not None
+        assert response.status == 401
         assert page.locator("input[name=username]").is_visible()
         screenshot(page, "console-sign-in")
         # When alice signs in with her password
@@ -63,7 +58,8 @@ def test_an_api_key_header_opens_pages(console_stack: ConsoleStack, browser: Any
     page = context.new_page()
     try:
         response = page.goto(f"{console_stack.url}/requests")
-        assert response is not None and response.status == 200
+        assert response is not None
+        assert response.status == 200
         assert page.locator(f"a[href='/requests/{console_stack.request_id}']").is_visible()
         assert page.locator(".role").inner_text() == "viewer"
     finally:
@@ -81,7 +77,8 @@ def test_the_request_page_draws_the_workflow_with_the_executed_path(
     page.on("pageerror", lambda error: errors.append(str(error)))
     try:
         response = page.goto(f"{console_stack.url}/requests/{console_stack.request_id}")
-        assert response is not None and response.status == 200
+        assert response is not None
+        assert response.status == 200
         page.wait_for_selector("body[data-diagram=rendered]", timeout=30_000)
         assert errors == []
         # The diagram is an SVG with a node per activity; the ones that ran are marked
@@ -108,11 +105,13 @@ def test_pages_refuse_401_without_and_403_below_the_role(
         page = anonymous.new_page()
         for path in ("/requests", f"/requests/{console_stack.request_id}", "/runtime"):
             response = page.goto(console_stack.url + path)
-            assert response is not None and response.status == 401, path
+            assert response is not None, path
+            assert response.status == 401, path
         wrong = browser.new_context(extra_http_headers={"Authorization": "ApiKey bk_wrong"})
         try:
             refused = wrong.new_page().goto(f"{console_stack.url}/requests")
-            assert refused is not None and refused.status == 401
+            assert refused is not None
+            assert refused.status == 401
         finally:
             wrong.close()
         # A viewer sees the runtime but no button, and a forged form post is 403
