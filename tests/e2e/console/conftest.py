@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -107,18 +108,35 @@ def console_environment(root: Path, port: int) -> dict[str, str]:
     }
 
 
-def _wait_ready(stack: ConsoleStack, log: Path) -> None:
+def wait_ready(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    context: ssl.SSLContext | None = None,
+) -> None:
+    """Wait until ``url``/healthz answers; raise with the log when the process died or hung."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if stack.process.poll() is not None:
+        if process.poll() is not None:
             raise RuntimeError(f"the console exited:\n{log.read_text()}")
         try:
-            with urllib.request.urlopen(f"{stack.url}/healthz", timeout=2) as response:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2, context=context) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"the console did not answer in time:\n{log.read_text()}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -152,16 +170,10 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
         )
     stack = ConsoleStack(root, port, env, keys, request_id, process)
     try:
-        _wait_ready(stack, log)
+        wait_ready(stack.url, process, log)
         yield stack
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        stop(process)
 
 
 @pytest.fixture(scope="module")
