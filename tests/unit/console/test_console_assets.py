@@ -100,3 +100,24 @@ def test_the_pins_are_exact_versions_with_sha512() -> None:
         assert package.integrity.startswith("sha512-")
         assert len(base64.b64decode(package.integrity.removeprefix("sha512-"))) == 64
     assert assets.STUDIO.spec == "@elsa-workflows/elsa-studio-wasm@3.8.2"
+
+
+def test_the_assets_command_without_npm_says_so_in_one_line_and_succeeds(
+    assets_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from broker.settings import set_settings
+
+    monkeypatch.setattr(assets.shutil, "which", lambda _name: None)
+    set_settings(assets_settings)
+    try:
+        result = CliRunner().invoke(assets.assets_command, [])
+        check = CliRunner().invoke(assets.assets_command, ["--check"])
+    finally:
+        set_settings(None)
+    assert result.exit_code == 0
+    assert result.output.count("\n") == 1
+    assert "npm not found" in result.output
+    assert "make install" in result.output
+    assert "missing" in check.output
