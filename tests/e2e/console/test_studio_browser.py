@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -139,6 +140,23 @@ def page_as(studio: StudioStack, browser: Any) -> Iterator[Any]:
         context.close()
 
 
+def wait_for_ingress_version(
+    stack: live.LiveStack, request_type: str, version: int, timeout: float = 30.0
+) -> None:
+    """Poll ``GET /request-types`` until the ingress serves ``version`` of ``request_type``."""
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        body = stack.call(live.DEV, "GET", "/request-types").body
+        seen = next(
+            (t["workflow"] for t in body["requestTypes"] if t["requestType"] == request_type), None
+        )
+        if seen is not None and seen["version"] == version:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the ingress still serves {seen} after {timeout}s\n{stack.tails()}")
+
+
 def latest_and_published(studio: StudioStack, definition_id: str) -> tuple[int, int]:
     status, body = studio.api(
         "GET", f"workflow-definitions/by-definition-id/{definition_id}?versionOptions=Latest"
@@ -181,14 +199,18 @@ def test_2_the_designer_draws_invoice_process_and_lists_the_activities(
         timeout=STUDIO_TIMEOUT_MS,
     )
     assert page.locator(".x6-node").count() >= len(document["root"]["activities"])
-    # The activity picker lists activities of the engine's catalog
+    # The activity picker lists the engine's activities: every category of the descriptors, and
+    # the activities of a category once it is opened
     status, descriptors = studio.api("GET", "descriptors/activities")
     assert status == 200
-    shown = [d["displayName"] for d in descriptors["items"] if d.get("isBrowsable", True)]
-    assert shown
-    for name in ("Write Line", "Set Variable", "Send Email"):
-        if name in shown:
-            assert page.get_by_text(name, exact=True).count() >= 1, name
+    browsable = [d for d in descriptors["items"] if d.get("isBrowsable", True)]
+    for category in sorted({d["category"] for d in browsable}):
+        assert page.get_by_text(category, exact=True).count() >= 1, category
+    console = sorted(d["displayName"] for d in browsable if d["category"] == "Console")
+    assert console, "the engine's catalog has no Console activity"
+    page.get_by_text("Console", exact=True).first.click()
+    for name in console:
+        page.get_by_text(name, exact=True).first.wait_for(timeout=10_000)
     screenshot(page, "studio-designer")
 
 
@@ -215,7 +237,9 @@ def test_3_publishing_version_n_plus_1_keeps_waiting_instances_on_n(
     files_after = studio.files_of(INVOICE)
     assert max(files_after.values()) == version_n + 1, files_after
     assert len(files_after) == len(files_before) + 1 or files_after != files_before
-    # And a request submitted afterwards runs N+1
+    # And once the ingress has loaded it (a published file is live within seconds, as any saved
+    # file is), a request submitted afterwards runs N+1
+    wait_for_ingress_version(stack, "InvoiceProcess", version_n + 1)
     fresh = stack.submit(
         "InvoiceProcess", {**INVOICE_KEYS, "InvoiceNumber": "INV-2"}, {"amount": 7000}
     )
@@ -243,15 +267,22 @@ def test_4_the_instance_viewer_shows_a_finished_requests_journal(
     instance_id = stack.wait_status(request_id, "Completed")["workflow"]["instanceId"]
     status, journal = studio.api("GET", f"workflow-instances/{instance_id}/journal", role="viewer")
     assert status == 200, journal
-    page = page_as("viewer")
-    page.goto(f"{studio.url}/instances/{instance_id}")
-    for name in ("ReceiveInvoice", "WaitForApproval"):
-        page.get_by_text(name, exact=True).first.wait_for(timeout=STUDIO_TIMEOUT_MS)
-    screenshot(page, "studio-instance-viewer")
+    assert journal["items"], journal
     status, executions = studio.api(
         "GET", f"activity-executions/list?workflowInstanceId={instance_id}", role="viewer"
     )
     assert status == 200, executions
+    ran = {e["activityId"] for e in executions["items"]}
+    assert {"receive", "small-enough", "ask-ap", "wait-approval"} <= ran, ran
+    # The viewer shows the journal (each activity's start and completion) and the executions
+    page = page_as("viewer")
+    page.goto(f"{studio.url}/instances/{instance_id}")
+    for entry in ("Http Endpoint - Completed", "Event - Completed", "Send Email - Completed"):
+        page.get_by_text(entry, exact=True).first.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    page.get_by_text("WaitForApproval", exact=True).first.click()
+    page.get_by_text("Executions", exact=False).first.click()
+    page.locator("td", has_text="Completed").first.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    screenshot(page, "studio-instance-viewer")
 
 
 def test_5_refusals_are_401_and_403_and_change_nothing(studio: StudioStack) -> None:
