@@ -131,3 +131,22 @@ def test_pages_refuse_401_without_and_403_below_the_role(
     finally:
         anonymous.close()
         viewer.close()
+
+
+def test_the_printed_sign_in_url_signs_in_with_the_key_in_its_fragment(
+    console_stack: ConsoleStack, browser: Any
+) -> None:
+    # Given the URL `make run` prints: the key travels in the fragment, never sent to the server
+    context = browser.new_context()
+    page = context.new_page()
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url))
+    try:
+        page.goto(f"{console_stack.url}/sign-in#key={console_stack.keys['operator']}")
+        # Then the page signs in by itself and lands on the definition list
+        page.wait_for_url(f"{console_stack.url}/workflows")
+        assert page.locator(".role").inner_text() == "operator"
+        assert all(console_stack.keys["operator"] not in url for url in sent)
+        assert console_stack.keys["operator"] not in page.url
+    finally:
+        context.close()
