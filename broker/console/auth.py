@@ -125,7 +125,3 @@ def sign_out() -> None:
 def access_token_for(principal: Principal) -> str:
     """A short-lived token the page hands to Studio's elements (never the key itself)."""
     return context().tokens.issue(Holder(principal.kind, principal.name), "access")
-
-
-def via_session() -> bool:
-    return bool(g.get("console_auth_via") == "session")

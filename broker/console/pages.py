@@ -16,11 +16,12 @@ import logging
 import urllib.parse
 from typing import Any
 
-from flask import Blueprint, g, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 from flask_wtf.csrf import CSRFProtect
+from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
-from broker.console import assets, auth
+from broker.console import assets, auth, studio
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError
@@ -41,13 +42,11 @@ STATUSES = ("Queued", "Processing", "Completed", "Faulted", "Cancelled")
 
 
 def _settings() -> Settings:
-    from flask import current_app
-
-    found: Settings = current_app.extensions["broker.console.settings"]
+    found: Settings = current_app.extensions[studio.SETTINGS]
     return found
 
 
-def _factory() -> Any:
+def _factory() -> sessionmaker[Session]:
     return auth.context().session_factory
 
 
