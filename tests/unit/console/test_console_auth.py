@@ -236,3 +236,20 @@ def test_studio_pages_hand_the_elements_a_token_never_the_key(
         client.get("/requests", headers={"Authorization": f"Bearer {token.group(1)}"}).status_code
         == 200
     )
+
+
+def test_a_refresh_token_stops_working_when_the_user_is_removed(
+    client: FlaskClient, session_factory: sessionmaker[Session]
+) -> None:
+    body = client.post(
+        "/elsa/api/identity/login", json={"username": "alice", "password": PASSWORD}
+    ).get_json()
+    with db.transaction(session_factory) as session:
+        credentials.remove(session, credentials.USER, "alice")
+    refused = client.post(
+        "/elsa/api/identity/refresh-token",
+        headers={"Authorization": f"Bearer {body['refreshToken']}"},
+    )
+    assert refused.status_code == 401
+    bearer = {"Authorization": f"Bearer {body['accessToken']}"}
+    assert client.get("/requests", headers=bearer).status_code == 401
