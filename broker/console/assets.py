@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gzip
 import hashlib
 import logging
 import shutil
@@ -40,6 +41,8 @@ class Package:
     name: str
     version: str
     integrity: str  # "sha512-<base64>", as npm records it
+    #: files the package ships without a precompressed twin; a ``.gz`` one is made on unpacking
+    precompress: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
@@ -57,6 +60,7 @@ MERMAID = Package(
     "mermaid",
     "11.12.0",
     "sha512-ZudVx73BwrMJfCFmSSJT84y6u5brEoV8DOItdHomNLz32uBjNrelm7mg95X7g+C6UoQH/W6mBLGDEDv73JdxBg==",
+    precompress=("dist/mermaid.min.js",),
 )
 PACKAGES = (STUDIO, MERMAID)
 
@@ -73,8 +77,12 @@ def folder(settings: Settings, package: Package) -> Path:
 
 
 def installed(settings: Settings, package: Package) -> bool:
-    marker = folder(settings, package) / MARKER
-    return marker.is_file() and marker.read_text().strip() == package.integrity
+    root = folder(settings, package)
+    marker = root / MARKER
+    if not (marker.is_file() and marker.read_text().strip() == package.integrity):
+        return False
+    # An unpacking from before a file was precompressed is done again.
+    return all((root / f"{relative}.gz").is_file() for relative in package.precompress)
 
 
 def integrity_of(tarball: Path) -> str:
@@ -102,6 +110,10 @@ def unpack(tarball: Path, package: Package, target: Path) -> None:
         root = staging / "package"
         if not root.is_dir():
             raise IntegrityError(f"{package.spec}: the tarball has no package/ folder")
+        for relative in package.precompress:
+            source = root / relative
+            with source.open("rb") as raw, gzip.open(f"{source}.gz", "wb", compresslevel=9) as out:
+                shutil.copyfileobj(raw, out)
         (root / MARKER).write_text(package.integrity + "\n")
         if target.exists():
             shutil.rmtree(target)

@@ -38,6 +38,7 @@ def fake_assets(settings: Settings) -> None:
     mermaid = assets.folder(settings, assets.MERMAID)
     (mermaid / "dist").mkdir(parents=True)
     (mermaid / "dist" / "mermaid.min.js").write_text("// mermaid")
+    (mermaid / "dist" / "mermaid.min.js.gz").write_bytes(b"gz")
     (mermaid / assets.MARKER).write_text(assets.MERMAID.integrity + "\n")
 
 

@@ -75,12 +75,18 @@ def test_the_request_page_draws_the_workflow_with_the_executed_path(
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    scripts: list[Any] = []
+    page.on("response", lambda r: scripts.append(r) if "mermaid.min.js" in r.url else None)
     try:
         response = page.goto(f"{console_stack.url}/requests/{console_stack.request_id}")
         assert response is not None
         assert response.status == 200
         page.wait_for_selector("body[data-diagram=rendered]", timeout=30_000)
         assert errors == []
+        # mermaid.js came from this console, compressed
+        [script] = scripts
+        assert script.url == f"{console_stack.url}/console-assets/mermaid/mermaid.min.js"
+        assert script.all_headers().get("content-encoding") == "gzip"
         # The diagram is an SVG with a node per activity; the ones that ran are marked
         svg = page.locator("pre.mermaid svg")
         assert svg.count() == 1

@@ -121,3 +121,16 @@ def test_the_assets_command_without_npm_says_so_in_one_line_and_succeeds(
     assert "npm not found" in result.output
     assert "make install" in result.output
     assert "missing" in check.output
+
+
+def test_files_without_a_twin_get_a_gzip_one_on_unpacking(
+    assets_settings: Settings, tmp_path: Path
+) -> None:
+    import gzip
+
+    script = b"console.log('mermaid');" * 100
+    path, integrity = tarball(tmp_path, {"package/dist/m.min.js": script})
+    package = assets.Package("mermaid", "m", "1.0.0", integrity, precompress=("dist/m.min.js",))
+    target = assets.folder(assets_settings, package)
+    assets.unpack(path, package, target)
+    assert gzip.decompress((target / "dist" / "m.min.js.gz").read_bytes()) == script
