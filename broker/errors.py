@@ -226,3 +226,13 @@ class PayloadTooLarge(BrokerError):
 
     code = "payload_too_large"
     status = 413
+
+
+class DefinitionRefused(BadRequest):
+    """Raised when a workflow definition may not be saved or published as it is (it does not
+    validate, or its request type is taken); ``errors`` lists every reason."""
+
+    code = "definition_refused"
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors), errors=errors)

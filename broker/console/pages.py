@@ -25,8 +25,9 @@ from broker.console import assets, auth, studio
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError
-from broker.ingress import admin, dead_letters, instances
+from broker.ingress import dead_letters, instances
 from broker.runtime import requests as runtime
+from broker.runtime.status import runtime_view
 from broker.settings import Settings
 from broker.store import credentials
 from broker.store import db as store
@@ -279,7 +280,7 @@ def replay_dead_letter(letter_id: str) -> BaseResponse:
 @require("viewer")
 def runtime_page() -> str:
     with store.transaction(_factory(), write=False) as db:
-        view = admin.runtime_view(db)
+        view = runtime_view(db)
     return render_template("runtime.html", view=view, now=dt.datetime.now(dt.UTC).isoformat())
 
 

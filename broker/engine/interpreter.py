@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from broker.engine import expressions
 from broker.engine.activities.base import DONE, CompletedChild
 from broker.engine.definition import Activity, Input, WorkflowDefinition
+from broker.engine.log_persistence import Kind, Policy, policy_for
 from broker.engine.results import Command, Fault, Incident, JournalEntry, Retry
 from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_hash
 from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
@@ -50,6 +51,9 @@ class Run:
         self.clock = engine.services.clock
         self._definitions: dict[str, WorkflowDefinition] = {}
         self._workflow_nodes: dict[str, Activity] = {}
+        #: inputs and outputs seen per activity instance, until a journal entry carries them
+        self._captured: dict[str, dict[str, dict[str, Any]]] = {}
+        self._policies: dict[int, Policy] = {}
 
     # Definitions and nodes ----------------------------------------------------------------------
 
@@ -122,9 +126,17 @@ class Run:
             return
         node = self.node(ctx)
         ctx["status"] = "Running"
+        started = len(self.journal)
         self.record(ctx, node, "Started")
         ax = ActivityContext(self, ctx, node)
         self.guard(ax, lambda: self.engine.behaviour(node).execute(ax), retryable=True)
+        leftover = self._captured.pop(ctx_id, None) if self._captured else None
+        if leftover:  # it waits (or retries): its Started entry carries what it evaluated
+            self.journal[started] = dataclasses.replace(
+                self.journal[started],
+                inputs=leftover.get("inputs"),
+                outputs=leftover.get("outputs"),
+            )
 
     def guard(
         self, ax: ActivityContext, action: Callable[[], None], *, retryable: bool = False
@@ -268,9 +280,45 @@ class Run:
     def record(
         self, ctx: Mapping[str, Any], node: Activity, event: str, outcome: str | None = None
     ) -> None:
-        self.journal.append(
-            JournalEntry(node.id, ctx["id"], node.type, node.name, event, outcome, self.clock())
-        )
+        captured = self._captured.pop(ctx["id"], None) if self._captured else None
+        if captured and event != "Started":
+            entry = JournalEntry(
+                node.id,
+                ctx["id"],
+                node.type,
+                node.name,
+                event,
+                outcome,
+                self.clock(),
+                captured.get("inputs"),
+                captured.get("outputs"),
+            )
+        else:
+            if captured:  # a Started entry is closed later (or by ``execute``)
+                self._captured[ctx["id"]] = captured
+            entry = JournalEntry(
+                node.id, ctx["id"], node.type, node.name, event, outcome, self.clock()
+            )
+        self.journal.append(entry)
+
+    def capture(
+        self, ctx: Mapping[str, Any], node: Activity, kind: Kind, name: str, value: Any
+    ) -> None:
+        """Keep an input the activity evaluated or an output it set for its journal entry, when
+        its log persistence allows."""
+        # Nodes are the definitions' own objects for the whole run: their identity is the key.
+        policy = self._policies.get(id(node))
+        if policy is None:
+            workflow = self.definition(ctx["def"]).custom_properties
+            policy = self._policies[id(node)] = policy_for(workflow, node.custom_properties)
+        if policy.keeps_all or policy.keeps(kind, name):
+            captured = self._captured.get(ctx["id"])
+            if captured is None:
+                captured = self._captured[ctx["id"]] = {}
+            values = captured.get(kind)
+            if values is None:
+                values = captured[kind] = {}
+            values[name] = value
 
     def add_bookmark(
         self,
@@ -405,6 +453,7 @@ class ActivityContext:
         if spec is None or spec.expression is None:
             return default
         value = self.run.evaluate(self.ctx, self.node, spec)
+        self.run.capture(self.ctx, self.node, "inputs", name, value)
         return default if value is None else value
 
     def evaluate(self, expression: Mapping[str, Any] | None, type_name: str | None = None) -> Any:
@@ -421,6 +470,7 @@ class ActivityContext:
     def set_output(self, name: str, value: Any) -> None:
         outputs = self.run.state["activityOutputs"]
         outputs.setdefault(self.node.label, {})[name] = value
+        self.run.capture(self.ctx, self.node, "outputs", name, value)
         reference = self.node.outputs.get(name)
         if reference is not None:
             self.run.assign(self.ctx, reference, value)

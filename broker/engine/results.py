@@ -76,6 +76,10 @@ class JournalEntry:
     event_name: str  # Started, Completed, Faulted, Resumed, Cancelled
     outcome: str | None
     timestamp: dt.datetime
+    #: the inputs the activity evaluated and the outputs it set, as its log persistence allows
+    #: (``broker.engine.log_persistence``); on the entry that closes what ran in this step
+    inputs: Mapping[str, Any] | None = None
+    outputs: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

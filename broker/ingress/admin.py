@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response, jsonify
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest
 from broker.ingress import dead_letters, instances
@@ -18,8 +16,8 @@ from broker.ingress.auth import authenticate, require_scope
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime import requests as runtime
-from broker.runtime.requests import iso
-from broker.store.models import DeadLetterKind, OutboxRow, OutboxState, RuntimeFlag
+from broker.runtime.status import runtime_view
+from broker.store.models import DeadLetterKind
 
 logger = logging.getLogger(__name__)
 
@@ -161,35 +159,14 @@ def cancel_instance(instance_id: str) -> tuple[Response, int]:
 # Runtime ------------------------------------------------------------------------------------------
 
 
-def runtime_view(session: Session) -> dict[str, object]:
-    """The pause flag and the outbox's open work: ``inFlight`` rows were handed to a worker and
-    not finished yet, ``pending`` rows wait to be published. Paused with nothing in flight is
-    drained: no workflow step runs anywhere."""
-    flag = session.get(RuntimeFlag, runtime.PAUSED_FLAG)
-    paused = bool(flag is not None and flag.value)
-    counts: dict[str, int] = {
-        str(state): int(count)
-        for state, count in session.execute(
-            select(OutboxRow.state, func.count())
-            .where(OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]))
-            .group_by(OutboxRow.state)
-        )
-    }
-    in_flight = int(counts.get(OutboxState.DISPATCHED.value, 0))
-    return {
-        "paused": paused,
-        "updatedAt": iso(flag.updated_at) if flag is not None else None,
-        "inFlight": in_flight,
-        "pending": int(counts.get(OutboxState.PENDING.value, 0)),
-        "drained": paused and in_flight == 0,
-    }
+_runtime_view = runtime_view
 
 
 @bp.get("/workflow-runtime/status")
 @require_scope("read:workflow-runtime")
 def runtime_status() -> Response:
     with transaction(write=False) as session:
-        return jsonify(runtime_view(session))
+        return jsonify(_runtime_view(session))
 
 
 @bp.post("/workflow-runtime/pause")
@@ -207,7 +184,7 @@ def resume() -> Response:
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
         runtime.set_paused(session, paused)
-        body = runtime_view(session)
+        body = _runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id
     )

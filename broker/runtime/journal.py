@@ -5,6 +5,7 @@ the attempt of the run that produced them, so an activity retried three times sh
 ``Started`` rows with attempts 1, 2 and 3. Functions take a session and never commit. A step's rows
 go in as one multi-row INSERT through the table (Core): no ORM objects to build, track and flush on
 the worker's hot path, and not the ORM bulk path, which sent one INSERT per row on PostgreSQL.
+An entry's recorded inputs and outputs go into its row's payload (``recorded_values``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
+from broker.runtime import recorded_values
 from broker.store.models import ActivityExecution, table_of, utcnow
 
 #: a step's rows, in one Core INSERT
@@ -56,7 +58,7 @@ def append(
             "event_name": entry.event_name,
             "outcome": entry.outcome,
             "attempt": attempt,
-            "payload": extra,
+            "payload": recorded_values.payload(entry, extra),
             "timestamp": getattr(entry, "timestamp", None) or now,
         }
         for index, entry in enumerate(entries)

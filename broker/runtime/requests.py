@@ -157,6 +157,7 @@ def submit(
     submission: Submission,
     workflow: PinnedWorkflow,
     dispatch_lease: float | None = None,
+    source: str = "ingress",
 ) -> Submitted:
     """Record a new request (Queued), its RequestSubmitted event and its outbox row.
 
@@ -168,6 +169,8 @@ def submit(
     pending; this saves the fast path a read and a write transaction. If the publish is lost
     (transport down, process killed after the commit), the relay republishes the row when the
     lease runs out, as for any dispatched row whose consumer did not finish it.
+
+    ``source`` names the door in the audit event (``console`` for a console user's start).
     """
     client_key = client_id.lower()
     body_hash = submission.body_hash()
@@ -216,7 +219,7 @@ def submit(
             request_id=request_id,
             timestamp=now,
             event_type="RequestSubmitted",
-            source="ingress",
+            source=source,
             message=f"Submitted by {client_id}",
             properties={
                 "requestType": submission.request_type,

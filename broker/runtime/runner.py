@@ -236,7 +236,8 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
 
 
 def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
-    """Start a child dispatched by DispatchWorkflow (``broker.run_child``)."""
+    """Start an instance waiting at checkpoint 0 with its start parameters: a child dispatched by
+    DispatchWorkflow, or an instance a console user started (``broker.run_child``)."""
 
     def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
         if instance is None or instance.checkpoint != 0:
@@ -245,9 +246,16 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
             return None  # cancelled (with its parent) before its first step ran
         pending = session.get(StepResult, (instance_id, PENDING_START))
         start = dict(pending.output or {}) if pending is not None else {}
-        published = rt.registry.get_definition(instance.definition_id)
+        # A dispatched child runs the definition's current version; an instance started from the
+        # console is pinned to the version its user chose.
+        pinned = instance.definition_version_id
+        published = (
+            rt.registry.get_version(pinned)
+            if pinned
+            else rt.registry.get_definition(instance.definition_id)
+        )
         if published is None:
-            raise NotFound(f"child workflow definition {instance.definition_id!r} is not loaded")
+            raise NotFound(f"workflow {instance.definition_id!r} ({pinned}) is not loaded")
         definition = rt.definitions.parse(published)
         target = _target_for(instance, published, client_key=start.get("clientKey"))
         return Step(

@@ -222,6 +222,20 @@ class Trigger(Base):
     __table_args__ = (Index("ix_triggers_name_hash", "name", "hash"),)
 
 
+class WorkflowDraft(Base):
+    """A definition saved from Elsa Studio and not yet published: at most one per definition.
+    Publishing writes it as a file into the first workflow folder and deletes the draft."""
+
+    __tablename__ = "workflow_drafts"
+
+    definition_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    document: Mapped[dict[str, Any]]  # the workflow JSON as Studio saved it
+    saved_by: Mapped[str | None] = mapped_column(String(200))  # the console principal
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class WorkflowInstance(Base):
     """A running or finished workflow: status, sub-status and the engine's serialized state."""
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.results import JournalEntry
-from broker.runtime import journal
+from broker.runtime import journal, recorded_values
 from broker.store.db import transaction
 from broker.store.models import ActivityExecution
 
@@ -62,3 +62,44 @@ def test_a_step_journal_is_one_insert_numbered_after_the_stored_rows(
         ).all()
     assert [r.sequence for r in rows] == list(range(1, 16))
     assert [r.attempt for r in rows] == [1] * 3 + [2] * 12
+
+
+def test_recorded_inputs_and_outputs_go_into_the_payload_bounded_in_size(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a step whose entries carry inputs and outputs: a long one, one JSON cannot hold
+    long_text = "x" * (recorded_values.MAX_VALUE_CHARS * 3)
+    step = [
+        JournalEntry("a", "ai1", "Elsa.WriteLine", None, "Completed", "Done", NOW, {"text": "hi"}),
+        JournalEntry(
+            "b",
+            "ai2",
+            "Elsa.RunJavaScript",
+            None,
+            "Completed",
+            "Done",
+            NOW,
+            inputs={"script": long_text},
+            outputs={"result": {"when": NOW}},
+        ),
+        JournalEntry("c", "ai3", "Elsa.Sequence", None, "Started", None, NOW),
+    ]
+    # When it is stored
+    with transaction(factory) as session:
+        journal.append(session, "i2", step, sequence=1, extra={"note": "kept"})
+    with transaction(factory, write=False) as session:
+        payloads = list(
+            session.scalars(
+                select(ActivityExecution.payload)
+                .where(ActivityExecution.instance_id == "i2")
+                .order_by(ActivityExecution.sequence)
+            )
+        )
+    # Then short values are kept as they are, a long one is cut with a marker saying its size,
+    # a date becomes its text, and an entry without values keeps only the step's extra
+    assert payloads[0] == {"note": "kept", "inputs": {"text": "hi"}}
+    script = payloads[1]["inputs"]["script"]
+    assert len(script) < recorded_values.MAX_VALUE_CHARS + 100
+    assert script.endswith(f"[truncated: {len(long_text) + 2} characters]")
+    assert payloads[1]["outputs"] == {"result": {"when": str(NOW)}}
+    assert payloads[2] == {"note": "kept"}

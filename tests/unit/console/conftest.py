@@ -1,24 +1,38 @@
-"""Fixtures of the in-process console tests: a migrated SQLite database, a key per role, a user,
-a small stand-in for Studio's package (so these tests need neither npm nor the real files), the
-console app and a request whose workflow ran part of the shipped invoice example."""
+"""Fixtures of the in-process console tests: a migrated SQLite database, a workflow folder copied
+from ``workflows/``, a small stand-in for Studio's package (so these tests need neither npm nor the
+real files), and two apps:
+
+- ``api_app``: the Elsa API blueprint alone, whose principal comes from a test-only header
+  (``X-Test-Role``; ``client_as``), for the API's shapes and roles;
+- ``console_app``: the whole console (authentication, pages, identity, and the API), with a key
+  per role (``keys``), a console user and a request whose workflow ran part of the shipped
+  invoice example (``invoice_request``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from flask import Flask
+from flask import Flask, g, request
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.console.api import blueprint
 from broker.console.app import create_app
+from broker.console.roles import ROLES, Principal
+from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
+from broker.runtime.requests import NullPublisher
 from broker.settings import Settings
 from broker.store import credentials, db
+from tests.conftest import PROJECT_ROOT
 from tests.support.console import fake_assets, seed_invoice_request
 
+ROLE_HEADER = "X-Test-Role"
 PASSWORD = "correct horse battery staple"
 
 
@@ -43,10 +57,19 @@ class Keys:
 
 
 @pytest.fixture
-def console_settings(settings: Settings, tmp_path: Path) -> Settings:
-    installed = settings.replace(console_assets_dir=str(tmp_path / "assets"))
-    fake_assets(installed)
-    return installed
+def workflow_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "workflows"
+    shutil.copytree(PROJECT_ROOT / "workflows", folder)
+    return folder
+
+
+@pytest.fixture
+def console_settings(settings: Settings, workflow_dir: Path, tmp_path: Path) -> Settings:
+    found = settings.replace(
+        workflow_paths=(str(workflow_dir),), console_assets_dir=str(tmp_path / "assets")
+    )
+    fake_assets(found)
+    return found
 
 
 @pytest.fixture
@@ -57,20 +80,63 @@ def session_factory(console_settings: Settings) -> Iterator[sessionmaker[Session
 
 
 @pytest.fixture
-def keys(session_factory: sessionmaker[Session]) -> Keys:
-    with db.transaction(session_factory) as session:
-        made = {role: credentials.create_key(session, role, role) for role in credentials.ROLES}
-        credentials.add_user(session, "alice", "designer", PASSWORD)
-    return Keys(**made)
-
-
-@pytest.fixture
 def registry(
     console_settings: Settings, session_factory: sessionmaker[Session]
 ) -> WorkflowRegistry:
     found = WorkflowRegistry(console_settings, session_factory)
     found.load()
     return found
+
+
+# The API blueprint alone --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def api_app(
+    console_settings: Settings,
+    session_factory: sessionmaker[Session],
+    registry: WorkflowRegistry,
+) -> Flask:
+    app = Flask("console-api-test")
+    app.extensions[EXTENSION] = Services(
+        settings=console_settings,
+        session_factory=session_factory,
+        publisher=NullPublisher(),
+        registry=registry,
+    )
+    app.register_blueprint(blueprint)
+
+    @app.before_request
+    def _principal() -> None:
+        role = request.headers.get(ROLE_HEADER)
+        if role in ROLES:
+            g.console_principal = Principal(name=f"test-{role}", role=role, kind="key")  # type: ignore[arg-type]
+
+    return app
+
+
+@pytest.fixture
+def client_as(api_app: Flask) -> Callable[[str | None], FlaskClient]:
+    """A test client holding a role (``None``: no credentials)."""
+
+    def make(role: str | None) -> FlaskClient:
+        client = api_app.test_client()
+        if role is not None:
+            client.environ_base["HTTP_X_TEST_ROLE"] = role
+        return client
+
+    return make
+
+
+# The whole console --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(session_factory: sessionmaker[Session]) -> Keys:
+    with db.transaction(session_factory) as session:
+        made = {role: credentials.create_key(session, role, role) for role in credentials.ROLES}
+        credentials.add_user(session, "alice", "designer", PASSWORD)
+    return Keys(**made)
 
 
 @pytest.fixture

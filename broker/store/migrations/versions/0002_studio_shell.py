@@ -1,7 +1,7 @@
 """Console credentials: the console's API keys and users (hashes only).
 
 Revision ID: 0002_studio_shell
-Revises: 0001
+Revises: 0002_studio_api
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0002_studio_shell"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002_studio_api"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,37 @@
+"""The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
+
+One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
+(activities, expressions, variable types, strategies), ``definitions``, ``runs`` (execute and
+dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
+(bookmark-queue dead letters, workflow-runtime status). Every route declares the role it needs
+(``broker.console.roles``): viewers read, designers also save, publish and run, operators also
+cancel, replay and pause.
+
+The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
+and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
+is the ``broker.registry.WorkflowRegistry`` (definitions are listed and published through it).
+Shapes follow Elsa 3 (camelCase; lists as ``{items, count}``, pages as ``{items, totalCount}``);
+errors as Elsa's endpoints answer them (``{statusCode, message, errors: {generalErrors: [...]}}``).
+"""
+
+from broker.console.api import (
+    definitions,
+    descriptors,
+    executions,
+    instances,
+    runs,
+    runtime_admin,
+    server,
+)
+from broker.console.api.base import blueprint
+
+__all__ = [
+    "blueprint",
+    "definitions",
+    "descriptors",
+    "executions",
+    "instances",
+    "runs",
+    "runtime_admin",
+    "server",
+]

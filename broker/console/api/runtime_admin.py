@@ -1,0 +1,122 @@
+"""Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause.
+
+They call the same functions as the ``/admin`` routes of the mTLS listener (which stay):
+``broker.ingress.dead_letters`` and ``broker.runtime.requests.set_paused``. Viewers read;
+operators replay, delete, pause and resume (Elsa's ``*:bookmark-queue:dead-letters`` and
+``*:workflow-runtime`` permissions).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.console.api.base import blueprint
+from broker.console.api.params import arg, page_args
+from broker.console.roles import current, require
+from broker.ingress import dead_letters
+from broker.ingress.admin import BOOKMARK
+from broker.ingress.context import services, transaction
+from broker.runtime import requests as runtime
+from broker.runtime.status import runtime_view
+
+logger = logging.getLogger(__name__)
+
+
+@blueprint.get("/bookmark-queue/dead-letters")
+@require("viewer")
+def list_dead_letters() -> dict[str, Any]:
+    paging = page_args()
+    with transaction(write=False) as session:
+        found: dict[str, Any] = dead_letters.list_page(
+            session,
+            BOOKMARK,
+            page=paging.page,
+            page_size=paging.page_size,
+            instance_id=arg("workflowInstanceId"),
+        )
+    return found
+
+
+@blueprint.get("/bookmark-queue/dead-letters/<letter_id>")
+@require("viewer")
+def get_dead_letter(letter_id: str) -> dict[str, Any]:
+    with transaction(write=False) as session:
+        return dead_letters.view(dead_letters.get(session, letter_id, BOOKMARK))
+
+
+@blueprint.post("/bookmark-queue/dead-letters/<letter_id>/replay")
+@require("operator")
+def replay_dead_letter(letter_id: str) -> dict[str, Any]:
+    with transaction() as session:
+        outcome = dead_letters.replay(session, letter_id, BOOKMARK)
+    if outcome.outbox_ids:
+        try:
+            services().publisher.publish(outcome.outbox_ids)
+        except Exception:
+            logger.exception(
+                "fast-path publish of replayed %s failed; the relay will retry", letter_id
+            )
+    return {"replayed": True, "queueItemId": outcome.new_id, "reason": outcome.reason}
+
+
+@blueprint.delete("/bookmark-queue/dead-letters/<letter_id>")
+@require("operator")
+def delete_dead_letter(letter_id: str) -> tuple[str, int]:
+    with transaction() as session:
+        dead_letters.remove(session, letter_id, BOOKMARK)
+    return "", 204
+
+
+def status_body(view: dict[str, Any]) -> dict[str, Any]:
+    """Elsa's ``StatusResponse`` with the broker's own figures beside it."""
+    paused = bool(view["paused"])
+    return {
+        "state": {
+            "reason": "AdministrativePause" if paused else "None",
+            "isAcceptingNewWork": not paused,
+            "pausedAt": view["updatedAt"] if paused else None,
+            "drainStartedAt": None,
+            "pauseReasonText": None,
+            "pauseRequestedBy": None,
+            "generationId": "broker",
+        },
+        "sources": [],
+        "activeExecutionCycleCount": view["inFlight"],
+        **view,
+    }
+
+
+@blueprint.get("/admin/workflow-runtime/status")
+@blueprint.get("/workflow-runtime/status")
+@require("viewer")
+def runtime_status() -> dict[str, Any]:
+    with transaction(write=False) as session:
+        return status_body(runtime_view(session))
+
+
+def set_paused(paused: bool) -> dict[str, Any]:
+    with transaction() as session:
+        runtime.set_paused(session, paused)
+        view = runtime_view(session)
+    principal = current()
+    logger.warning(
+        "workflow runtime %s from the console by %s",
+        "paused" if paused else "resumed",
+        principal.name if principal else "?",
+    )
+    return status_body(view)
+
+
+@blueprint.post("/admin/workflow-runtime/pause")
+@blueprint.post("/workflow-runtime/pause")
+@require("operator")
+def pause() -> dict[str, Any]:
+    return set_paused(True)
+
+
+@blueprint.post("/admin/workflow-runtime/resume")
+@blueprint.post("/workflow-runtime/resume")
+@require("operator")
+def resume() -> dict[str, Any]:
+    return set_paused(False)

@@ -1,0 +1,35 @@
+"""The workflow runtime's status: the pause flag and the outbox's open work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from broker.runtime.requests import PAUSED_FLAG, iso
+from broker.store.models import OutboxRow, OutboxState, RuntimeFlag
+
+
+def runtime_view(session: Session) -> dict[str, Any]:
+    """The pause flag and the outbox's open work: ``inFlight`` rows were handed to a worker and
+    not finished yet, ``pending`` rows wait to be published. Paused with nothing in flight is
+    drained: no workflow step runs anywhere."""
+    flag = session.get(RuntimeFlag, PAUSED_FLAG)
+    paused = bool(flag is not None and flag.value)
+    counts: dict[str, int] = {
+        str(state): int(count)
+        for state, count in session.execute(
+            select(OutboxRow.state, func.count())
+            .where(OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]))
+            .group_by(OutboxRow.state)
+        )
+    }
+    in_flight = int(counts.get(OutboxState.DISPATCHED.value, 0))
+    return {
+        "paused": paused,
+        "updatedAt": iso(flag.updated_at) if flag is not None else None,
+        "inFlight": in_flight,
+        "pending": int(counts.get(OutboxState.PENDING.value, 0)),
+        "drained": paused and in_flight == 0,
+    }
