@@ -10,7 +10,7 @@ LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
 
-.PHONY: install install-dev run test lint fmt bench flower clean services lock
+.PHONY: install install-dev console-assets browser run test lint fmt bench flower clean services lock
 
 # quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
 # venv that still has the old one gets both removed and quickjs-ng installed afresh.
@@ -43,9 +43,19 @@ lock: $(BIN)/python
 	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower -o $(LOCK) pyproject.toml
 	$(BIN)/pip-compile $(LOCK_FLAGS) --all-extras -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed console-assets
 
-install-dev: $(VENV)/.installed-dev
+install-dev: $(VENV)/.installed-dev console-assets
+
+# Elsa Studio and mermaid.js for the console, from npm at pinned versions and integrity, unpacked
+# into the venv (never into the repository); nothing happens when they are there already.
+console-assets: $(VENV)/.installed
+	@$(BIN)/broker console assets
+
+# The browser tests drive Debian's chromium (never a downloaded browser build).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
+		|| echo "chromium is missing and could not be installed: the browser tests will skip"
 
 run: install
 	$(BIN)/broker run
@@ -63,7 +73,7 @@ fmt: install-dev
 	$(BIN)/ruff format --config config/ruff.toml broker tasks tests
 	$(BIN)/ruff check --fix --config config/ruff.toml broker tasks tests
 
-test: install-dev services lint
+test: install-dev services browser lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev services

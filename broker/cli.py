@@ -20,7 +20,11 @@ LAZY_COMMANDS = {
     "db": ("broker.store.commands", "db", "Migrate and inspect the database."),
     "certs": ("broker.certs", "certs", "Create the dev CA, server and client certificates."),
     "workflows": ("broker.workflow_commands", "workflows", "List, validate and draw workflows."),
-    "run": ("broker.supervise", "run", "Start ingress, internal, worker and beat together."),
+    "run": (
+        "broker.supervise",
+        "run",
+        "Start ingress, internal, console, worker and beat together.",
+    ),
     "requests": ("broker.ops_commands", "requests", "Submit, inspect, watch and cancel requests."),
     "dead-letters": (
         "broker.ops_commands",
@@ -34,6 +38,11 @@ LAZY_COMMANDS = {
         "broker.webhook_commands",
         "webhooks",
         "Webhook endpoints and their delivery log.",
+    ),
+    "console": (
+        "broker.console.commands",
+        "console",
+        "API keys, users and Studio's files of the console.",
     ),
     "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
     "bench": ("tests.perf.bench.commands", "bench", "Benchmark the broker beside raw Celery."),

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 import secrets
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -143,6 +144,25 @@ KEYS: tuple[Key, ...] = (
       "`postgresql://...` (the broker's database) or `file://DIR`; empty: the Redis of the lock "
       "or queue URL if either is one, else the database with PostgreSQL locks, else "
       "`var/ratelimits`"),
+    # Console (Elsa Studio, the console pages and the Elsa API)
+    K("BROKER_CONSOLE_BIND", "console_bind", "127.0.0.1:5090", _str,
+      "console listener (Elsa Studio, the console pages, `/elsa/api`)"),
+    K("BROKER_CONSOLE_TLS_CERT", "console_tls_cert", "", _str,
+      "console server certificate (PEM); empty serves plain HTTP"),
+    K("BROKER_CONSOLE_TLS_KEY", "console_tls_key", "", _str, "console server private key (PEM)"),
+    K("BROKER_CONSOLE_CORS_ORIGINS", "console_cors_origins", "", _csv,
+      "origins allowed to call `/elsa/api` from a browser (a Studio hosted elsewhere), "
+      "comma-separated; empty allows none"),
+    K("BROKER_CONSOLE_SECRET", "console_secret", "", _str,
+      "key signing console tokens and sessions; unset: generated into `var/console-secret` on "
+      "first run (set the same value on every console host)"),
+    K("BROKER_CONSOLE_TOKEN_TTL", "console_token_ttl", "900", _int,
+      "seconds an access token from `identity/login` (or a page) stays valid"),
+    K("BROKER_CONSOLE_REFRESH_TTL", "console_refresh_ttl", "28800", _int,
+      "seconds a refresh token and a console sign-in session stay valid"),
+    K("BROKER_CONSOLE_ASSETS_DIR", "console_assets_dir", "", _str,
+      "where `make install` unpacks Elsa Studio and mermaid.js; empty: `share/broker-console` "
+      "in the Python environment"),
     # Process model
     K("BROKER_DISTRIBUTED", "distributed", "false", _bool,
       "processes run on more than one host (file locks are then not enough)"),
@@ -258,6 +278,14 @@ class Settings:
     var_dir: str
     public_bind: str
     internal_bind: str
+    console_bind: str
+    console_tls_cert: str
+    console_tls_key: str
+    console_cors_origins: tuple[str, ...]
+    console_secret: str
+    console_token_ttl: int
+    console_refresh_ttl: int
+    console_assets_dir: str
     tls_cert: str
     tls_key: str
     tls_client_ca: str
@@ -319,6 +347,8 @@ class Settings:
     webhook_secret_overlap: float
     #: whether BROKER_CALLBACK_SECRET was given at all (unset means: generate one)
     callback_secret_set: bool = False
+    #: whether BROKER_CONSOLE_SECRET was given at all (unset means: generate one)
+    console_secret_set: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -336,12 +366,18 @@ class Settings:
             warnings.warn(
                 f"unknown configuration key {name} is ignored", UnknownKeyWarning, stacklevel=2
             )
-        return cls(**values, callback_secret_set="BROKER_CALLBACK_SECRET" in env)
+        return cls(
+            **values,
+            callback_secret_set="BROKER_CALLBACK_SECRET" in env,
+            console_secret_set="BROKER_CONSOLE_SECRET" in env,
+        )
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some attributes changed (tests and the CLI use it)."""
         if "callback_secret" in changes:
             changes.setdefault("callback_secret_set", True)
+        if "console_secret" in changes:
+            changes.setdefault("console_secret_set", True)
         return dataclasses.replace(self, **changes)
 
     @property
@@ -352,10 +388,24 @@ class Settings:
         """The callback secret: the configured one, or one generated once into the var folder."""
         if self.callback_secret_set:
             return self.callback_secret
-        path = self.var_path / "callback-secret"
+        return self._generated_secret("callback-secret")
+
+    def resolved_console_secret(self) -> str:
+        """The console's signing key: the configured one, or one generated once into var/."""
+        if self.console_secret_set:
+            if len(self.console_secret) < 32:
+                raise ConfigError("BROKER_CONSOLE_SECRET must be at least 32 characters")
+            return self.console_secret
+        return self._generated_secret("console-secret")
+
+    def _generated_secret(self, name: str) -> str:
+        path = self.var_path / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process won the race: read its secret
+                return path.read_text().strip()
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_urlsafe(32))
         return path.read_text().strip()
@@ -368,6 +418,13 @@ class Settings:
             return ()
         previous = self.callback_secret_previous
         return (current, previous) if previous and previous != current else (current,)
+
+    @property
+    def console_assets_path(self) -> Path:
+        """Where Elsa Studio and mermaid.js are unpacked (outside the repository's files)."""
+        if self.console_assets_dir:
+            return Path(self.console_assets_dir)
+        return Path(sys.prefix) / "share" / "broker-console"
 
 
 class UnknownKeyWarning(UserWarning):

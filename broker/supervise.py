@@ -1,10 +1,11 @@
 """``broker run``: every role of the product in one foreground command (the embedded default).
 
 It prepares what a first run needs (database schema, the workflow registry and, in the broker's own
-development folder only, development certificates and the dev client; an operator's PKI is used as
-given), then starts the public ingress, the internal listener, a Celery worker and
-Celery beat as child processes. SIGINT or SIGTERM stops all of them; if one dies, the others are
-stopped too, so nothing is ever left running. Production runs each role on its own (README).
+development folder only, development certificates, the dev client and the development console
+key; an operator's PKI is used as given), then starts the public ingress, the internal and
+console listeners, a Celery worker and Celery beat as child processes. SIGINT or SIGTERM stops
+all of them; if one dies, the others are stopped too, so nothing is ever left running.
+Production runs each role on its own (README).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from broker.settings import Settings, get_settings
 logger = logging.getLogger(__name__)
 
 DEV_CLIENT = "DevClient"
+DEV_CONSOLE_KEY = "dev"
+DEV_CONSOLE_KEY_FILE = "console-dev-key"
 STOP_GRACE_SECONDS = 20.0
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -47,7 +50,7 @@ def _config_dir() -> Path:
 
 
 def roles(settings: Settings) -> list[Role]:
-    """The command lines of the four roles, the same ones the README gives for production."""
+    """The command lines of the five roles, the same ones the README gives for production."""
     py = sys.executable
     config = _config_dir()
     return [
@@ -71,6 +74,17 @@ def roles(settings: Settings) -> list[Role]:
                 "-c",
                 str(config / "gunicorn_internal.conf.py"),
                 "broker.ingress.wsgi:internal",
+            ),
+        ),
+        Role(
+            "console",
+            (
+                py,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(config / "gunicorn_console.conf.py"),
+                "broker.console.wsgi:console",
             ),
         ),
         Role(
@@ -100,6 +114,7 @@ def prepare(settings: Settings) -> None:
     settings.var_path.mkdir(parents=True, exist_ok=True)
     db.upgrade(settings.database_url)
     settings.resolved_callback_secret()
+    settings.resolved_console_secret()
     _ensure_dev_certificates(settings)
     from broker.registry import WorkflowRegistry
 
@@ -132,6 +147,42 @@ def _ensure_dev_certificates(settings: Settings) -> None:
         settings, folder / f"{DEV_CLIENT}.pem", DEV_CLIENT, scopes=certs.ADMIN_SCOPES
     )
     certs.check_pki(settings)
+
+
+def ensure_dev_console_key(settings: Settings) -> str:
+    """The development console key (operator): kept in ``var/console-dev-key`` only, created on
+    the first run and again whenever its row is gone (a new database, a revoked key)."""
+    from broker.store import credentials, db
+
+    path = settings.var_path / DEV_CONSOLE_KEY_FILE
+    factory = db.make_session_factory(db.make_engine(settings.database_url))
+    with db.transaction(factory) as session:
+        if path.exists():
+            key = path.read_text().strip()
+            if credentials.find_key(session, key) is not None:
+                return key
+        if credentials.find(session, credentials.KEY, DEV_CONSOLE_KEY) is not None:
+            credentials.remove(session, credentials.KEY, DEV_CONSOLE_KEY)
+        key = credentials.create_key(session, DEV_CONSOLE_KEY, "operator")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    path.with_suffix(".tmp").replace(path)
+    return key
+
+
+def console_text(settings: Settings, key: str) -> str:
+    """Where the console is, with the development key in the URL's fragment (never sent)."""
+    from broker.console import assets
+
+    scheme = "https" if settings.console_tls_cert else "http"
+    host, port = settings.console_bind.rsplit(":", 1)
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - display only
+    lines = [f"Console (Elsa Studio): {scheme}://{host}:{port}/sign-in#key={key}"]
+    if not assets.installed(settings, assets.STUDIO):
+        lines.append(f"  {assets.INSTALL_HINT}")
+    return "\n".join(lines)
 
 
 def quick_start_text(settings: Settings) -> str:
@@ -285,7 +336,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
     help="Migrate, create certificates, load workflows; start nothing.",
 )
 def run(prepare_only: bool) -> None:
-    """Start ingress, internal listener, worker and beat in the foreground (Ctrl-C stops all)."""
+    """Start ingress, internal and console listeners, worker and beat (Ctrl-C stops all)."""
     from broker.logs import configure_logging
 
     settings = get_settings()
@@ -294,6 +345,7 @@ def run(prepare_only: bool) -> None:
     if prepare_only:
         return
     click.echo(quick_start_text(settings), err=True)
+    click.echo(console_text(settings, ensure_dev_console_key(settings)) + "\n", err=True)
     _share_metrics_folder(settings)
     sys.exit(Supervisor(roles(settings)).run())
 

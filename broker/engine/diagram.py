@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
 __all__ = ["to_mermaid"]
@@ -56,8 +56,17 @@ _RESERVED_IDS = frozenset(
 _INDENT = "    "
 
 
-def to_mermaid(document: Mapping[str, Any]) -> str:
-    """Mermaid text for a workflow definition document (the JSON of a workflow file)."""
+def to_mermaid(
+    document: Mapping[str, Any],
+    *,
+    executed: Iterable[str] = (),
+    faulted: str | None = None,
+) -> str:
+    """Mermaid text for a workflow definition document (the JSON of a workflow file).
+
+    ``executed`` names activity ids that ran (from an instance's journal): their nodes, and the
+    edges between two of them, are drawn as the executed path; ``faulted`` is the activity that
+    faulted, if any."""
     renderer = _Renderer()
     root = document.get("root")
     nodes: list[str] = []
@@ -70,12 +79,42 @@ def to_mermaid(document: Mapping[str, Any]) -> str:
     lines = ["flowchart TD", "", *nodes]
     if edges:
         lines += ["", *edges]
+    lines += _path_styles(lines, renderer, set(executed), faulted)
     return "\n".join(lines) + "\n"
+
+
+_LINK = re.compile(r"^\s*(\S+) -->(?:\|.*?\|)? (\S+)$")
+
+
+def _path_styles(
+    lines: list[str], renderer: _Renderer, executed: set[str], faulted: str | None
+) -> list[str]:
+    """classDef/class/linkStyle lines that mark the executed path and the faulted activity."""
+    ran = {renderer.node_ids[a] for a in executed if a in renderer.node_ids}
+    failed = renderer.node_ids.get(faulted) if faulted else None
+    if not ran and failed is None:
+        return []
+    styles = [""]
+    if ran:
+        styles.append(f"{_INDENT}classDef executed fill:#dcfce7,stroke:#15803d,stroke-width:2px")
+        styles.append(f"{_INDENT}class {','.join(sorted(ran))} executed")
+        links = [m for m in (_LINK.match(line) for line in lines if "-->" in line)]
+        walked = [
+            str(i) for i, m in enumerate(links) if m and m.group(1) in ran and m.group(2) in ran
+        ]
+        if walked:
+            styles.append(f"{_INDENT}linkStyle {','.join(walked)} stroke:#15803d,stroke-width:3px")
+    if failed is not None:
+        styles.append(f"{_INDENT}classDef faulted fill:#fee2e2,stroke:#b91c1c,stroke-width:2px")
+        styles.append(f"{_INDENT}class {failed} faulted")
+    return styles
 
 
 class _Renderer:
     def __init__(self) -> None:
         self._used: set[str] = set()
+        #: activity id -> node id (the first node drawn for it)
+        self.node_ids: dict[str, str] = {}
 
     def container(
         self, container: Mapping[str, Any], depth: int, nodes: list[str], edges: list[str]
@@ -103,6 +142,8 @@ class _Renderer:
     ) -> str:
         """Draw one activity (a node or a subgraph) and its held activities; return its id."""
         node_id = self._unique_id(str(activity.get("id") or activity.get("name") or "activity"))
+        if activity.get("id"):
+            self.node_ids.setdefault(str(activity["id"]), node_id)
         label = _escape(_label(activity))
         pad = _INDENT * depth
         if isinstance(activity.get("activities"), list):

@@ -360,10 +360,13 @@ class ListQuery:
 
 
 def list_requests(
-    session: Session, client_id: str, query: ListQuery
+    session: Session, client_id: str | None, query: ListQuery
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of the client's requests, newest first, and the cursor of the next page."""
-    stmt = select(Request).where(Request.client_key == client_id.lower())
+    """One page of the client's requests (None: every client's, for operators), newest first,
+    and the cursor of the next page."""
+    stmt = select(Request)
+    if client_id is not None:
+        stmt = stmt.where(Request.client_key == client_id.lower())
     if query.status is not None:
         stmt = stmt.where(Request.status == query.status)
     if query.request_type is not None:

@@ -638,3 +638,22 @@ class RateBucket(Base):
 
     key: Mapped[str] = mapped_column(String(250), primary_key=True)  # "<kind>:<client key>"
     arrival_us: Mapped[int] = mapped_column(BigInteger)
+
+
+# Console credentials ------------------------------------------------------------------------------
+
+
+class ConsoleCredential(Base):
+    """An API key or a console user of the console listener, with its role.
+
+    Only hashes are stored: a key's SHA-256 (keys are long random strings, so a fast hash is
+    safe and lets a request find its key by index), a user's salted scrypt password hash.
+    """
+
+    __tablename__ = "console_credentials"
+
+    kind: Mapped[str] = mapped_column(String(10), primary_key=True)  # "key" or "user"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    role: Mapped[str] = mapped_column(String(20))  # viewer, designer, operator
+    secret_hash: Mapped[str] = mapped_column(String(255), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -61,6 +61,7 @@ def _environment(var: Path, **extra: str) -> dict[str, str]:
         "BROKER_LOCK_URL": f"file://{var / 'locks'}",
         "BROKER_PUBLIC_BIND": f"127.0.0.1:{free_port()}",
         "BROKER_INTERNAL_BIND": f"127.0.0.1:{free_port()}",
+        "BROKER_CONSOLE_BIND": f"127.0.0.1:{free_port()}",
         "BROKER_TLS_CERT": str(var / "certs" / "server.pem"),
         "BROKER_TLS_KEY": str(var / "certs" / "server.key"),
         "BROKER_TLS_CLIENT_CA": str(var / "certs" / "ca.pem"),
@@ -70,7 +71,9 @@ def _environment(var: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def _start(env: dict[str, str], stderr: Path | None = None) -> subprocess.Popen[bytes]:
+def _start(env: dict[str, str], stderr: Path) -> subprocess.Popen[bytes]:
+    """``broker run`` in its own session; its log goes to a file, not a pipe: five roles' logs
+    would fill a pipe nobody reads and stall them."""
     broker = Path(sys.executable).parent / "broker"
     return subprocess.Popen(
         [str(broker), "run"],
@@ -78,7 +81,7 @@ def _start(env: dict[str, str], stderr: Path | None = None) -> subprocess.Popen[
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE if stderr is None else stderr.open("wb"),
+        stderr=stderr.open("wb"),
     )
 
 
@@ -101,8 +104,8 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
     # Given a configuration rooted in a temporary folder, on free loopback ports
     var = tmp_path / "var"
     env = _environment(var)
-    internal = env["BROKER_INTERNAL_BIND"]
-    proc = _start(env)
+    internal, console = env["BROKER_INTERNAL_BIND"], env["BROKER_CONSOLE_BIND"]
+    proc = _start(env, stderr=tmp_path / "run.log")
     try:
         # When it has started
         body = _wait_for(f"http://{internal}/healthz", time.monotonic() + 90)
@@ -110,6 +113,14 @@ def test_run_serves_healthz_and_ctrl_c_leaves_no_process(tmp_path: Path) -> None
         assert b"ok" in body
         for name in ("ca.pem", "server.pem", "server.key", "DevClient.pem", "DevClient.key"):
             assert (var / "certs" / name).exists(), name
+        # And the console listener answers, with a development key kept in var/ only
+        assert b"ok" in _wait_for(f"http://{console}/healthz", time.monotonic() + 60)
+        key = (var / "console-dev-key").read_text().strip()
+        assert key.startswith("bk_")
+        assert oct((var / "console-dev-key").stat().st_mode & 0o777) == "0o600"
+        # And the console's URL was printed with the key in its fragment
+        printed = (tmp_path / "run.log").read_text(errors="replace")
+        assert f"http://{console}/sign-in#key={key}" in printed
         # When Ctrl-C reaches the whole foreground group
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=40)

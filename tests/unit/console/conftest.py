@@ -1,9 +1,13 @@
-"""Fixtures of the Elsa API tests: a Flask app with only the API blueprint, a migrated database
-(SQLite, or each of SQLite and PostgreSQL where a module asks for ``database_url``), a workflow
-folder copied from ``workflows/``, and clients holding a console role.
+"""Fixtures of the in-process console tests: a migrated SQLite database, a workflow folder copied
+from ``workflows/``, a small stand-in for Studio's package (so these tests need neither npm nor the
+real files), and two apps:
 
-The principal comes from a test-only header (``X-Test-Role``); the product's authentication is the
-console app's, not the blueprint's."""
+- ``api_app``: the Elsa API blueprint alone, whose principal comes from a test-only header
+  (``X-Test-Role``; ``client_as``), for the API's shapes and roles;
+- ``console_app``: the whole console (authentication, pages, identity, and the API), with a key
+  per role (``keys``), a console user and a request whose workflow ran part of the shipped
+  invoice example (``invoice_request``).
+"""
 
 from __future__ import annotations
 
@@ -18,15 +22,38 @@ from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.console.api import blueprint
+from broker.console.app import create_app
 from broker.console.roles import ROLES, Principal
 from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
 from broker.runtime.requests import NullPublisher
 from broker.settings import Settings
-from broker.store import db
+from broker.store import credentials, db
 from tests.conftest import PROJECT_ROOT
+from tests.support.console import fake_assets, seed_invoice_request
 
 ROLE_HEADER = "X-Test-Role"
+PASSWORD = "correct horse battery staple"
+
+
+class RecordingPublisher:
+    """Remembers what the console asked to publish after a commit."""
+
+    def __init__(self) -> None:
+        self.published: list[str] = []
+
+    def publish(self, outbox_ids: list[str]) -> None:
+        self.published.extend(outbox_ids)
+
+
+@dataclasses.dataclass(frozen=True)
+class Keys:
+    viewer: str
+    designer: str
+    operator: str
+
+    def header(self, role: str) -> dict[str, str]:
+        return {"Authorization": f"ApiKey {getattr(self, role)}"}
 
 
 @pytest.fixture
@@ -37,17 +64,12 @@ def workflow_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def console_database(settings: Settings) -> str:
-    """The database of the API under test: SQLite here; a test module whose routes touch the
-    store overrides it with ``database_url``, to run on SQLite and PostgreSQL."""
-    return settings.database_url
-
-
-@pytest.fixture
-def console_settings(settings: Settings, workflow_dir: Path, console_database: str) -> Settings:
-    return dataclasses.replace(
-        settings, workflow_paths=(str(workflow_dir),), database_url=console_database
+def console_settings(settings: Settings, workflow_dir: Path, tmp_path: Path) -> Settings:
+    found = settings.replace(
+        workflow_paths=(str(workflow_dir),), console_assets_dir=str(tmp_path / "assets")
     )
+    fake_assets(found)
+    return found
 
 
 @pytest.fixture
@@ -64,6 +86,9 @@ def registry(
     found = WorkflowRegistry(console_settings, session_factory)
     found.load()
     return found
+
+
+# The API blueprint alone --------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -101,3 +126,45 @@ def client_as(api_app: Flask) -> Callable[[str | None], FlaskClient]:
         return client
 
     return make
+
+
+# The whole console --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(session_factory: sessionmaker[Session]) -> Keys:
+    with db.transaction(session_factory) as session:
+        made = {role: credentials.create_key(session, role, role) for role in credentials.ROLES}
+        credentials.add_user(session, "alice", "designer", PASSWORD)
+    return Keys(**made)
+
+
+@pytest.fixture
+def publisher() -> RecordingPublisher:
+    return RecordingPublisher()
+
+
+@pytest.fixture
+def console_app(
+    console_settings: Settings,
+    session_factory: sessionmaker[Session],
+    registry: WorkflowRegistry,
+    publisher: RecordingPublisher,
+    keys: Keys,
+) -> Flask:
+    return create_app(
+        console_settings, session_factory=session_factory, registry=registry, publisher=publisher
+    )
+
+
+@pytest.fixture
+def client(console_app: Flask) -> FlaskClient:
+    return console_app.test_client()
+
+
+@pytest.fixture
+def invoice_request(session_factory: sessionmaker[Session], registry: WorkflowRegistry) -> str:
+    """A request of the shipped InvoiceProcess, faulted at the approval wait, with a dead letter."""
+    published = registry.for_request_type("InvoiceProcess")
+    assert published is not None
+    return seed_invoice_request(session_factory, published)

@@ -190,3 +190,28 @@ def test_every_corpus_workflow_draws_a_consistent_diagram(path: Path) -> None:
     assert sum(line.strip().startswith("subgraph ") for line in lines) == sum(
         line.strip() == "end" for line in lines
     )
+
+
+def test_the_executed_path_and_the_faulted_activity_are_styled() -> None:
+    # Given a flowchart a -> b -> c where a and b ran and b faulted
+    document = {
+        "root": {
+            "type": "Elsa.Flowchart",
+            "activities": [
+                {"id": "a-1", "type": "Elsa.WriteLine"},
+                {"id": "b-1", "type": "Elsa.WriteLine"},
+                {"id": "c-1", "type": "Elsa.WriteLine"},
+            ],
+            "connections": [
+                {"source": {"activity": "a-1", "port": "Done"}, "target": {"activity": "b-1"}},
+                {"source": {"activity": "b-1", "port": "Done"}, "target": {"activity": "c-1"}},
+            ],
+        }
+    }
+    text = to_mermaid(document, executed=["a-1", "b-1", "unknown"], faulted="b-1")
+    # Then both nodes are marked, only the edge between them is the path, b is faulted
+    assert "    class a_1,b_1 executed" in text
+    assert "    linkStyle 0 stroke:#15803d,stroke-width:3px" in text
+    assert "    class b_1 faulted" in text
+    # And without a run the drawing is unchanged
+    assert "classDef" not in to_mermaid(document)

@@ -1,0 +1,204 @@
+"""The console listener's app factory: the one composition root of the console.
+
+``create_app(settings)`` serves Elsa Studio's files, the console pages, Elsa's identity endpoints
+and, when the package is there, the Elsa Workflows API (``broker.console.api``) under
+``/elsa/api``. Every request is identified first (``broker.console.auth``); the API answers errors
+as JSON, the pages as HTML, and a page asked for without credentials answers 401 with the sign-in
+form.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, render_template, request
+from flask_wtf.csrf import CSRFError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.exceptions import HTTPException
+
+from broker.console import auth, identity, pages, studio
+from broker.console.tokens import TokenIssuer, derive_key
+from broker.errors import BrokerError, StoreUnavailable
+from broker.ingress.context import EXTENSION as SERVICES
+from broker.ingress.context import Services
+from broker.runtime.requests import NullPublisher
+from broker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SESSION_COOKIE = "broker_console_session"
+#: endpoints that need no identification (files; probes)
+OPEN_ENDPOINTS = frozenset(
+    {
+        "static",
+        "studio.framework",
+        "studio.content",
+        "studio.studio_styles",
+        "studio.app_settings",
+        "studio.mermaid",
+        "healthz",
+    }
+)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    registry: Any = None,
+    publisher: Any = None,
+) -> Flask:
+    """The console: Studio, the console pages, identity and (when present) the Elsa API."""
+    from broker.store import db
+
+    factory = session_factory or db.make_session_factory(db.make_engine(settings.database_url))
+    if registry is None:
+        from broker.registry import WorkflowRegistry
+
+        registry = WorkflowRegistry(settings, factory)
+        registry.load()
+        if settings.watch_workflows:
+            registry.watch()
+    secret = settings.resolved_console_secret()
+    app = Flask("broker.console", static_url_path="/console-static")
+    app.config.update(
+        SECRET_KEY=derive_key(secret, "console-session"),
+        SESSION_COOKIE_NAME=SESSION_COOKIE,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        SESSION_COOKIE_SECURE=bool(settings.console_tls_cert),
+        PERMANENT_SESSION_LIFETIME=settings.console_refresh_ttl,
+        WTF_CSRF_CHECK_DEFAULT=False,  # checked by the forms that a session can post
+        WTF_CSRF_TIME_LIMIT=None,  # as long as the session
+        MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        TRAP_HTTP_EXCEPTIONS=False,
+        PROPAGATE_EXCEPTIONS=False,
+    )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.url_map.strict_slashes = False
+    app.extensions[studio.SETTINGS] = settings
+    app.extensions[auth.EXTENSION] = auth.ConsoleContext(
+        session_factory=factory,
+        tokens=TokenIssuer(
+            secret, access_ttl=settings.console_token_ttl, refresh_ttl=settings.console_refresh_ttl
+        ),
+        session_lifetime=settings.console_refresh_ttl,
+        registry=registry,
+        publisher=publisher,
+    )
+    # The Elsa API reaches the database, registry and publisher the way the ingress routes do.
+    app.extensions[SERVICES] = Services(
+        settings=settings,
+        session_factory=factory,
+        publisher=publisher or NullPublisher(),
+        registry=registry,
+    )
+    pages.csrf.init_app(app)
+    for blueprint in (studio.bp, identity.bp, pages.bp):
+        app.register_blueprint(blueprint)
+    api = _api_blueprint()
+    if api is not None:
+        app.register_blueprint(api)
+    if settings.console_cors_origins:
+        from flask_cors import CORS
+
+        CORS(
+            app,
+            resources={r"/elsa/api/*": {"origins": list(settings.console_cors_origins)}},
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["Content-Disposition"],
+            max_age=600,
+        )
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    @app.before_request
+    def _identify() -> None:
+        if request.endpoint not in OPEN_ENDPOINTS:
+            auth.identify()
+
+    @app.after_request
+    def _headers(response: Response) -> Response:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        if response.mimetype == "text/html":
+            # Pages carry access tokens and CSRF tokens: never cached, never framed.
+            response.headers["Cache-Control"] = "no-store"
+            response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
+    _register_error_handlers(app)
+    return app
+
+
+def _api_blueprint() -> Any:
+    """``broker.console.api.blueprint`` when that package is installed, else None."""
+    try:
+        module = importlib.import_module("broker.console.api")
+    except ModuleNotFoundError as exc:
+        if exc.name != "broker.console.api":
+            raise
+        logger.info("the Elsa API package is not present; the console serves no /elsa/api")
+        return None
+    return module.blueprint
+
+
+def _is_api() -> bool:
+    return request.path.startswith(auth.API_PREFIX)
+
+
+def _error(status: int, message: str, code: str, details: dict[str, Any] | None = None) -> Any:
+    if _is_api():
+        response = jsonify({"error": message, "code": code, **(details or {})})
+        response.status_code = status
+        if status == 401:
+            response.headers["WWW-Authenticate"] = 'ApiKey, Bearer realm="elsa"'
+        return response
+    if status == 401:
+        target = request.full_path if request.method == "GET" else "/"
+        body = render_template("sign_in.html", next=target.rstrip("?"), error=None)
+        return body, 401, {"WWW-Authenticate": 'ApiKey, Bearer realm="console"'}
+    return render_template("error.html", status=status, message=message), status
+
+
+def _register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(BrokerError)
+    def broker_error(error: BrokerError) -> Any:
+        if error.status >= 500 and error.status != 503:
+            logger.error("console error: %s", error, exc_info=error)
+            return _error(500, "Internal server error", "internal_error")
+        return _error(error.status, error.message, error.code, error.details)
+
+    @app.errorhandler(CSRFError)
+    def csrf_error(error: CSRFError) -> Any:
+        logger.info("console: %s %s refused: %s", request.method, request.path, error.description)
+        return _error(400, "The form expired or did not come from this console; try again.", "csrf")
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Any:
+        status = error.code or 500
+        code = (error.name or "error").lower().replace(" ", "_").replace("'", "")
+        message = error.description or error.name
+        if status == 401:
+            message = "Sign in or send an API key (Authorization: ApiKey <key>)."
+        elif status == 403:
+            principal = g.get("console_principal")
+            role = getattr(principal, "role", "?")
+            message = f"Your role ({role}) does not allow this."
+        return _error(status, message, code)
+
+    @app.errorhandler(sa_exc.OperationalError)
+    @app.errorhandler(sa_exc.InterfaceError)
+    def store_error(error: Exception) -> Any:
+        logger.warning("database unavailable: %s", error)
+        return broker_error(StoreUnavailable("The database is unavailable; try again later"))
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> Any:
+        logger.error("unhandled error on %s %s", request.method, request.path, exc_info=error)
+        return _error(500, "Internal server error", "internal_error")

@@ -1,0 +1,309 @@
+"""The console's pages: Studio's elements at stable paths, and the broker's own views.
+
+``/workflows``, ``/workflows/{definitionId}``, ``/instances`` and ``/instances/{id}`` host Elsa
+Studio's custom elements, handing them a short-lived access token (never a key). ``/requests``,
+``/requests/{id}`` (status, audit history, the workflow's Mermaid diagram with the executed path),
+``/dead-letters`` (with replay) and ``/runtime`` (pause, resume) are server-rendered here from the
+runtime's own functions. Reading needs the viewer role; replay, pause and resume the operator.
+Forms posted under a sign-in session carry a CSRF token; callers with an Authorization header
+need none (a browser never adds that header on its own).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import urllib.parse
+from typing import Any
+
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+from flask_wtf.csrf import CSRFProtect
+from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.wrappers import Response as BaseResponse
+
+from broker.console import assets, auth, studio
+from broker.console.roles import current, require
+from broker.engine.diagram import to_mermaid
+from broker.errors import BadRequest, BrokerError
+from broker.ingress import dead_letters, instances
+from broker.runtime import requests as runtime
+from broker.runtime.status import runtime_view
+from broker.settings import Settings
+from broker.store import credentials
+from broker.store import db as store
+
+logger = logging.getLogger(__name__)
+
+bp = Blueprint("pages", __name__)
+csrf = CSRFProtect()
+
+LETTER_KINDS = ("request", "outbox", "bookmark")
+PAGE_SIZE = 50
+STATUSES = ("Queued", "Processing", "Completed", "Faulted", "Cancelled")
+
+
+def _settings() -> Settings:
+    found: Settings = current_app.extensions[studio.SETTINGS]
+    return found
+
+
+def _factory() -> sessionmaker[Session]:
+    return auth.context().session_factory
+
+
+def _protect_form() -> None:
+    """Forms posted under a sign-in session must carry the session's CSRF token."""
+    if request.method == "POST" and g.get("console_auth_via") != "header":
+        csrf.protect()
+
+
+def _studio_page(title: str, element: str, attributes: dict[str, str]) -> str:
+    principal = current()
+    assert principal is not None  # the route requires a role
+    return render_template(
+        "studio.html",
+        title=title,
+        element=element,
+        attributes={
+            "remote-endpoint": request.host_url + "elsa/api",
+            "access-token": auth.access_token_for(principal),
+            **attributes,
+        },
+        studio_installed=assets.installed(_settings(), assets.STUDIO),
+        install_hint=assets.INSTALL_HINT,
+    )
+
+
+# Sign-in ------------------------------------------------------------------------------------------
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this console (no scheme, no host, no protocol-relative ``//``)."""
+    if not target:
+        return url_for("pages.workflows")
+    parts = urllib.parse.urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return url_for("pages.workflows")
+    return target
+
+
+@bp.get("/")
+def home() -> BaseResponse:
+    return redirect(url_for("pages.workflows"))
+
+
+@bp.get("/sign-in")
+def sign_in_form() -> str:
+    return render_template("sign_in.html", next=_safe_next(request.args.get("next")), error=None)
+
+
+@bp.post("/sign-in")
+def sign_in() -> BaseResponse | tuple[str, int]:
+    csrf.protect()
+    form = request.form
+    target = _safe_next(form.get("next"))
+    principal = None
+    key = form.get("apiKey", "").strip()
+    username, password = form.get("username", "").strip(), form.get("password", "")
+    with store.transaction(_factory(), write=False) as db:
+        if key:
+            principal = auth.principal_of(credentials.find_key(db, key))
+        elif username and password:
+            principal = auth.principal_of(credentials.verify_user(db, username, password))
+    if principal is None:
+        logger.info("console: failed sign-in")
+        error = "Wrong user name, password or API key."
+        return render_template("sign_in.html", next=target, error=error), 401
+    auth.sign_in(principal)
+    return redirect(target)
+
+
+@bp.post("/sign-out")
+def sign_out() -> BaseResponse:
+    _protect_form()
+    auth.sign_out()
+    return redirect(url_for("pages.sign_in_form"))
+
+
+# Studio's elements --------------------------------------------------------------------------------
+
+
+@bp.get("/workflows")
+@require("viewer")
+def workflows() -> str:
+    return _studio_page("Workflows", "elsa-workflow-definition-list", {})
+
+
+@bp.get("/workflows/<definition_id>")
+@require("viewer")
+def designer(definition_id: str) -> str:
+    return _studio_page(
+        f"Workflow {definition_id}",
+        "elsa-workflow-definition-editor",
+        {"definition-id": definition_id},
+    )
+
+
+@bp.get("/instances")
+@require("viewer")
+def instance_list() -> str:
+    return _studio_page("Instances", "elsa-workflow-instance-list", {})
+
+
+@bp.get("/instances/<instance_id>")
+@require("viewer")
+def instance_viewer(instance_id: str) -> str:
+    return _studio_page(
+        f"Instance {instance_id}", "elsa-workflow-instance-viewer", {"instance-id": instance_id}
+    )
+
+
+# Requests -----------------------------------------------------------------------------------------
+
+
+@bp.get("/requests")
+@require("viewer")
+def request_list() -> str:
+    status = request.args.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
+    query = runtime.ListQuery(
+        status=status,
+        request_type=request.args.get("requestType") or None,
+        limit=PAGE_SIZE,
+        cursor=request.args.get("cursor") or None,
+    )
+    with store.transaction(_factory(), write=False) as db:
+        items, cursor = runtime.list_requests(db, None, query)
+    return render_template(
+        "requests.html", items=items, next_cursor=cursor, status=status, statuses=STATUSES
+    )
+
+
+@bp.get("/requests/<request_id>")
+@require("viewer")
+def request_detail(request_id: str) -> str:
+    with store.transaction(_factory(), write=False) as db:
+        record = runtime.get_owned(db, request_id, None)
+        view = runtime.request_view(db, record)
+        events = runtime.list_events(db, request_id, None)
+        journal: list[dict[str, Any]] = []
+        fault = None
+        if record.instance_id:
+            try:
+                journal = instances.journal(db, record.instance_id)
+                fault = instances.view(instances.get(db, record.instance_id))["fault"]
+            except BrokerError:
+                journal = []
+        version_id = record.definition_version_id
+    diagram = None
+    registry = auth.context().registry
+    published = registry.get_version(version_id) if (registry and version_id) else None
+    if published is not None:
+        diagram = to_mermaid(
+            published.document,
+            executed=[j["activityId"] for j in journal if j.get("activityId")],
+            faulted=(fault or {}).get("activityId"),
+        )
+    return render_template(
+        "request.html",
+        record=view,
+        events=events,
+        journal=journal,
+        diagram=diagram,
+        mermaid_installed=assets.installed(_settings(), assets.MERMAID),
+    )
+
+
+# Dead letters -------------------------------------------------------------------------------------
+
+
+def _kind_filter() -> tuple[str, ...]:
+    kind = request.args.get("kind") or None
+    if kind is None:
+        return LETTER_KINDS
+    if kind not in LETTER_KINDS:
+        raise BadRequest(f"kind must be one of {', '.join(LETTER_KINDS)}", field="kind")
+    return (kind,)
+
+
+def _page_number() -> int:
+    raw = request.args.get("page", "0")
+    if not raw.isdigit() or int(raw) > 1_000_000:
+        raise BadRequest("page must be a number from 0", field="page")
+    return int(raw)
+
+
+@bp.get("/dead-letters")
+@require("viewer")
+def dead_letter_list() -> str:
+    kinds, page = _kind_filter(), _page_number()
+    with store.transaction(_factory(), write=False) as db:
+        body = dead_letters.list_page(db, kinds, page=page, page_size=PAGE_SIZE)
+    return render_template(
+        "dead_letters.html",
+        body=body,
+        kind=request.args.get("kind") or "",
+        kinds=LETTER_KINDS,
+        page=page,
+        message=request.args.get("message"),
+    )
+
+
+@bp.post("/dead-letters/<letter_id>/replay")
+@require("operator")
+def replay_dead_letter(letter_id: str) -> BaseResponse:
+    _protect_form()
+    with store.transaction(_factory()) as db:
+        outcome = dead_letters.replay(db, letter_id, LETTER_KINDS)
+    publisher = auth.context().publisher
+    if outcome.outbox_ids and publisher is not None:
+        try:
+            publisher.publish(list(outcome.outbox_ids))
+        except Exception:
+            logger.exception(
+                "fast-path publish after replaying %s failed (relay retries)", letter_id
+            )
+    principal = current()
+    logger.warning(
+        "dead letter %s replayed from the console by %s",
+        letter_id,
+        principal.name if principal else "?",
+    )
+    return redirect(url_for("pages.dead_letter_list", message=f"Replayed {letter_id}"))
+
+
+# Runtime ------------------------------------------------------------------------------------------
+
+
+@bp.get("/runtime")
+@require("viewer")
+def runtime_page() -> str:
+    with store.transaction(_factory(), write=False) as db:
+        view = runtime_view(db)
+    return render_template("runtime.html", view=view, now=dt.datetime.now(dt.UTC).isoformat())
+
+
+@bp.post("/runtime/pause")
+@require("operator")
+def pause() -> BaseResponse:
+    return _set_paused(True)
+
+
+@bp.post("/runtime/resume")
+@require("operator")
+def resume() -> BaseResponse:
+    return _set_paused(False)
+
+
+def _set_paused(paused: bool) -> BaseResponse:
+    _protect_form()
+    with store.transaction(_factory()) as db:
+        runtime.set_paused(db, paused)
+    principal = current()
+    logger.warning(
+        "workflow runtime %s from the console by %s",
+        "paused" if paused else "resumed",
+        principal.name if principal else "?",
+    )
+    return redirect(url_for("pages.runtime_page"))

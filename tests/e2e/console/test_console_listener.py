@@ -1,0 +1,52 @@
+"""The console listener under gunicorn with its own config: TLS when a certificate is given."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from broker import certs
+from tests.conftest import PROJECT_ROOT, free_port
+from tests.e2e.console.conftest import console_environment, stop, wait_ready
+
+
+def test_the_console_serves_tls_with_the_configured_certificate(tmp_path: Path) -> None:
+    # Given a server certificate and the console configured with it
+    certs.init_ca(tmp_path / "certs")
+    certs.issue_server(tmp_path / "certs", "localhost")
+    (tmp_path / "workflows").mkdir()
+    port = free_port()
+    env = {
+        **console_environment(tmp_path, port),
+        "BROKER_CONSOLE_TLS_CERT": str(tmp_path / "certs" / "server.pem"),
+        "BROKER_CONSOLE_TLS_KEY": str(tmp_path / "certs" / "server.key"),
+    }
+    (tmp_path / "var").mkdir()
+    log = tmp_path / "console.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn_console.conf.py"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.pem"))
+        url = f"https://localhost:{port}"
+        wait_ready(url, process, log, context=context)
+        # Then it answers over TLS 1.2+ and its sign-in cookie would be Secure
+        with urllib.request.urlopen(f"{url}/sign-in", context=context, timeout=10) as response:
+            assert response.status == 200
+            assert "Secure" in response.headers["Set-Cookie"]
+        # And plain HTTP gets no page
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+            raise AssertionError("plain HTTP was answered")
+        except OSError:
+            pass
+    finally:
+        stop(process)

@@ -1,0 +1,308 @@
+"""Elsa Studio over the broker's own Elsa API, in a real headless chromium, on a full stack
+(ingress, internal listener, worker, beat and the console, each its own process).
+
+1. the definition list shows the shipped workflows with their latest and published versions;
+2. the designer opens invoice-process.json and renders every activity (names visible) and
+   connection, and its activity picker lists the engine's activities;
+3. a change saved and published through Studio's API creates version N+1 in the folder: a request
+   submitted afterwards runs N+1, while an instance that waited on N finishes on N;
+4. the instance viewer opens a finished request's instance and shows its journal and activity
+   executions;
+5. no key: 401; a viewer key cannot publish: 403; nothing changes on refusal.
+
+Screenshots go to var/screenshots/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import free_port
+from tests.e2e import live
+from tests.e2e.console.conftest import CHROMIUM, CHROMIUM_ARGS, require_browser, screenshot
+from tests.e2e.support import INVOICE_KEYS
+
+pytest.importorskip("broker.console.api", reason="the Elsa API package is not in this checkout")
+
+STUDIO_TIMEOUT_MS = 90_000
+INVOICE = "invoice-process"
+#: the activity names of invoice-process.json that the designer must show
+INVOICE_NAMES = (
+    "ReceiveInvoice",
+    "SmallEnough",
+    "PostToLedger",
+    "AskAccountsPayable",
+    "WaitForApproval",
+)
+
+
+@dataclasses.dataclass
+class StudioStack:
+    stack: live.LiveStack
+    port: int
+    keys: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def workflows(self) -> Path:
+        return self.stack.root / "workflows"
+
+    def api(
+        self, method: str, path: str, body: Any = None, role: str | None = "designer"
+    ) -> tuple[int, Any]:
+        """One call to the console's Elsa API with ``role``'s key (None: no credentials)."""
+        headers = {"Content-Type": "application/json"}
+        if role is not None:
+            headers["Authorization"] = f"ApiKey {self.keys[role]}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}/elsa/api/{path}", data=data, headers=headers, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                return error.code, json.loads(raw) if raw else None
+            except ValueError:
+                return error.code, raw.decode(errors="replace")
+
+    def files_of(self, definition_id: str) -> dict[str, int]:
+        """The workflow files of a definition in the stack's folder: name -> version."""
+        found = {}
+        for path in sorted(self.workflows.rglob("*.json")):
+            document = json.loads(path.read_text())
+            if document.get("definitionId") == definition_id:
+                found[path.name] = int(document.get("version", 0))
+        return found
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
+    require_browser()
+    from broker.store import credentials, db
+
+    root = tmp_path_factory.mktemp("studio")
+    port = free_port()
+    with live.running_stack(
+        root, BROKER_CONSOLE_BIND=f"127.0.0.1:{port}", BROKER_WATCH_WORKFLOWS="true"
+    ) as stack:
+        with db.transaction(stack.factory) as session:
+            keys = {r: credentials.create_key(session, r, r) for r in credentials.ROLES}
+        console = live._gunicorn(
+            stack.env, root, "console", "gunicorn_console.conf.py", "broker.console.wsgi:console"
+        )
+        stack.services["console"] = console.start()
+        live._wait_listening(console, port)
+        yield StudioStack(stack, port, keys)
+
+
+@pytest.fixture(scope="module")
+def browser(studio: StudioStack) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page_as(studio: StudioStack, browser: Any) -> Iterator[Any]:
+    contexts: list[Any] = []
+
+    def make(role: str) -> Any:
+        context = browser.new_context(
+            extra_http_headers={"Authorization": f"ApiKey {studio.keys[role]}"},
+            viewport={"width": 1440, "height": 900},
+        )
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def wait_for_ingress_version(
+    stack: live.LiveStack, request_type: str, version: int, timeout: float = 30.0
+) -> None:
+    """Poll ``GET /request-types`` until the ingress serves ``version`` of ``request_type``."""
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        body = stack.call(live.DEV, "GET", "/request-types").body
+        seen = next(
+            (t["workflow"] for t in body["requestTypes"] if t["requestType"] == request_type), None
+        )
+        if seen is not None and seen["version"] == version:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the ingress still serves {seen} after {timeout}s\n{stack.tails()}")
+
+
+def latest_and_published(studio: StudioStack, definition_id: str) -> tuple[int, int]:
+    status, body = studio.api(
+        "GET", f"workflow-definitions/by-definition-id/{definition_id}?versionOptions=Latest"
+    )
+    assert status == 200, body
+    status, published = studio.api(
+        "GET", f"workflow-definitions/by-definition-id/{definition_id}?versionOptions=Published"
+    )
+    assert status == 200, published
+    return int(body["version"]), int(published["version"])
+
+
+def test_1_the_definition_list_shows_the_shipped_workflows_and_versions(
+    studio: StudioStack, page_as: Any
+) -> None:
+    page = page_as("viewer")
+    page.goto(f"{studio.url}/workflows")
+    row = page.locator("tr", has_text=INVOICE)
+    row.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    latest, published = latest_and_published(studio, INVOICE)
+    cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+    assert "Invoice process" in cells
+    assert str(latest) in cells
+    assert str(published) in cells
+    assert page.locator("tr", has_text="bench-five-steps").count() == 1
+    screenshot(page, "studio-definition-list")
+
+
+def test_2_the_designer_draws_invoice_process_and_lists_the_activities(
+    studio: StudioStack, page_as: Any
+) -> None:
+    page = page_as("designer")
+    page.goto(f"{studio.url}/workflows/{INVOICE}")
+    for name in INVOICE_NAMES:
+        page.get_by_text(name, exact=True).first.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    document = json.loads((studio.workflows / "invoice-process.json").read_text())
+    connections = document["root"]["connections"]
+    page.wait_for_function(
+        f"document.querySelectorAll('.x6-edge').length >= {len(connections)}",
+        timeout=STUDIO_TIMEOUT_MS,
+    )
+    assert page.locator(".x6-node").count() >= len(document["root"]["activities"])
+    # The activity picker lists the engine's activities: every category of the descriptors, and
+    # the activities of a category once it is opened
+    status, descriptors = studio.api("GET", "descriptors/activities")
+    assert status == 200
+    browsable = [d for d in descriptors["items"] if d.get("isBrowsable", True)]
+    for category in sorted({d["category"] for d in browsable}):
+        assert page.get_by_text(category, exact=True).count() >= 1, category
+    console = sorted(d["displayName"] for d in browsable if d["category"] == "Console")
+    assert console, "the engine's catalog has no Console activity"
+    page.get_by_text("Console", exact=True).first.click()
+    for name in console:
+        page.get_by_text(name, exact=True).first.wait_for(timeout=10_000)
+    screenshot(page, "studio-designer")
+
+
+def test_3_publishing_version_n_plus_1_keeps_waiting_instances_on_n(
+    studio: StudioStack,
+) -> None:
+    stack = studio.stack
+    # Given a big invoice waiting for approval on version N
+    waiting = stack.submit("InvoiceProcess", INVOICE_KEYS, {"amount": 5000})
+    version_n = stack.wait_suspended(waiting)["workflow"]["version"]
+    files_before = studio.files_of(INVOICE)
+    # When a designer changes the approved status through Studio's API, saves and publishes
+    status, latest = studio.api(
+        "GET", f"workflow-definitions/by-definition-id/{INVOICE}?versionOptions=Latest"
+    )
+    assert status == 200, latest
+    manual = next(a for a in latest["root"]["activities"] if a["id"] == "manual-status")
+    manual["outputValue"]["expression"]["value"] = "Approved on the new version"
+    status, saved = studio.api("POST", "workflow-definitions", {"model": latest, "publish": False})
+    assert status == 200, saved
+    status, published = studio.api("POST", f"workflow-definitions/{INVOICE}/publish", {})
+    assert status == 200, published
+    # Then version N+1 is a file in the workflow folder
+    files_after = studio.files_of(INVOICE)
+    assert max(files_after.values()) == version_n + 1, files_after
+    assert len(files_after) == len(files_before) + 1 or files_after != files_before
+    # And once the ingress has loaded it (a published file is live within seconds, as any saved
+    # file is), a request submitted afterwards runs N+1
+    wait_for_ingress_version(stack, "InvoiceProcess", version_n + 1)
+    fresh = stack.submit(
+        "InvoiceProcess", {**INVOICE_KEYS, "InvoiceNumber": "INV-2"}, {"amount": 7000}
+    )
+    assert stack.wait_suspended(fresh)["workflow"]["version"] == version_n + 1
+    # While the instance that waited on N finishes on N
+    for request_id in (waiting, fresh):
+        assert stack.event("approval", request_id, {"decision": "approved"}).status == 202
+    old = stack.wait_status(waiting, "Completed")
+    new = stack.wait_status(fresh, "Completed")
+    assert old["workflow"]["version"] == version_n
+    assert old["result"]["status"] == "Completed"
+    assert new["workflow"]["version"] == version_n + 1
+    assert new["result"]["status"] == "Approved on the new version"
+
+
+def test_4_the_instance_viewer_shows_a_finished_requests_journal(
+    studio: StudioStack, page_as: Any
+) -> None:
+    stack = studio.stack
+    request_id = stack.submit(
+        "InvoiceProcess", {**INVOICE_KEYS, "InvoiceNumber": "INV-4"}, {"amount": 9000}
+    )
+    stack.wait_suspended(request_id)
+    assert stack.event("approval", request_id, {"decision": "approved"}).status == 202
+    instance_id = stack.wait_status(request_id, "Completed")["workflow"]["instanceId"]
+    status, journal = studio.api("GET", f"workflow-instances/{instance_id}/journal", role="viewer")
+    assert status == 200, journal
+    assert journal["items"], journal
+    status, executions = studio.api(
+        "GET", f"activity-executions/list?workflowInstanceId={instance_id}", role="viewer"
+    )
+    assert status == 200, executions
+    ran = {e["activityId"] for e in executions["items"]}
+    assert {"receive", "small-enough", "ask-ap", "wait-approval"} <= ran, ran
+    # The viewer shows the journal (each activity's start and completion) and the executions
+    page = page_as("viewer")
+    page.goto(f"{studio.url}/instances/{instance_id}")
+    for entry in ("Http Endpoint - Completed", "Event - Completed", "Send Email - Completed"):
+        page.get_by_text(entry, exact=True).first.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    page.get_by_text("WaitForApproval", exact=True).first.click()
+    page.get_by_text("Executions", exact=False).first.click()
+    page.locator("td", has_text="Completed").first.wait_for(timeout=STUDIO_TIMEOUT_MS)
+    screenshot(page, "studio-instance-viewer")
+
+
+def test_5_refusals_are_401_and_403_and_change_nothing(studio: StudioStack) -> None:
+    files_before = studio.files_of(INVOICE)
+    versions_before = latest_and_published(studio, INVOICE)
+    status, _ = studio.api("GET", "workflow-definitions", role=None)
+    assert status == 401
+    status, _ = studio.api("POST", f"workflow-definitions/{INVOICE}/publish", {}, role=None)
+    assert status == 401
+    status, latest = studio.api(
+        "GET",
+        f"workflow-definitions/by-definition-id/{INVOICE}?versionOptions=Latest",
+        role="viewer",
+    )
+    assert status == 200
+    status, _ = studio.api(
+        "POST", "workflow-definitions", {"model": latest, "publish": True}, role="viewer"
+    )
+    assert status == 403
+    status, _ = studio.api("POST", f"workflow-definitions/{INVOICE}/publish", {}, role="viewer")
+    assert status == 403
+    assert studio.files_of(INVOICE) == files_before
+    assert latest_and_published(studio, INVOICE) == versions_before
