@@ -7,14 +7,18 @@ test controls the clock of a run and looks at the rows it leaves.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker import metrics, ops_commands
 from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.ingress import dead_letters
@@ -23,6 +27,7 @@ from broker.runtime.locks import FileLockProvider
 from broker.runtime.persist import Target
 from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel_instances, set_paused
+from broker.runtime.status import runtime_view
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import (
@@ -209,6 +214,43 @@ def test_event_resumes_the_waiting_bookmark_once_even_when_the_job_runs_twice(
             "queue_item_id": "e1",
         }
     assert sender.sent == [expected]
+
+
+def test_queue_depth_counts_only_items_still_waiting_for_delivery(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given a stimulus that resumes a waiting instance and one that matches nothing yet
+    waiting_instance(factory, "i1")
+    post_event(factory, "e1", "approval", "corr-i1")
+    post_event(factory, "e2", "approval", "corr-nobody")
+    with transaction(factory, write=False) as session:
+        assert metrics.bookmark_queue_counts(session) == (2, 0)
+    # When the queue job delivers the first (kept as dispatched, for deduplication)
+    assert bookmarks.process_queue(rt).matched == 1
+    delivered = item(factory, "e1")
+    assert delivered is not None
+    assert (delivered.options or {}).get("dispatched")
+    # Then the depth is the one still waiting, and the delivered item is a figure of its own:
+    # in the backlog, the metric, the admin runtime view and `broker outbox status`
+    with transaction(factory, write=False) as session:
+        assert metrics.bookmark_queue_counts(session) == (1, 1)
+        backlog = metrics.read_backlog(session)
+        view = runtime_view(session)
+    assert (backlog.bookmark_queue_depth, backlog.bookmark_queue_delivered) == (1, 1)
+    assert view["bookmarkQueue"] == {"waiting": 1, "delivered": 1}
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(metrics.render_metrics(factory)[0].decode())
+        for s in family.samples
+    }
+    assert samples["broker_bookmark_queue_depth"] == 1
+    assert samples["broker_bookmark_queue_delivered"] == 1
+    cli = CliRunner().invoke(
+        ops_commands.outbox, ["status", "--database-url", settings.database_url, "--json"]
+    )
+    assert cli.exit_code == 0, cli.output
+    status = json.loads(cli.stdout)
+    assert (status["bookmarkQueueDepth"], status["bookmarkQueueDelivered"]) == (1, 1)
 
 
 def test_work_caused_while_paused_waits_for_the_relay_instead_of_the_fast_path(
