@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-dev run test lint fmt bench flower clean services
+.PHONY: install install-dev run test lint fmt bench mutation flower clean services
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,8 +49,12 @@ test: install-dev services lint
 bench: install-dev services
 	$(BIN)/broker bench $(BENCH_ARGS)
 
+# Mutation testing of the core (docs/mutation.md); not part of `make test`.
+mutation: install-dev services
+	$(BIN)/python -m tests.mutation.run $(MUTATION_ARGS)
+
 flower: install
 	$(BIN)/broker flower $(FLOWER_ARGS)
 
 clean:
-	rm -rf var .mypy_cache .ruff_cache
+	rm -rf var .mypy_cache .ruff_cache mutants mutants-run.log

@@ -113,6 +113,23 @@ def test_the_same_key_and_body_again_answers_the_first_record(
     assert (count(factory, Request), count(factory, OutboxRow)) == (1, 1)
 
 
+def test_another_idempotency_key_of_the_same_client_is_another_request(
+    client_as: ClientAs, factory: sessionmaker[Session]
+) -> None:
+    # Given a request submitted under one Idempotency-Key
+    client = client_as("ClientA")
+    first = client.post("/requests", json=invoice(), headers={"Idempotency-Key": "inv-1"})
+    # When the same client submits another body under another key, then that key again
+    other = invoice(payload={"amount": 2})
+    second = client.post("/requests", json=other, headers={"Idempotency-Key": "inv-2"})
+    again = client.post("/requests", json=other, headers={"Idempotency-Key": "inv-2"})
+    # Then the second key names a new request of its own, and only that one
+    assert (first.status_code, second.status_code, again.status_code) == (202, 202, 200)
+    assert second.get_json()["correlationId"] != first.get_json()["correlationId"]
+    assert again.get_json()["correlationId"] == second.get_json()["correlationId"]
+    assert (count(factory, Request), count(factory, OutboxRow)) == (2, 2)
+
+
 # Submit atomicity ---------------------------------------------------------------------------------
 
 
