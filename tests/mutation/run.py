@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="keep mutants/ from the last run (its test map and results)",
+        help="keep mutants/ from the last run (its test map, and the mutants it killed)",
     )
     args = parser.parse_args(argv)
     selection = tuple(args.only or SELECTION)
@@ -92,7 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     load_before = os.getloadavg()
     mutmut = Path(sys.executable).with_name("mutmut")
-    command = [str(mutmut), "run", "--max-children", str(args.max_children), *selection]
+    # mutmut runs every mutant it is given by name again; with --reuse, a mutant already killed
+    # stays killed (mutmut itself forgets the results of a function whose code changed).
+    open_names = [n for n, c in read_results(MUTANTS, selection).items() if c not in KILLED]
+    names = open_names if args.reuse and open_names else list(selection)
+    command = [str(mutmut), "run", "--max-children", str(args.max_children), *names]
     log = ROOT / "mutants-run.log"
     print(f"mutmut: {len(selection)} selections, {args.max_children} children; log in {log.name}")
     with log.open("w") as out:
