@@ -18,7 +18,7 @@ from broker.clients import (
     normalize_fingerprint,
     normalize_thumbprint,
 )
-from broker.errors import ClientFileError
+from broker.errors import ClientFileError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
@@ -307,6 +307,57 @@ def test_registering_again_updates_the_row(
     found = registry.authenticate(sha1_thumbprint=SHA1_B, sha256_fingerprint="")
     assert found is not None
     assert found.description == "two"
+
+
+def test_an_entry_error_carries_the_file_the_entry_and_the_reason_as_fields(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    clients, rules = files
+    write_json(clients, {"clients": [A, {"clientId": "Y", "scopes": "all", **B}]})
+    with pytest.raises(ClientFileError) as info:
+        registry_for(settings, clients, rules).load()
+    assert info.value.details == {
+        "file": str(clients),
+        "entry": 1,
+        "reason": "scopes must be a list of non-empty strings",
+    }
+
+
+def test_registering_a_rule_again_updates_its_row_and_enables_it(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a disabled rule row
+    with factory() as session, session.begin():
+        session.add(
+            models.RequestTypeRule(
+                client_key="clienta", request_type_key="ping", client_id="ClientA",
+                request_type="Ping", required_keys=[], allow_additional_keys=True, enabled=False,
+            )
+        )  # fmt: skip
+    registry = registry_for(settings, *files, factory=factory)
+    assert registry.rule_for("ClientA", "Ping") is None
+    # When it is registered again with other keys
+    registry.register_rule(RequestTypeRule("ClientA", "Ping", ("Id",), False))
+    # Then the one row is enabled and holds the new keys
+    assert registry.rule_for("ClientA", "ping") == RequestTypeRule(
+        "ClientA", "Ping", ("Id",), False
+    )
+    with factory() as session:
+        rows = session.query(models.RequestTypeRule).all()
+        assert [(r.request_type_key, r.enabled, r.required_keys) for r in rows] == [
+            ("ping", True, ["Id"])
+        ]
+
+
+def test_registering_on_an_unmigrated_database_names_what_could_not_be_registered(
+    settings: Settings, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    factory = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
+    registry = registry_for(settings, *files, factory=factory)
+    with pytest.raises(StoreUnavailable, match="could not register rule 'Ping'"):
+        registry.register_rule(RequestTypeRule("ClientA", "Ping", (), True))
+    with pytest.raises(StoreUnavailable, match="could not register client 'ClientZ'"):
+        registry.register_client(ApiClient("ClientZ", SHA1_B, None, "", frozenset()))
 
 
 def test_a_disabled_row_withdraws_a_file_entry(

@@ -395,20 +395,25 @@ def test_failing_item_counts_attempts_and_is_dead_lettered_as_failed_at_the_maxi
     post_event(factory, "e1", "approval", "corr-gone")
     # When the queue job keeps failing on it
     for attempt in range(1, settings.bookmark_queue_max_delivery_attempts):
+        before = utcnow()
         assert bookmarks.process_queue(rt).failed == 1
+        after = utcnow()
         queued = item(factory, "e1")
-        # Then each failure counts an attempt and backs off
+        # Then each failure counts an attempt and backs off: interval * 2**attempts
         assert queued is not None
         assert queued.delivery_attempts == attempt
         assert queued.last_error is not None
         assert "does not exist" in queued.last_error
-        assert queued.next_attempt_at > utcnow()
+        backoff = dt.timedelta(seconds=settings.bookmark_queue_interval * 2**attempt)
+        assert before + backoff <= queued.next_attempt_at <= after + backoff
         make_due(factory, "e1")
     assert bookmarks.process_queue(rt).failed == 1
-    # And at the maximum it is a Failed dead letter, and no resume was written
+    # And at the maximum it is a Failed dead letter saying why, and no resume was written
     assert item(factory, "e1") is None
     (letter,) = letters(factory)
     assert letter.reason == "Failed"
+    assert letter.error is not None
+    assert "does not exist" in letter.error
     assert letter.attempts == settings.bookmark_queue_max_delivery_attempts
     assert count_rows(factory) == 0
 
@@ -489,6 +494,68 @@ def test_timer_fires_once_and_not_before_it_is_due(
         row = session.get(OutboxRow, fired[0])
         assert row is not None
         assert row.args == {"instance_id": "t1", "bookmark_id": bookmark_id}
+
+
+class RecordingLocks:
+    """The runtime's file locks, recording how each was asked for."""
+
+    def __init__(self, inner: FileLockProvider) -> None:
+        self.inner = inner
+        self.asked: list[tuple[str, float | None, float | None]] = []
+
+    def acquire(self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0) -> Any:
+        self.asked.append((name, ttl, timeout))
+        return self.inner.acquire(name, ttl=ttl, timeout=timeout)
+
+
+def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_lock(
+    factory: sessionmaker[Session], sender: RecordingSender, settings: Settings
+) -> None:
+    # Given a due timer of an instance that serves a request
+    bookmark_id = waiting_instance(factory, "t1", due_at=utcnow() - dt.timedelta(seconds=1))
+    with transaction(factory) as session:
+        instance = session.get(WorkflowInstance, "t1")
+        assert instance is not None
+        instance.request_id = "req-t1"
+    locks = RecordingLocks(FileLockProvider(Path(settings.var_dir) / "locks"))
+    rt = Runtime(settings, factory=factory, locks=locks, sender=sender)
+    # When another run holds the timer lock, Then this run does nothing and does not wait
+    held = locks.inner.acquire(bookmarks.TIMER_LOCK, ttl=60, timeout=0)
+    assert held is not None
+    assert bookmarks.fire_timers(rt) == 0
+    held.release()
+    assert count_rows(factory) == 0
+    # When the lock is free, Then the timer's resume row is written and published at once
+    assert bookmarks.fire_timers(rt) == 1
+    expected = ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))
+    assert sender.sent == [expected]
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, expected)
+        assert row is not None
+        assert (row.instance_id, row.request_id) == ("t1", "req-t1")
+    # And the job never waits for its lock, which expires if its holder dies
+    assert locks.asked == [(bookmarks.TIMER_LOCK, settings.lock_ttl, 0)] * 2
+
+
+def test_the_timer_job_fires_the_earliest_timers_first_in_batches(
+    factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three due timers and a batch of two
+    now = utcnow()
+    for n, minutes in enumerate((1, 3, 2)):
+        waiting_instance(factory, f"t{n}", due_at=now - dt.timedelta(minutes=minutes))
+    monkeypatch.setattr(bookmarks, "BATCH", 2)
+    # When the job runs twice, Then the two most overdue fire first, the last one next
+    with transaction(factory) as session:
+        first = bookmarks.fire_due_timers(session, now=now)
+    with transaction(factory) as session:
+        second = bookmarks.fire_due_timers(session, now=now)
+
+    def timer_of(instance_id: str) -> str:
+        return ids.outbox_id_for("timer", ids.timer_id_for(ids.derive("bookmark", instance_id)))
+
+    assert first == [timer_of("t1"), timer_of("t2")]
+    assert second == [timer_of("t0")]
 
 
 # Cancellation -------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
-from broker.runtime import deadletters, outbox
+from broker.runtime import deadletters, ids, outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.publisher import Publisher
 from broker.settings import Settings
@@ -140,6 +140,10 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
 ) -> None:
     # Given a row published max_outbox_delivery_attempts (3) times without finishing
     (row_id,) = add_rows(factory, 1)
+    with transaction(factory) as session:
+        row = session.get(OutboxRow, row_id)
+        assert row is not None
+        row.request_id, row.instance_id = "req-of-row", "inst-of-row"
     sender = RecordingSender()
     for _ in range(3):
         outbox.relay(settings, factory, sender, locks)
@@ -158,10 +162,50 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
             "Undeliverable",
             "broker.run_request",
         )
+        # ... whose id derives from the row (a second burial finds it), naming the row's work
+        assert letter.id == ids.dead_letter_id_for("outbox", row_id)
+        assert (letter.request_id, letter.instance_id) == ("req-of-row", "inst-of-row")
+        assert (letter.error, letter.attempts) == ("not finished after 3 deliveries", 3)
+        assert letter.data == {
+            "taskName": "broker.run_request",
+            "queue": "broker.default",
+            "args": {"request_id": "r0"},
+        }
+        dead_row = session.get(OutboxRow, row_id)
+        assert dead_row is not None
+        assert dead_row.finished_at is not None
+        assert dead_row.lease_expires_at is None
         # When an operator replays it, the same task is written as a new pending row
         replayed = deadletters.replay(session, letter.id)
     outbox.relay(settings, factory, sender, locks)
     assert sender.sent[-1] == replayed.outbox_id
+    with transaction(factory, write=False) as session:
+        again = session.get(OutboxRow, replayed.outbox_id)
+        assert again is not None
+        assert (again.task_name, again.queue, again.args) == (
+            "broker.run_request",
+            "broker.default",
+            {"request_id": "r0"},
+        )
+
+
+def test_a_dead_letter_keeps_the_last_publish_error(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a row at its last allowed delivery whose publish failed last time
+    (row_id,) = add_rows(factory, 1)
+    with transaction(factory) as session:
+        row = session.get(OutboxRow, row_id)
+        assert row is not None
+        row.attempts = 3
+        row.last_error = "publish failed: transport down"
+    # When the relay meets it
+    assert outbox.relay(settings, factory, RecordingSender(), locks).dead == 1
+    # Then its dead letter says why, not only how often
+    with transaction(factory, write=False) as session:
+        letter = session.get(DeadLetter, ids.dead_letter_id_for("outbox", row_id))
+        assert letter is not None
+        assert letter.error == "publish failed: transport down"
 
 
 def test_a_relay_whose_lease_was_taken_over_publishes_nothing(

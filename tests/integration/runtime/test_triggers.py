@@ -215,6 +215,18 @@ def test_cron_and_start_at_fire_at_their_times(rt: Runtime) -> None:
     assert len(requests_of(rt, "start-at-trigger")) == 1
 
 
+def test_the_timer_job_arms_and_fires_the_schedules_of_the_loaded_workflows(rt: Runtime) -> None:
+    # Given schedules armed in the past (the job reads the clock itself)
+    with transaction(rt.factory) as session:
+        schedules.sync(session, rt.registry, T0)
+    # When the timer job runs
+    fired = bookmarks.fire_timers(rt)
+    # Then every due schedule started its workflow, and the job counted them
+    assert len(requests_of(rt, "cron-trigger")) == 1
+    assert len(requests_of(rt, "start-at-trigger")) == 1
+    assert fired >= 2
+
+
 def test_a_new_version_moves_its_schedules_and_a_removed_file_takes_them_away(
     rt: Runtime,
 ) -> None:
