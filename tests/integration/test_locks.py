@@ -372,3 +372,11 @@ def test_local_locks_warn_only_when_distributed_and_not_acknowledged(
     with caplog.at_level(logging.WARNING, logger="broker.runtime.locks"):
         assert warn_if_local_locks(configured) is warns
     assert ("BROKER_ALLOW_LOCAL_LOCKS" in caplog.text) is warns
+
+
+def test_a_lock_shows_its_kind_its_name_and_whether_it_was_released(tmp_path: Path) -> None:
+    lock = FileLockProvider(tmp_path).acquire("relay", ttl=5, timeout=0)
+    assert lock is not None
+    assert repr(lock) == "<FileLock 'relay'>"
+    lock.release()
+    assert repr(lock) == "<FileLock 'relay' released>"

@@ -779,3 +779,9 @@ def test_a_chain_that_loops_is_walked_once_past_the_repeat() -> None:
     looping = OSError("loop")
     looping.args = (looping,)
     assert not broker.outbound._caused_by_certificate(looping)
+
+
+def test_a_malformed_url_is_refused_without_naming_a_host() -> None:
+    with pytest.raises(OutboundBlocked) as info:
+        parse_target("http://exa\\mple.com/")
+    assert info.value.details == {"host": None, "reason": "malformed"}
