@@ -360,6 +360,21 @@ def test_registering_on_an_unmigrated_database_names_what_could_not_be_registere
         registry.register_client(ApiClient("ClientZ", SHA1_B, None, "", frozenset()))
 
 
+def test_the_rules_of_a_client_are_listed_by_request_type_ignoring_case(
+    settings: Settings, tmp_path: Path
+) -> None:
+    clients = write_json(
+        tmp_path / "clients.json", {"clients": [{"clientId": "A", "thumbprint": SHA1_A}]}
+    )
+    rules = write_json(
+        tmp_path / "requestTypes.json",
+        {"requestTypes": [{"clientId": "A", "requestType": t} for t in ("Ab", "a_b", "AA")]},
+    )
+    registry = registry_for(settings, clients, rules)
+    # In lower case: "_" sorts before every letter (upper-cased, it would sort after them)
+    assert [r.request_type for r in registry.rules_for("a")] == ["a_b", "AA", "Ab"]
+
+
 def test_a_disabled_row_withdraws_a_file_entry(
     settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
 ) -> None:
@@ -399,6 +414,7 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
                             "events": ["request.processing", "request.completed"],
                             "secret": [SECRET, SECRET],
                         },
+                        {"url": "https://hooks.example.com/c", "secret": [SECRET]},
                     ],
                     "allowCallbackUrl": True,
                     "callbackSecret": SECRET,
@@ -420,6 +436,11 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
             ("request.completed", "request.processing"),
             (SECRET, SECRET),
         ),
+        WebhookConfig(
+            "https://hooks.example.com/c",
+            ("request.completed", "request.faulted", "request.cancelled"),
+            (SECRET,),
+        ),
     )
     assert a.allow_callback_url
     assert a.callback_secret == SECRET
@@ -433,6 +454,8 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
     ("fields", "reason"),
     [
         ({"webhooks": {"url": "https://x"}}, "webhooks must be a list"),
+        ({"webhooks": ["https://x"]}, "webhooks[0] must be an object with url, events and secret"),
+        ({"webhooks": [{"url": "https://x", "a": 1, "b": 2}]}, "unknown field(s) a, b"),
         ({"webhooks": [{"url": "ftp://x"}]}, "webhooks[0].url must be an http"),
         ({"webhooks": [{"url": "https://x", "events": ["request.done"]}]}, "unknown event"),
         ({"webhooks": [{"url": "https://x", "events": []}]}, "webhooks[0].events"),

@@ -312,6 +312,9 @@ def test_empty_allowlist_refuses_non_public_addresses(
         ("240.0.0.1", "reserved"),
         ("93.184.216.34", None),
         ("2606:4700::1111", None),
+        ("fe80::1%eth0", "link-local"),  # a scope id is not part of the address
+        ("fe80::1%eth0%1", "link-local"),
+        ("not-an-address", "not an IP address"),
     ],
 )
 def test_blocked_reason_names_the_address_class(address: str, reason: str | None) -> None:

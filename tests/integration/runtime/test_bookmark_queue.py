@@ -36,6 +36,7 @@ from broker.store.models import (
     DeadLetter,
     OutboxRow,
     Timer,
+    WorkflowDefinition,
     WorkflowInstance,
     utcnow,
 )
@@ -370,6 +371,7 @@ def test_item_older_than_the_ttl_becomes_an_expired_dead_letter(
         found = session.get(BookmarkQueueItem, "e1")
         assert found is not None
         found.created_at = utcnow() - dt.timedelta(seconds=settings.bookmark_queue_ttl + 1)
+        found.instance_id, found.bookmark_id, found.hash = "inst-e1", "bm-e1", "hash-e1"
     # When the queue job runs
     report = bookmarks.process_queue(rt)
     # Then the item left the queue as an Expired, replayable dead letter holding its stimulus
@@ -378,6 +380,18 @@ def test_item_older_than_the_ttl_becomes_an_expired_dead_letter(
     (letter,) = letters(factory)
     assert (letter.kind, letter.reason, letter.source_id) == ("bookmark", "Expired", "e1")
     assert letter.replayable
+    # ... under an id derived from the item, saying why, with what a replay needs
+    assert letter.id == ids.dead_letter_id_for("bookmark", "e1")
+    assert letter.error == "no bookmark matched before the TTL"
+    assert letter.instance_id == "inst-e1"
+    assert letter.data == {
+        "name": "approval",
+        "hash": "hash-e1",
+        "correlationId": "corr-none",
+        "bookmarkId": "bm-e1",
+        "instanceId": "inst-e1",
+        "payload": {"secret": "x"},
+    }
     assert letter.data is not None
     assert letter.data["payload"] == {"secret": "x"}
     # And its view shows no payload
@@ -517,6 +531,13 @@ def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_l
         instance = session.get(WorkflowInstance, "t1")
         assert instance is not None
         instance.request_id = "req-t1"
+        # served by a dedicated queue: the resume goes there too
+        session.add(
+            WorkflowDefinition(
+                id="approval-v1", definition_id="approval", version=1, queue="broker.special",
+                content_hash="h", document={},
+            )
+        )  # fmt: skip
     locks = RecordingLocks(FileLockProvider(Path(settings.var_dir) / "locks"))
     rt = Runtime(settings, factory=factory, locks=locks, sender=sender)
     # When another run holds the timer lock, Then this run does nothing and does not wait
@@ -532,7 +553,7 @@ def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_l
     with transaction(factory, write=False) as session:
         row = session.get(OutboxRow, expected)
         assert row is not None
-        assert (row.instance_id, row.request_id) == ("t1", "req-t1")
+        assert (row.instance_id, row.request_id, row.queue) == ("t1", "req-t1", "broker.special")
     # And the job never waits for its lock, which expires if its holder dies
     assert locks.asked == [(bookmarks.TIMER_LOCK, settings.lock_ttl, 0)] * 2
 
