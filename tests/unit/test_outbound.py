@@ -315,6 +315,8 @@ def test_empty_allowlist_refuses_non_public_addresses(
         ("fe80::1%eth0", "link-local"),  # a scope id is not part of the address
         ("fe80::1%eth0%1", "link-local"),
         ("not-an-address", "not an IP address"),
+        ("2001:0:5db8:d822::f5ff:fffe", "private"),  # Teredo: a client behind 10.0.0.1
+        ("224.0.0.1", "multicast"),
     ],
 )
 def test_blocked_reason_names_the_address_class(address: str, reason: str | None) -> None:

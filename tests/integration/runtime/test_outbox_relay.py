@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -206,6 +210,72 @@ def test_a_dead_letter_keeps_the_last_publish_error(
         letter = session.get(DeadLetter, ids.dead_letter_id_for("outbox", row_id))
         assert letter is not None
         assert letter.error == "publish failed: transport down"
+
+
+class RecordingLocks:
+    """File locks that record how each was asked for."""
+
+    def __init__(self, inner: FileLockProvider) -> None:
+        self.inner = inner
+        self.asked: list[tuple[str, float | None, float | None]] = []
+
+    def acquire(self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0) -> Any:
+        self.asked.append((name, ttl, timeout))
+        return self.inner.acquire(name, ttl=ttl, timeout=timeout)
+
+
+def test_a_relay_run_reports_its_epoch_and_tells_the_observer_of_each_fenced_claim(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given due rows
+    due = add_rows(factory, 3)
+    seen: list[tuple[int, list[str], str]] = []
+
+    def observer(epoch: int, rows: list[OutboxRow]) -> None:
+        with transaction(factory, write=False) as session:
+            lease = session.get(Lease, outbox.RELAY_LEASE)
+            assert lease is not None
+            seen.append((epoch, [r.id for r in rows], lease.owner))
+
+    recording = RecordingLocks(locks)
+    # When the relay runs
+    report = outbox.relay(settings, factory, RecordingSender(), recording, observer=observer)
+    # Then the observer saw the claim under the run's epoch, while the run's owner held the lease
+    assert report.epoch == 1
+    assert report.published == 3
+    assert [(epoch, rows) for epoch, rows, _ in seen] == [(1, due)]
+    owner = seen[0][2]
+    host, pid, tag = owner.rsplit(":", 2)
+    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+    assert re.fullmatch("[0-9a-f]{8}", tag)
+    # And it never waits for the lock, which expires if its holder dies
+    assert recording.asked == [(outbox.RELAY_LOCK, settings.lock_ttl, 0)]
+
+
+def test_a_relay_skips_while_another_holds_the_lock_or_the_lease(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    add_rows(factory, 1)
+    sender = RecordingSender()
+    # When another run holds the lock
+    held = locks.acquire(outbox.RELAY_LOCK, ttl=60, timeout=0)
+    assert held is not None
+    assert outbox.relay(settings, factory, sender, locks) == outbox.RelayReport(skipped=True)
+    held.release()
+    # When another relay (elsewhere) holds the live lease
+    with transaction(factory) as session:
+        assert acquire_lease(session, outbox.RELAY_LEASE, "elsewhere", 60) == 1
+    assert outbox.relay(settings, factory, sender, locks) == outbox.RelayReport(skipped=True)
+    assert sender.sent == []
+
+
+def test_a_failed_publish_is_counted_and_stops_the_run(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    add_rows(factory, 3)
+    report = outbox.relay(settings, factory, RecordingSender(fail=True), locks)
+    assert (report.published, report.failed, report.epoch) == (0, 1, 1)
+    assert all(state == ("pending", 0) for state in states(factory).values())
 
 
 def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
