@@ -278,6 +278,88 @@ def test_a_failed_publish_is_counted_and_stops_the_run(
     assert all(state == ("pending", 0) for state in states(factory).values())
 
 
+class TakeoverLock:
+    """The relay's lock, whose extension between batches finds the lease taken over (as after
+    a pause longer than the lease): it expires the lease and lets another owner take it."""
+
+    def __init__(self, inner: Any, factory: sessionmaker[Session]) -> None:
+        self.inner = inner
+        self.factory = factory
+        self.extended: list[float | None] = []
+
+    def extend(self, ttl: float | None = None) -> None:
+        self.extended.append(ttl)
+        with transaction(self.factory) as session:
+            lease = session.get(Lease, outbox.RELAY_LEASE)
+            assert lease is not None
+            lease.expires_at = utcnow() - dt.timedelta(seconds=1)
+        with transaction(self.factory) as session:
+            assert acquire_lease(session, outbox.RELAY_LEASE, "thief", 60) is not None
+
+    def release(self) -> None:
+        self.inner.release()
+
+
+def test_a_relay_that_loses_its_lease_between_batches_stops_and_reports_what_it_did(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given more due rows than one batch (10)
+    add_rows(factory, 15)
+    sender = RecordingSender()
+    taken: list[TakeoverLock] = []
+
+    class Locks:
+        def acquire(self, name: str, *, ttl: float | None = None, timeout: float = 0) -> Any:
+            taken.append(TakeoverLock(locks.acquire(name, ttl=ttl, timeout=timeout), factory))
+            return taken[-1]
+
+    # When its lease is taken over after the first batch
+    report = outbox.relay(settings, factory, sender, Locks())
+    # Then the first batch stands, the second was never published, and the run says skipped
+    assert report == outbox.RelayReport(published=10, skipped=True, epoch=1)
+    assert len(sender.sent) == 10
+    assert taken[0].extended == [settings.lock_ttl]
+    # And its lock was released: the next run may take it
+    again = locks.acquire(outbox.RELAY_LOCK, ttl=5, timeout=0)
+    assert again is not None
+    again.release()
+
+
+def test_a_full_batch_of_dead_rows_does_not_end_the_run(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a batch (10) of rows out of deliveries, due before two that are not
+    exhausted = add_rows(factory, 10, delay=-60)
+    fresh = add_rows(factory, 2)
+    with transaction(factory) as session:
+        for row_id in exhausted:
+            row = session.get(OutboxRow, row_id)
+            assert row is not None
+            row.attempts = settings.max_outbox_delivery_attempts
+    sender = RecordingSender()
+    # When the relay runs once
+    report = outbox.relay(settings, factory, sender, locks)
+    # Then the dead batch was buried and the run went on to publish the rest
+    assert (report.dead, report.published) == (10, 2)
+    assert sorted(sender.sent) == sorted(fresh)
+
+
+def test_failures_add_up_over_the_batches_of_a_run(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given 15 due rows and a transport that fails on the twelfth publish
+    add_rows(factory, 15)
+
+    class FailingLater(RecordingSender):
+        def send(self, row: OutboxRow) -> None:
+            if len(self.sent) == 11:
+                raise ConnectionError("transport down")
+            super().send(row)
+
+    report = outbox.relay(settings, factory, FailingLater(), locks)
+    assert (report.published, report.failed) == (11, 1)
+
+
 def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
     settings: Settings, factory: sessionmaker[Session]
 ) -> None:
