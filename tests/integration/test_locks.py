@@ -25,6 +25,7 @@ from broker.runtime.locks import (
     Lock,
     LockProvider,
     PostgresLock,
+    RedisLock,
     RedisLockProvider,
     advisory_key,
     hold,
@@ -32,7 +33,7 @@ from broker.runtime.locks import (
     warn_if_local_locks,
 )
 from broker.settings import Settings
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, free_port
 
 WAIT = 10.0  # upper bound for waits that are expected to succeed much sooner
 
@@ -216,6 +217,45 @@ def test_redis_extend_without_ttl_restores_the_original_ttl(
     locks.close()
 
 
+@pytest.mark.redis
+def test_redis_extend_sets_the_ttl_rather_than_adding_to_it(
+    settings: Settings, redis_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=redis_url))
+    lock = locks.acquire("set-ttl", ttl=20)
+    assert lock is not None
+    lock.extend(2)
+    remaining_ms = redis.Redis.from_url(redis_url).pttl(REDIS_PREFIX + "set-ttl")
+    assert isinstance(remaining_ms, int)
+    assert 0 < remaining_ms <= 2000
+    lock.release()
+    locks.close()
+
+
+@pytest.mark.redis
+def test_a_redis_lock_that_cannot_be_extended_says_which_and_why(
+    settings: Settings, redis_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=redis_url))
+    # Given a lock whose key expired
+    lost = locks.acquire("lost", ttl=20)
+    assert isinstance(lost, RedisLock)
+    redis.Redis.from_url(redis_url).delete(REDIS_PREFIX + "lost")
+    with pytest.raises(LockLost) as gone:
+        lost.extend(5)
+    assert gone.value.message == "Redis lock 'lost' is no longer held"
+    assert gone.value.details == {"name": "lost"}
+    # Given a lock whose Redis went away
+    cut = locks.acquire("cut", ttl=20)
+    assert isinstance(cut, RedisLock)
+    cut._lock.redis = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    with pytest.raises(LockLost) as down:
+        cut.extend(5)
+    assert down.value.message.startswith("cannot extend Redis lock 'cut': ")
+    assert down.value.details == {"name": "cut"}
+    locks.close()
+
+
 def test_lock_ttl_setting_is_the_default_redis_ttl(settings: Settings) -> None:
     locks = make_lock_provider(settings.replace(lock_url="redis://127.0.0.1:6379/0", lock_ttl=7))
     assert isinstance(locks, RedisLockProvider)
@@ -250,6 +290,32 @@ def test_advisory_lock_ends_with_its_session(settings: Settings, postgres_url: s
     lock.release()  # harmless: the session is gone
     assert successor.owned()
     successor.release()
+
+
+@pytest.mark.postgres
+def test_an_advisory_lock_unlocked_behind_its_back_or_on_a_closed_session_is_not_owned(
+    settings: Settings, postgres_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=postgres_url))
+    # Given a held advisory lock that its session let go of (another code path unlocked it)
+    lock = locks.acquire("instance-10", ttl=30)
+    assert isinstance(lock, PostgresLock)
+    assert lock.owned()
+    lock._conn.execute("SELECT pg_advisory_unlock_all()")
+    # Then it is not owned, and extending it says which lock was lost
+    assert not lock.owned()
+    with pytest.raises(LockLost) as info:
+        lock.extend()
+    assert info.value.message == "advisory lock 'instance-10' is no longer held"
+    assert info.value.details == {"name": "instance-10"}
+    lock.release()
+    # Given a held lock whose connection was closed, Then it is not owned either
+    closed = locks.acquire("instance-11", ttl=30)
+    assert isinstance(closed, PostgresLock)
+    closed._conn.close()
+    assert not closed.owned()
+    closed.release()
+    locks.close()
 
 
 def test_advisory_keys_are_signed_64_bit_and_stable() -> None:

@@ -23,6 +23,7 @@ from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.ingress import dead_letters
 from broker.runtime import bookmarks, ids, persist, recovery
+from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.persist import Target
 from broker.runtime.process import Runtime
@@ -556,6 +557,55 @@ def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_l
         assert (row.instance_id, row.request_id, row.queue) == ("t1", "req-t1", "broker.special")
     # And the job never waits for its lock, which expires if its holder dies
     assert locks.asked == [(bookmarks.TIMER_LOCK, settings.lock_ttl, 0)] * 2
+
+
+def test_the_queue_job_skips_while_another_run_holds_its_lock_and_never_waits(
+    factory: sessionmaker[Session], sender: RecordingSender, settings: Settings
+) -> None:
+    waiting_instance(factory, "i1")
+    post_event(factory, "e1", "approval", "corr-i1")
+    locks = RecordingLocks(FileLockProvider(Path(settings.var_dir) / "locks"))
+    rt = Runtime(settings, factory=factory, locks=locks, sender=sender)
+    held = locks.inner.acquire(bookmarks.QUEUE_LOCK, ttl=60, timeout=0)
+    assert held is not None
+    assert bookmarks.process_queue(rt) == bookmarks.QueueReport(skipped=True)
+    held.release()
+    assert bookmarks.process_queue(rt).matched == 1
+    assert locks.asked == [(bookmarks.QUEUE_LOCK, settings.lock_ttl, 0)] * 2
+
+
+def test_a_timer_whose_instance_is_gone_still_fires_on_the_default_queue(
+    factory: sessionmaker[Session],
+) -> None:
+    bookmark_id = waiting_instance(factory, "gone", due_at=utcnow() - dt.timedelta(seconds=1))
+    with transaction(factory) as session:
+        session.delete(session.get(WorkflowInstance, "gone"))
+    with transaction(factory) as session:
+        (fired,) = bookmarks.fire_due_timers(session)
+    assert fired == ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, fired)
+        assert row is not None
+        assert (row.queue, row.request_id, row.instance_id) == (DEFAULT_QUEUE, None, "gone")
+
+
+def test_a_failing_item_backs_off_exponentially(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given an item that failed twice already, with attempts left
+    lenient = settings.replace(bookmark_queue_max_delivery_attempts=10, bookmark_queue_interval=3)
+    post_event(factory, "e1", "approval", "corr-x")
+    now = utcnow()
+    with transaction(factory) as session:
+        found = session.get(BookmarkQueueItem, "e1")
+        assert found is not None
+        found.delivery_attempts = 2
+        # When it fails a third time
+        bookmarks._failed(session, lenient, found, "boom", now)
+        # Then it waits interval * 2**3 seconds
+        assert found.delivery_attempts == 3
+        assert found.next_attempt_at == now + dt.timedelta(seconds=3 * 8)
+        assert found.last_error == "boom"
 
 
 def test_the_timer_job_fires_the_earliest_timers_first_in_batches(
