@@ -18,7 +18,7 @@ from broker.clients import (
     normalize_fingerprint,
     normalize_thumbprint,
 )
-from broker.errors import ClientFileError, StoreUnavailable
+from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
@@ -347,6 +347,16 @@ def test_registering_a_rule_again_updates_its_row_and_enables_it(
         assert [(r.request_type_key, r.enabled, r.required_keys) for r in rows] == [
             ("ping", True, ["Id"])
         ]
+
+
+def test_registering_a_certificate_another_client_has_is_refused_naming_the_client(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    registry = registry_for(settings, *files, factory=factory)
+    registry.register_client(ApiClient("ClientX", SHA1_B, None, "", frozenset()))
+    with pytest.raises(ConfigError) as info:
+        registry.register_client(ApiClient("ClientY", SHA1_B, None, "", frozenset()))
+    assert info.value.message == "client 'ClientY': another client already has this certificate"
 
 
 def test_registering_on_an_unmigrated_database_names_what_could_not_be_registered(

@@ -19,6 +19,7 @@ from broker.errors import LockLost
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.publisher import Publisher
+from broker.runtime.requests import set_paused
 from broker.settings import Settings
 from broker.store.db import (
     acquire_lease,
@@ -376,13 +377,49 @@ def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
     assert epoch_b > epoch_a
     # When A resumes its batch
     sender = RecordingSender()
-    with pytest.raises(LockLost), transaction(factory) as session:
+    with pytest.raises(LockLost) as info, transaction(factory) as session:
         outbox.relay_batch(session, settings, sender, owner="relay-a", epoch=epoch_a)
-    # Then it published nothing, and B's batch still can
+    # Then it published nothing, said whose holding was stale, and B's batch still can
     assert sender.sent == []
+    assert info.value.message == "the outbox relay lease was taken over"
+    assert info.value.details == {"owner": "relay-a", "epoch": epoch_a}
     with transaction(factory) as session:
         report = outbox.relay_batch(session, settings, sender, owner="relay-b", epoch=epoch_b)
-    assert report.published == 3
+    assert report == outbox.RelayReport(published=3, epoch=epoch_b)
+
+
+def test_a_batch_reports_its_epoch_when_paused_and_keeps_a_redacted_publish_error(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    (row_id,) = add_rows(factory, 1)
+    with transaction(factory) as session:
+        epoch = acquire_lease(session, outbox.RELAY_LEASE, "relay-a", settings.lock_ttl)
+    assert epoch is not None
+    # A paused runtime: the batch stops at once, under its epoch
+    with transaction(factory) as session:
+        set_paused(session, True)
+    with transaction(factory) as session:
+        paused = outbox.relay_batch(
+            session, settings, RecordingSender(), owner="relay-a", epoch=epoch
+        )
+    assert paused == outbox.RelayReport(epoch=epoch, paused=True)
+    with transaction(factory) as session:
+        set_paused(session, False)
+
+    # A transport whose error names its password: the row keeps the error, redacted
+    class Refusing(RecordingSender):
+        def send(self, row: OutboxRow) -> None:
+            raise ConnectionError("cannot reach amqp://broker:s3cr3t-pw@mq.internal:5672//")
+
+    with transaction(factory) as session:
+        failed = outbox.relay_batch(session, settings, Refusing(), owner="relay-a", epoch=epoch)
+    assert failed == outbox.RelayReport(failed=1, epoch=epoch)
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, row_id)
+        assert row is not None
+        assert row.last_error is not None
+        assert row.last_error.startswith("publish failed: cannot reach amqp://")
+        assert "s3cr3t-pw" not in row.last_error
 
 
 def test_a_takeover_waits_for_a_batch_that_passed_the_fence(postgres_url: str) -> None:
