@@ -249,6 +249,7 @@ def test_a_redis_lock_that_cannot_be_extended_says_which_and_why(
     cut = locks.acquire("cut", ttl=20)
     assert isinstance(cut, RedisLock)
     cut._lock.redis = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    assert not cut.owned()
     with pytest.raises(LockLost) as down:
         cut.extend(5)
     assert down.value.message.startswith("cannot extend Redis lock 'cut': ")

@@ -359,6 +359,15 @@ def test_registering_a_certificate_another_client_has_is_refused_naming_the_clie
     assert info.value.message == "client 'ClientY': another client already has this certificate"
 
 
+def test_registering_without_a_database_is_a_config_error(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    registry = registry_for(settings, *files)
+    with pytest.raises(ConfigError) as info:
+        registry.register_rule(RequestTypeRule("ClientA", "Ping", (), True))
+    assert info.value.message == "registering clients needs a database (no session factory given)"
+
+
 def test_registering_on_an_unmigrated_database_names_what_could_not_be_registered(
     settings: Settings, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
