@@ -319,6 +319,25 @@ def test_an_advisory_lock_unlocked_behind_its_back_or_on_a_closed_session_is_not
     locks.close()
 
 
+@pytest.mark.postgres
+def test_an_advisory_lock_is_held_in_the_database_of_the_lock_url(
+    settings: Settings, postgres_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=postgres_url))
+    lock = locks.acquire("instance-12", ttl=30)
+    assert lock is not None
+    database = postgres_url.rsplit("/", 1)[1]
+    conninfo = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        held_in = admin.execute(
+            "SELECT d.datname FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+            " WHERE l.locktype = 'advisory' AND l.objid::bigint = %s",
+            (advisory_key("instance-12") & 0xFFFF_FFFF,),
+        ).fetchall()
+    lock.release()
+    assert held_in == [(database,)]
+
+
 def test_advisory_keys_are_signed_64_bit_and_stable() -> None:
     key = advisory_key("outbox")
     assert -(2**63) <= key < 2**63
