@@ -25,6 +25,7 @@ from broker.runtime.locks import (
     Lock,
     LockProvider,
     PostgresLock,
+    PostgresLockProvider,
     RedisLock,
     RedisLockProvider,
     advisory_key,
@@ -466,3 +467,18 @@ def test_a_lock_shows_its_kind_its_name_and_whether_it_was_released(tmp_path: Pa
     assert repr(lock) == "<FileLock 'relay'>"
     lock.release()
     assert repr(lock) == "<FileLock 'relay' released>"
+
+
+def test_a_lock_service_that_cannot_be_reached_is_named_in_the_error() -> None:
+    port = free_port()
+    redis_locks = RedisLockProvider(f"redis://127.0.0.1:{port}/0", default_ttl=10)
+    with pytest.raises(LockNotAcquired) as redis_down:
+        redis_locks.acquire("relay", ttl=5)
+    redis_locks.close()
+    assert redis_down.value.message.startswith("cannot take Redis lock 'relay': ")
+    assert redis_down.value.details == {"name": "relay"}
+    pg_locks = PostgresLockProvider(f"postgresql+psycopg://postgres@127.0.0.1:{port}/none")
+    with pytest.raises(LockNotAcquired) as pg_down:
+        pg_locks.acquire("relay", ttl=5)
+    assert pg_down.value.message.startswith("cannot connect for advisory lock 'relay': ")
+    assert pg_down.value.details == {"name": "relay"}
