@@ -10,7 +10,7 @@ LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
 
-.PHONY: install install-dev console-assets browser run test lint fmt bench flower clean services lock
+.PHONY: install install-dev console-assets browser run test lint fmt bench mutation flower clean services lock
 
 # quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
 # venv that still has the old one gets both removed and quickjs-ng installed afresh.
@@ -79,8 +79,12 @@ test: install-dev services browser lint
 bench: install-dev services
 	$(BIN)/broker bench $(BENCH_ARGS)
 
+# Mutation testing of the core (docs/mutation.md); not part of `make test`.
+mutation: install-dev services
+	$(BIN)/python -m tests.mutation.run $(MUTATION_ARGS)
+
 flower: install
 	$(BIN)/broker flower $(FLOWER_ARGS)
 
 clean:
-	rm -rf var .mypy_cache .ruff_cache
+	rm -rf var .mypy_cache .ruff_cache mutants mutants-run.log

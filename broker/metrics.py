@@ -34,7 +34,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.store.models import (
@@ -216,8 +216,11 @@ class Backlog:
     outbox: dict[str, int]
     #: seconds the oldest pending outbox row has been due (0 when none is due)
     oldest_pending_age: float
+    #: stimuli still waiting for delivery (``bookmark_queue_counts``)
     bookmark_queue_depth: int
     dead_letters: dict[str, int]
+    #: stimuli already delivered, kept for deduplication until the purge removes them
+    bookmark_queue_delivered: int = 0
 
     @property
     def outbox_pending(self) -> int:
@@ -228,6 +231,7 @@ class Backlog:
             "outbox": {"pending": self.outbox_pending, **self.outbox},
             "oldestPendingAgeSeconds": round(self.oldest_pending_age, 3),
             "bookmarkQueueDepth": self.bookmark_queue_depth,
+            "bookmarkQueueDelivered": self.bookmark_queue_delivered,
             "deadLetters": dict(self.dead_letters),
         }
 
@@ -254,7 +258,7 @@ def read_backlog(session: Session, now: dt.datetime | None = None) -> Backlog:
         if oldest.tzinfo is None:
             oldest = oldest.replace(tzinfo=dt.UTC)
         age = max((now - oldest).total_seconds(), 0.0)
-    depth = session.scalar(select(func.count()).select_from(BookmarkQueueItem)) or 0
+    depth, delivered = bookmark_queue_counts(session)
     letters = {kind.value: 0 for kind in DeadLetterKind}
     for kind, count in session.execute(
         select(DeadLetter.kind, func.count())
@@ -262,7 +266,19 @@ def read_backlog(session: Session, now: dt.datetime | None = None) -> Backlog:
         .group_by(DeadLetter.kind)
     ):
         letters[str(kind)] = int(count)
-    return Backlog(outbox, age, int(depth), letters)
+    return Backlog(outbox, age, depth, letters, delivered)
+
+
+def bookmark_queue_counts(session: Session) -> tuple[int, int]:
+    """(waiting, delivered) items of the bookmark queue. The queue job marks an item it delivered
+    with ``options.dispatched`` (its resume rows) and keeps it, for deduplication, until the purge
+    removes it: such an item is no backlog, so it is counted apart from those still waiting."""
+    # as_string: SQLite renders a plain JSON_EXTRACT (NULL when the key is absent)
+    delivered = BookmarkQueueItem.options["dispatched"].as_string().is_not(None)
+    total, done = session.execute(
+        select(func.count(), func.count(case((delivered, 1)))).select_from(BookmarkQueueItem)
+    ).one()
+    return int(total) - int(done), int(done)
 
 
 class BacklogCollector(Collector):
@@ -299,8 +315,13 @@ class BacklogCollector(Collector):
         )
         yield GaugeMetricFamily(
             "broker_bookmark_queue_depth",
-            "Stimuli waiting in the bookmark queue",
+            "Stimuli in the bookmark queue still waiting for delivery",
             value=backlog.bookmark_queue_depth,
+        )
+        yield GaugeMetricFamily(
+            "broker_bookmark_queue_delivered",
+            "Stimuli already delivered, kept in the bookmark queue for deduplication",
+            value=backlog.bookmark_queue_delivered,
         )
         letters = GaugeMetricFamily(
             "broker_dead_letters", "Dead letters not yet replayed, by kind", labels=["kind"]

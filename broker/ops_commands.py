@@ -709,7 +709,8 @@ def outbox_status(database_url: str | None, as_json: bool) -> None:
         rows = [(f"outbox {state}", count) for state, count in rows]
         rows += [
             ("oldest pending age (s)", f"{backlog.oldest_pending_age:.1f}"),
-            ("bookmark queue", backlog.bookmark_queue_depth),
+            ("bookmark queue waiting", backlog.bookmark_queue_depth),
+            ("bookmark queue delivered", backlog.bookmark_queue_delivered),
         ]
         rows += [(f"dead letters {k}", n) for k, n in sorted(backlog.dead_letters.items())]
         table(rows, ("WHAT", "COUNT"))

@@ -449,6 +449,15 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "paused": {"type": "boolean"},
             "updatedAt": _nullable({"type": "string", "format": "date-time"}),
+            "bookmarkQueue": {
+                "type": "object",
+                "description": "stimuli waiting for delivery, and those delivered and kept for "
+                "deduplication",
+                "properties": {
+                    "waiting": {"type": "integer"},
+                    "delivered": {"type": "integer"},
+                },
+            },
         },
     },
 }

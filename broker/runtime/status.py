@@ -1,4 +1,4 @@
-"""The workflow runtime's status: the pause flag and the outbox's open work."""
+"""The workflow runtime's status: the pause flag, the outbox's open work, the bookmark queue."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from broker.metrics import bookmark_queue_counts
 from broker.runtime.requests import PAUSED_FLAG, iso
 from broker.store.models import OutboxRow, OutboxState, RuntimeFlag
 
@@ -26,10 +27,13 @@ def runtime_view(session: Session) -> dict[str, Any]:
         )
     }
     in_flight = int(counts.get(OutboxState.DISPATCHED.value, 0))
+    waiting, delivered = bookmark_queue_counts(session)
     return {
         "paused": paused,
         "updatedAt": iso(flag.updated_at) if flag is not None else None,
         "inFlight": in_flight,
         "pending": int(counts.get(OutboxState.PENDING.value, 0)),
         "drained": paused and in_flight == 0,
+        # items delivered are kept for deduplication; only the waiting ones are a backlog
+        "bookmarkQueue": {"waiting": waiting, "delivered": delivered},
     }

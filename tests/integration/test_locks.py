@@ -25,6 +25,8 @@ from broker.runtime.locks import (
     Lock,
     LockProvider,
     PostgresLock,
+    PostgresLockProvider,
+    RedisLock,
     RedisLockProvider,
     advisory_key,
     hold,
@@ -32,7 +34,7 @@ from broker.runtime.locks import (
     warn_if_local_locks,
 )
 from broker.settings import Settings
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, free_port
 
 WAIT = 10.0  # upper bound for waits that are expected to succeed much sooner
 
@@ -216,6 +218,46 @@ def test_redis_extend_without_ttl_restores_the_original_ttl(
     locks.close()
 
 
+@pytest.mark.redis
+def test_redis_extend_sets_the_ttl_rather_than_adding_to_it(
+    settings: Settings, redis_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=redis_url))
+    lock = locks.acquire("set-ttl", ttl=20)
+    assert lock is not None
+    lock.extend(2)
+    remaining_ms = redis.Redis.from_url(redis_url).pttl(REDIS_PREFIX + "set-ttl")
+    assert isinstance(remaining_ms, int)
+    assert 0 < remaining_ms <= 2000
+    lock.release()
+    locks.close()
+
+
+@pytest.mark.redis
+def test_a_redis_lock_that_cannot_be_extended_says_which_and_why(
+    settings: Settings, redis_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=redis_url))
+    # Given a lock whose key expired
+    lost = locks.acquire("lost", ttl=20)
+    assert isinstance(lost, RedisLock)
+    redis.Redis.from_url(redis_url).delete(REDIS_PREFIX + "lost")
+    with pytest.raises(LockLost) as gone:
+        lost.extend(5)
+    assert gone.value.message == "Redis lock 'lost' is no longer held"
+    assert gone.value.details == {"name": "lost"}
+    # Given a lock whose Redis went away
+    cut = locks.acquire("cut", ttl=20)
+    assert isinstance(cut, RedisLock)
+    cut._lock.redis = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    assert not cut.owned()
+    with pytest.raises(LockLost) as down:
+        cut.extend(5)
+    assert down.value.message.startswith("cannot extend Redis lock 'cut': ")
+    assert down.value.details == {"name": "cut"}
+    locks.close()
+
+
 def test_lock_ttl_setting_is_the_default_redis_ttl(settings: Settings) -> None:
     locks = make_lock_provider(settings.replace(lock_url="redis://127.0.0.1:6379/0", lock_ttl=7))
     assert isinstance(locks, RedisLockProvider)
@@ -250,6 +292,51 @@ def test_advisory_lock_ends_with_its_session(settings: Settings, postgres_url: s
     lock.release()  # harmless: the session is gone
     assert successor.owned()
     successor.release()
+
+
+@pytest.mark.postgres
+def test_an_advisory_lock_unlocked_behind_its_back_or_on_a_closed_session_is_not_owned(
+    settings: Settings, postgres_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=postgres_url))
+    # Given a held advisory lock that its session let go of (another code path unlocked it)
+    lock = locks.acquire("instance-10", ttl=30)
+    assert isinstance(lock, PostgresLock)
+    assert lock.owned()
+    lock._conn.execute("SELECT pg_advisory_unlock_all()")
+    # Then it is not owned, and extending it says which lock was lost
+    assert not lock.owned()
+    with pytest.raises(LockLost) as info:
+        lock.extend()
+    assert info.value.message == "advisory lock 'instance-10' is no longer held"
+    assert info.value.details == {"name": "instance-10"}
+    lock.release()
+    # Given a held lock whose connection was closed, Then it is not owned either
+    closed = locks.acquire("instance-11", ttl=30)
+    assert isinstance(closed, PostgresLock)
+    closed._conn.close()
+    assert not closed.owned()
+    closed.release()
+    locks.close()
+
+
+@pytest.mark.postgres
+def test_an_advisory_lock_is_held_in_the_database_of_the_lock_url(
+    settings: Settings, postgres_url: str
+) -> None:
+    locks = make_lock_provider(settings.replace(lock_url=postgres_url))
+    lock = locks.acquire("instance-12", ttl=30)
+    assert lock is not None
+    database = postgres_url.rsplit("/", 1)[1]
+    conninfo = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        held_in = admin.execute(
+            "SELECT d.datname FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+            " WHERE l.locktype = 'advisory' AND l.objid::bigint = %s",
+            (advisory_key("instance-12") & 0xFFFF_FFFF,),
+        ).fetchall()
+    lock.release()
+    assert held_in == [(database,)]
 
 
 def test_advisory_keys_are_signed_64_bit_and_stable() -> None:
@@ -372,3 +459,26 @@ def test_local_locks_warn_only_when_distributed_and_not_acknowledged(
     with caplog.at_level(logging.WARNING, logger="broker.runtime.locks"):
         assert warn_if_local_locks(configured) is warns
     assert ("BROKER_ALLOW_LOCAL_LOCKS" in caplog.text) is warns
+
+
+def test_a_lock_shows_its_kind_its_name_and_whether_it_was_released(tmp_path: Path) -> None:
+    lock = FileLockProvider(tmp_path).acquire("relay", ttl=5, timeout=0)
+    assert lock is not None
+    assert repr(lock) == "<FileLock 'relay'>"
+    lock.release()
+    assert repr(lock) == "<FileLock 'relay' released>"
+
+
+def test_a_lock_service_that_cannot_be_reached_is_named_in_the_error() -> None:
+    port = free_port()
+    redis_locks = RedisLockProvider(f"redis://127.0.0.1:{port}/0", default_ttl=10)
+    with pytest.raises(LockNotAcquired) as redis_down:
+        redis_locks.acquire("relay", ttl=5)
+    redis_locks.close()
+    assert redis_down.value.message.startswith("cannot take Redis lock 'relay': ")
+    assert redis_down.value.details == {"name": "relay"}
+    pg_locks = PostgresLockProvider(f"postgresql+psycopg://postgres@127.0.0.1:{port}/none")
+    with pytest.raises(LockNotAcquired) as pg_down:
+        pg_locks.acquire("relay", ttl=5)
+    assert pg_down.value.message.startswith("cannot connect for advisory lock 'relay': ")
+    assert pg_down.value.details == {"name": "relay"}

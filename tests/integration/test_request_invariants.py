@@ -9,6 +9,7 @@ Idempotency: an Idempotency-Key names one body, ``keys`` and ``requestType`` inc
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.runtime import statuses
 from broker.settings import Settings
 from broker.store import db
-from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent
+from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent, utcnow
 from tests.e2e.support import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
 from tests.unit.ingress.conftest import RecordingPublisher
 
@@ -111,6 +112,23 @@ def test_the_same_key_and_body_again_answers_the_first_record(
     assert (first.status_code, again.status_code) == (202, 200)
     assert again.get_json()["correlationId"] == first.get_json()["correlationId"]
     assert (count(factory, Request), count(factory, OutboxRow)) == (1, 1)
+
+
+def test_another_idempotency_key_of_the_same_client_is_another_request(
+    client_as: ClientAs, factory: sessionmaker[Session]
+) -> None:
+    # Given a request submitted under one Idempotency-Key
+    client = client_as("ClientA")
+    first = client.post("/requests", json=invoice(), headers={"Idempotency-Key": "inv-1"})
+    # When the same client submits another body under another key, then that key again
+    other = invoice(payload={"amount": 2})
+    second = client.post("/requests", json=other, headers={"Idempotency-Key": "inv-2"})
+    again = client.post("/requests", json=other, headers={"Idempotency-Key": "inv-2"})
+    # Then the second key names a new request of its own, and only that one
+    assert (first.status_code, second.status_code, again.status_code) == (202, 202, 200)
+    assert second.get_json()["correlationId"] != first.get_json()["correlationId"]
+    assert again.get_json()["correlationId"] == second.get_json()["correlationId"]
+    assert (count(factory, Request), count(factory, OutboxRow)) == (2, 2)
 
 
 # Submit atomicity ---------------------------------------------------------------------------------
@@ -212,6 +230,100 @@ def test_a_terminal_request_ignores_a_late_or_redelivered_finish(
     # Then nothing changed: no status, no result, no error, no audit event
     assert (changed, started) == (None, False)
     assert stored(factory, request_id) == before
+
+
+def events_of(factory: sessionmaker[Session], request_id: str) -> list[RequestEvent]:
+    with factory() as session:
+        found = list(
+            session.scalars(
+                sa.select(RequestEvent)
+                .where(RequestEvent.request_id == request_id)
+                .order_by(RequestEvent.id)
+            )
+        )
+        session.expunge_all()
+        return found
+
+
+def test_start_then_finish_record_the_status_its_time_and_one_audit_event_each(
+    client_as: ClientAs, factory: sessionmaker[Session]
+) -> None:
+    # Given a queued request, and a first step that started a minute before it is recorded
+    response = client_as("ClientA").post("/requests", json=invoice())
+    request_id = str(response.get_json()["correlationId"])
+    started_at = utcnow() - dt.timedelta(minutes=1)
+    # When it is started (deferred) and then completed
+    with factory.begin() as session:
+        assert statuses.start_processing(
+            session, request_id, "inst-1", message="first step", now=started_at
+        )
+        assert not statuses.start_processing(session, request_id, "inst-2")
+    with factory.begin() as session:
+        finished = statuses.finish_request(
+            session, request_id, sub_status="Finished", output={"ok": 1}, error=None,
+            source="callback",
+        )  # fmt: skip
+    # Then the request went Queued -> Processing (at the start time, with its instance) ->
+    # Completed with its result, and each move wrote one event saying so
+    assert finished == "Completed"
+    with factory() as session:
+        record = session.get(Request, request_id)
+        assert record is not None
+        assert (record.status, record.instance_id, record.result) == (
+            "Completed", "inst-1", {"ok": 1},
+        )  # fmt: skip
+        assert record.error_detail is None
+        assert record.completed_at is not None
+        assert record.completed_at >= started_at
+    processing, completed = events_of(factory, request_id)[1:]
+    assert (processing.event_type, processing.source, processing.message) == (
+        "RequestProcessing", "worker", "first step",
+    )  # fmt: skip
+    assert processing.timestamp == started_at
+    assert processing.properties == {"instanceId": "inst-1"}
+    assert (completed.event_type, completed.source, completed.message) == (
+        "RequestCompleted", "callback", None,
+    )  # fmt: skip
+    assert completed.properties == {"status": "Completed"}
+    assert completed.timestamp == record.completed_at
+
+
+@pytest.mark.parametrize(
+    ("sub_status", "error", "status", "event", "detail"),
+    [
+        ("Faulted", "it broke", "Faulted", "RequestFaulted", "it broke"),
+        ("Faulted", None, "Faulted", "RequestFaulted", "Faulted"),
+        ("Cancelled", "ignored", "Cancelled", "RequestCancelled", None),
+    ],
+)
+def test_a_fault_keeps_its_error_and_a_cancel_keeps_none(
+    client_as: ClientAs,
+    factory: sessionmaker[Session],
+    sub_status: str,
+    error: str | None,
+    status: str,
+    event: str,
+    detail: str | None,
+) -> None:
+    response = client_as("ClientA").post("/requests", json=invoice())
+    request_id = str(response.get_json()["correlationId"])
+    with factory.begin() as session:
+        assert statuses.start_processing(session, request_id, None)
+        assert (
+            statuses.finish_request(
+                session, request_id, sub_status=sub_status, output={"no": 1}, error=error
+            )
+            == status
+        )
+    with factory() as session:
+        record = session.get(Request, request_id)
+        assert record is not None
+        assert (record.status, record.error_detail, record.result) == (status, detail, None)
+    processing, finished = events_of(factory, request_id)[1:]
+    assert processing.properties is None
+    assert (finished.event_type, finished.source) == (event, "worker")
+    assert finished.message == (error if status == "Faulted" else None)
+    assert finished.properties == {"status": status}
 
 
 @pytest.mark.parametrize("status", TERMINAL)

@@ -18,7 +18,7 @@ from broker.clients import (
     normalize_fingerprint,
     normalize_thumbprint,
 )
-from broker.errors import ClientFileError
+from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
@@ -309,6 +309,91 @@ def test_registering_again_updates_the_row(
     assert found.description == "two"
 
 
+def test_an_entry_error_carries_the_file_the_entry_and_the_reason_as_fields(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    clients, rules = files
+    write_json(clients, {"clients": [A, {"clientId": "Y", "scopes": "all", **B}]})
+    with pytest.raises(ClientFileError) as info:
+        registry_for(settings, clients, rules).load()
+    assert info.value.details == {
+        "file": str(clients),
+        "entry": 1,
+        "reason": "scopes must be a list of non-empty strings",
+    }
+
+
+def test_registering_a_rule_again_updates_its_row_and_enables_it(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a disabled rule row
+    with factory() as session, session.begin():
+        session.add(
+            models.RequestTypeRule(
+                client_key="clienta", request_type_key="ping", client_id="ClientA",
+                request_type="Ping", required_keys=[], allow_additional_keys=True, enabled=False,
+            )
+        )  # fmt: skip
+    registry = registry_for(settings, *files, factory=factory)
+    assert registry.rule_for("ClientA", "Ping") is None
+    # When it is registered again with other keys
+    registry.register_rule(RequestTypeRule("ClientA", "Ping", ("Id",), False))
+    # Then the one row is enabled and holds the new keys
+    assert registry.rule_for("ClientA", "ping") == RequestTypeRule(
+        "ClientA", "Ping", ("Id",), False
+    )
+    with factory() as session:
+        rows = session.query(models.RequestTypeRule).all()
+        assert [(r.request_type_key, r.enabled, r.required_keys) for r in rows] == [
+            ("ping", True, ["Id"])
+        ]
+
+
+def test_registering_a_certificate_another_client_has_is_refused_naming_the_client(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    registry = registry_for(settings, *files, factory=factory)
+    registry.register_client(ApiClient("ClientX", SHA1_B, None, "", frozenset()))
+    with pytest.raises(ConfigError) as info:
+        registry.register_client(ApiClient("ClientY", SHA1_B, None, "", frozenset()))
+    assert info.value.message == "client 'ClientY': another client already has this certificate"
+
+
+def test_registering_without_a_database_is_a_config_error(
+    settings: Settings, files: tuple[Path, Path]
+) -> None:
+    registry = registry_for(settings, *files)
+    with pytest.raises(ConfigError) as info:
+        registry.register_rule(RequestTypeRule("ClientA", "Ping", (), True))
+    assert info.value.message == "registering clients needs a database (no session factory given)"
+
+
+def test_registering_on_an_unmigrated_database_names_what_could_not_be_registered(
+    settings: Settings, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    factory = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
+    registry = registry_for(settings, *files, factory=factory)
+    with pytest.raises(StoreUnavailable, match="could not register rule 'Ping'"):
+        registry.register_rule(RequestTypeRule("ClientA", "Ping", (), True))
+    with pytest.raises(StoreUnavailable, match="could not register client 'ClientZ'"):
+        registry.register_client(ApiClient("ClientZ", SHA1_B, None, "", frozenset()))
+
+
+def test_the_rules_of_a_client_are_listed_by_request_type_ignoring_case(
+    settings: Settings, tmp_path: Path
+) -> None:
+    clients = write_json(
+        tmp_path / "clients.json", {"clients": [{"clientId": "A", "thumbprint": SHA1_A}]}
+    )
+    rules = write_json(
+        tmp_path / "requestTypes.json",
+        {"requestTypes": [{"clientId": "A", "requestType": t} for t in ("Ab", "a_b", "AA")]},
+    )
+    registry = registry_for(settings, clients, rules)
+    # In lower case: "_" sorts before every letter (upper-cased, it would sort after them)
+    assert [r.request_type for r in registry.rules_for("a")] == ["a_b", "AA", "Ab"]
+
+
 def test_a_disabled_row_withdraws_a_file_entry(
     settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
 ) -> None:
@@ -348,6 +433,7 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
                             "events": ["request.processing", "request.completed"],
                             "secret": [SECRET, SECRET],
                         },
+                        {"url": "https://hooks.example.com/c", "secret": [SECRET]},
                     ],
                     "allowCallbackUrl": True,
                     "callbackSecret": SECRET,
@@ -369,6 +455,11 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
             ("request.completed", "request.processing"),
             (SECRET, SECRET),
         ),
+        WebhookConfig(
+            "https://hooks.example.com/c",
+            ("request.completed", "request.faulted", "request.cancelled"),
+            (SECRET,),
+        ),
     )
     assert a.allow_callback_url
     assert a.callback_secret == SECRET
@@ -382,6 +473,8 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
     ("fields", "reason"),
     [
         ({"webhooks": {"url": "https://x"}}, "webhooks must be a list"),
+        ({"webhooks": ["https://x"]}, "webhooks[0] must be an object with url, events and secret"),
+        ({"webhooks": [{"url": "https://x", "a": 1, "b": 2}]}, "unknown field(s) a, b"),
         ({"webhooks": [{"url": "ftp://x"}]}, "webhooks[0].url must be an http"),
         ({"webhooks": [{"url": "https://x", "events": ["request.done"]}]}, "unknown event"),
         ({"webhooks": [{"url": "https://x", "events": []}]}, "webhooks[0].events"),

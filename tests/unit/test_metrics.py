@@ -172,6 +172,7 @@ def test_an_empty_backlog_reads_as_zeroes(factory: sessionmaker[Session]) -> Non
         "outbox": {"pending": 0, "dispatched": 0, "done": 0, "dead": 0},
         "oldestPendingAgeSeconds": 0.0,
         "bookmarkQueueDepth": 0,
+        "bookmarkQueueDelivered": 0,
         "deadLetters": {"request": 0, "outbox": 0, "bookmark": 0, "webhook": 0},
     }
 

@@ -312,6 +312,11 @@ def test_empty_allowlist_refuses_non_public_addresses(
         ("240.0.0.1", "reserved"),
         ("93.184.216.34", None),
         ("2606:4700::1111", None),
+        ("fe80::1%eth0", "link-local"),  # a scope id is not part of the address
+        ("fe80::1%eth0%1", "link-local"),
+        ("not-an-address", "not an IP address"),
+        ("2001:0:5db8:d822::f5ff:fffe", "private"),  # Teredo: a client behind 10.0.0.1
+        ("224.0.0.1", "multicast"),
     ],
 )
 def test_blocked_reason_names_the_address_class(address: str, reason: str | None) -> None:
@@ -666,3 +671,122 @@ def test_tls_certificate_for_another_name_is_refused_for_good(
     with http, pytest.raises(BrokerError, match="certificate") as err:
         get(http, f"https://impostor.test:{port}/json")
     assert not isinstance(err.value, RetryLater)
+
+
+# The next hop of a redirect, and the certificate cause -------------------------------------------
+
+SOURCE = parse_target("https://api.example.com/a")
+SAME = parse_target("https://api.example.com/b")
+OTHER = parse_target("https://elsewhere.example.com/b")
+SENT = {
+    "Content-Type": "application/json",
+    "Content-Length": "2",
+    "Authorization": "t",
+    "X-Id": "1",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "method", "next_method"),
+    [
+        (303, "POST", "GET"),
+        (303, "PUT", "GET"),
+        (301, "POST", "GET"),
+        (302, "POST", "GET"),
+        (303, "HEAD", "HEAD"),
+        (301, "PUT", "PUT"),
+        (302, "PUT", "PUT"),
+        (307, "POST", "POST"),
+        (308, "POST", "POST"),
+        (304, "PUT", "PUT"),
+    ],
+)
+def test_a_redirect_turns_into_get_exactly_as_browsers_do(
+    status: int, method: str, next_method: str
+) -> None:
+    method_after, headers, body = broker.outbound._redirected(
+        status, method, SENT, b"{}", SOURCE, SAME
+    )
+    assert method_after == next_method
+    if next_method == method:
+        # The same request again: body and headers unchanged
+        assert (headers, body) == (SENT, b"{}")
+    else:
+        # A GET carries no body, so the body's headers go too; the others stay
+        assert body is None
+        assert headers == {"Authorization": "t", "X-Id": "1"}
+
+
+def test_credentials_follow_a_redirect_only_to_the_same_origin() -> None:
+    sent = {"Authorization": "t", "Proxy-Authorization": "p", "COOKIE": "c", "X-Id": "1"}
+    _, same, _ = broker.outbound._redirected(307, "GET", sent, None, SOURCE, SAME)
+    _, other, _ = broker.outbound._redirected(307, "GET", sent, None, SOURCE, OTHER)
+    assert same == sent
+    assert other == {"X-Id": "1"}
+
+
+def cert_error() -> ssl.SSLCertVerificationError:
+    return ssl.SSLCertVerificationError(1, "certificate verify failed")
+
+
+class Wrapped(Exception):
+    """An error that names its cause only in ``.reason``, as urllib3's do."""
+
+    def __init__(self, reason: BaseException) -> None:
+        super().__init__("wrapped")
+        self.reason = reason
+
+
+def caused_by(cause: BaseException) -> BaseException:
+    try:
+        raise OSError("outer") from cause
+    except OSError as exc:
+        return exc
+
+
+def in_context(context: BaseException) -> BaseException:
+    try:
+        try:
+            raise context
+        except BaseException:
+            raise OSError("while handling") from None
+    except OSError as exc:
+        exc.__suppress_context__ = False
+        return exc
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(cert_error(), id="itself"),
+        pytest.param(Wrapped(cert_error()), id="reason"),
+        pytest.param(OSError("x", cert_error()), id="args"),
+        pytest.param(caused_by(cert_error()), id="cause"),
+        pytest.param(in_context(cert_error()), id="context"),
+        pytest.param(Wrapped(caused_by(cert_error())), id="deep"),
+    ],
+)
+def test_a_certificate_failure_is_found_anywhere_in_the_chain(error: BaseException) -> None:
+    assert broker.outbound._caused_by_certificate(error)
+
+
+def test_an_error_without_a_certificate_failure_is_not_one() -> None:
+    assert not broker.outbound._caused_by_certificate(Wrapped(caused_by(ConnectionError("x"))))
+    assert not broker.outbound._caused_by_certificate(ssl.SSLError(1, "handshake failure"))
+
+
+def test_a_chain_that_loops_is_walked_once_past_the_repeat() -> None:
+    # Given an error that names itself before the certificate failure it also carries
+    error = OSError("loop")
+    error.args = (cert_error(), error)
+    # Then the walk skips the repeat and still finds the failure
+    assert broker.outbound._caused_by_certificate(error)
+    looping = OSError("loop")
+    looping.args = (looping,)
+    assert not broker.outbound._caused_by_certificate(looping)
+
+
+def test_a_malformed_url_is_refused_without_naming_a_host() -> None:
+    with pytest.raises(OutboundBlocked) as info:
+        parse_target("http://exa\\mple.com/")
+    assert info.value.details == {"host": None, "reason": "malformed"}

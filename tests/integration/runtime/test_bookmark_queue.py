@@ -7,22 +7,28 @@ test controls the clock of a run and looks at the rows it leaves.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker import metrics, ops_commands
 from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.ingress import dead_letters
 from broker.runtime import bookmarks, ids, persist, recovery
+from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.persist import Target
 from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel_instances, set_paused
+from broker.runtime.status import runtime_view
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import (
@@ -31,6 +37,7 @@ from broker.store.models import (
     DeadLetter,
     OutboxRow,
     Timer,
+    WorkflowDefinition,
     WorkflowInstance,
     utcnow,
 )
@@ -209,6 +216,43 @@ def test_event_resumes_the_waiting_bookmark_once_even_when_the_job_runs_twice(
             "queue_item_id": "e1",
         }
     assert sender.sent == [expected]
+
+
+def test_queue_depth_counts_only_items_still_waiting_for_delivery(
+    rt: Runtime, factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given a stimulus that resumes a waiting instance and one that matches nothing yet
+    waiting_instance(factory, "i1")
+    post_event(factory, "e1", "approval", "corr-i1")
+    post_event(factory, "e2", "approval", "corr-nobody")
+    with transaction(factory, write=False) as session:
+        assert metrics.bookmark_queue_counts(session) == (2, 0)
+    # When the queue job delivers the first (kept as dispatched, for deduplication)
+    assert bookmarks.process_queue(rt).matched == 1
+    delivered = item(factory, "e1")
+    assert delivered is not None
+    assert (delivered.options or {}).get("dispatched")
+    # Then the depth is the one still waiting, and the delivered item is a figure of its own:
+    # in the backlog, the metric, the admin runtime view and `broker outbox status`
+    with transaction(factory, write=False) as session:
+        assert metrics.bookmark_queue_counts(session) == (1, 1)
+        backlog = metrics.read_backlog(session)
+        view = runtime_view(session)
+    assert (backlog.bookmark_queue_depth, backlog.bookmark_queue_delivered) == (1, 1)
+    assert view["bookmarkQueue"] == {"waiting": 1, "delivered": 1}
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(metrics.render_metrics(factory)[0].decode())
+        for s in family.samples
+    }
+    assert samples["broker_bookmark_queue_depth"] == 1
+    assert samples["broker_bookmark_queue_delivered"] == 1
+    cli = CliRunner().invoke(
+        ops_commands.outbox, ["status", "--database-url", settings.database_url, "--json"]
+    )
+    assert cli.exit_code == 0, cli.output
+    status = json.loads(cli.stdout)
+    assert (status["bookmarkQueueDepth"], status["bookmarkQueueDelivered"]) == (1, 1)
 
 
 def test_work_caused_while_paused_waits_for_the_relay_instead_of_the_fast_path(
@@ -409,6 +453,7 @@ def test_item_older_than_the_ttl_becomes_an_expired_dead_letter(
         found = session.get(BookmarkQueueItem, "e1")
         assert found is not None
         found.created_at = utcnow() - dt.timedelta(seconds=settings.bookmark_queue_ttl + 1)
+        found.instance_id, found.bookmark_id, found.hash = "inst-e1", "bm-e1", "hash-e1"
     # When the queue job runs
     report = bookmarks.process_queue(rt)
     # Then the item left the queue as an Expired, replayable dead letter holding its stimulus
@@ -417,6 +462,18 @@ def test_item_older_than_the_ttl_becomes_an_expired_dead_letter(
     (letter,) = letters(factory)
     assert (letter.kind, letter.reason, letter.source_id) == ("bookmark", "Expired", "e1")
     assert letter.replayable
+    # ... under an id derived from the item, saying why, with what a replay needs
+    assert letter.id == ids.dead_letter_id_for("bookmark", "e1")
+    assert letter.error == "no bookmark matched before the TTL"
+    assert letter.instance_id == "inst-e1"
+    assert letter.data == {
+        "name": "approval",
+        "hash": "hash-e1",
+        "correlationId": "corr-none",
+        "bookmarkId": "bm-e1",
+        "instanceId": "inst-e1",
+        "payload": {"secret": "x"},
+    }
     assert letter.data is not None
     assert letter.data["payload"] == {"secret": "x"}
     # And its view shows no payload
@@ -434,20 +491,25 @@ def test_failing_item_counts_attempts_and_is_dead_lettered_as_failed_at_the_maxi
     post_event(factory, "e1", "approval", "corr-gone")
     # When the queue job keeps failing on it
     for attempt in range(1, settings.bookmark_queue_max_delivery_attempts):
+        before = utcnow()
         assert bookmarks.process_queue(rt).failed == 1
+        after = utcnow()
         queued = item(factory, "e1")
-        # Then each failure counts an attempt and backs off
+        # Then each failure counts an attempt and backs off: interval * 2**attempts
         assert queued is not None
         assert queued.delivery_attempts == attempt
         assert queued.last_error is not None
         assert "does not exist" in queued.last_error
-        assert queued.next_attempt_at > utcnow()
+        backoff = dt.timedelta(seconds=settings.bookmark_queue_interval * 2**attempt)
+        assert before + backoff <= queued.next_attempt_at <= after + backoff
         make_due(factory, "e1")
     assert bookmarks.process_queue(rt).failed == 1
-    # And at the maximum it is a Failed dead letter, and no resume was written
+    # And at the maximum it is a Failed dead letter saying why, and no resume was written
     assert item(factory, "e1") is None
     (letter,) = letters(factory)
     assert letter.reason == "Failed"
+    assert letter.error is not None
+    assert "does not exist" in letter.error
     assert letter.attempts == settings.bookmark_queue_max_delivery_attempts
     assert count_rows(factory) == 0
 
@@ -528,6 +590,124 @@ def test_timer_fires_once_and_not_before_it_is_due(
         row = session.get(OutboxRow, fired[0])
         assert row is not None
         assert row.args == {"instance_id": "t1", "bookmark_id": bookmark_id}
+
+
+class RecordingLocks:
+    """The runtime's file locks, recording how each was asked for."""
+
+    def __init__(self, inner: FileLockProvider) -> None:
+        self.inner = inner
+        self.asked: list[tuple[str, float | None, float | None]] = []
+
+    def acquire(self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0) -> Any:
+        self.asked.append((name, ttl, timeout))
+        return self.inner.acquire(name, ttl=ttl, timeout=timeout)
+
+
+def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_lock(
+    factory: sessionmaker[Session], sender: RecordingSender, settings: Settings
+) -> None:
+    # Given a due timer of an instance that serves a request
+    bookmark_id = waiting_instance(factory, "t1", due_at=utcnow() - dt.timedelta(seconds=1))
+    with transaction(factory) as session:
+        instance = session.get(WorkflowInstance, "t1")
+        assert instance is not None
+        instance.request_id = "req-t1"
+        # served by a dedicated queue: the resume goes there too
+        session.add(
+            WorkflowDefinition(
+                id="approval-v1", definition_id="approval", version=1, queue="broker.special",
+                content_hash="h", document={},
+            )
+        )  # fmt: skip
+    locks = RecordingLocks(FileLockProvider(Path(settings.var_dir) / "locks"))
+    rt = Runtime(settings, factory=factory, locks=locks, sender=sender)
+    # When another run holds the timer lock, Then this run does nothing and does not wait
+    held = locks.inner.acquire(bookmarks.TIMER_LOCK, ttl=60, timeout=0)
+    assert held is not None
+    assert bookmarks.fire_timers(rt) == 0
+    held.release()
+    assert count_rows(factory) == 0
+    # When the lock is free, Then the timer's resume row is written and published at once
+    assert bookmarks.fire_timers(rt) == 1
+    expected = ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))
+    assert sender.sent == [expected]
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, expected)
+        assert row is not None
+        assert (row.instance_id, row.request_id, row.queue) == ("t1", "req-t1", "broker.special")
+    # And the job never waits for its lock, which expires if its holder dies
+    assert locks.asked == [(bookmarks.TIMER_LOCK, settings.lock_ttl, 0)] * 2
+
+
+def test_the_queue_job_skips_while_another_run_holds_its_lock_and_never_waits(
+    factory: sessionmaker[Session], sender: RecordingSender, settings: Settings
+) -> None:
+    waiting_instance(factory, "i1")
+    post_event(factory, "e1", "approval", "corr-i1")
+    locks = RecordingLocks(FileLockProvider(Path(settings.var_dir) / "locks"))
+    rt = Runtime(settings, factory=factory, locks=locks, sender=sender)
+    held = locks.inner.acquire(bookmarks.QUEUE_LOCK, ttl=60, timeout=0)
+    assert held is not None
+    assert bookmarks.process_queue(rt) == bookmarks.QueueReport(skipped=True)
+    held.release()
+    assert bookmarks.process_queue(rt).matched == 1
+    assert locks.asked == [(bookmarks.QUEUE_LOCK, settings.lock_ttl, 0)] * 2
+
+
+def test_a_timer_whose_instance_is_gone_still_fires_on_the_default_queue(
+    factory: sessionmaker[Session],
+) -> None:
+    bookmark_id = waiting_instance(factory, "gone", due_at=utcnow() - dt.timedelta(seconds=1))
+    with transaction(factory) as session:
+        session.delete(session.get(WorkflowInstance, "gone"))
+    with transaction(factory) as session:
+        (fired,) = bookmarks.fire_due_timers(session)
+    assert fired == ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))
+    with transaction(factory, write=False) as session:
+        row = session.get(OutboxRow, fired)
+        assert row is not None
+        assert (row.queue, row.request_id, row.instance_id) == (DEFAULT_QUEUE, None, "gone")
+
+
+def test_a_failing_item_backs_off_exponentially(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # Given an item that failed twice already, with attempts left
+    lenient = settings.replace(bookmark_queue_max_delivery_attempts=10, bookmark_queue_interval=3)
+    post_event(factory, "e1", "approval", "corr-x")
+    now = utcnow()
+    with transaction(factory) as session:
+        found = session.get(BookmarkQueueItem, "e1")
+        assert found is not None
+        found.delivery_attempts = 2
+        # When it fails a third time
+        bookmarks._failed(session, lenient, found, "boom", now)
+        # Then it waits interval * 2**3 seconds
+        assert found.delivery_attempts == 3
+        assert found.next_attempt_at == now + dt.timedelta(seconds=3 * 8)
+        assert found.last_error == "boom"
+
+
+def test_the_timer_job_fires_the_earliest_timers_first_in_batches(
+    factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three due timers and a batch of two
+    now = utcnow()
+    for n, minutes in enumerate((1, 3, 2)):
+        waiting_instance(factory, f"t{n}", due_at=now - dt.timedelta(minutes=minutes))
+    monkeypatch.setattr(bookmarks, "BATCH", 2)
+    # When the job runs twice, Then the two most overdue fire first, the last one next
+    with transaction(factory) as session:
+        first = bookmarks.fire_due_timers(session, now=now)
+    with transaction(factory) as session:
+        second = bookmarks.fire_due_timers(session, now=now)
+
+    def timer_of(instance_id: str) -> str:
+        return ids.outbox_id_for("timer", ids.timer_id_for(ids.derive("bookmark", instance_id)))
+
+    assert first == [timer_of("t1"), timer_of("t2")]
+    assert second == [timer_of("t0")]
 
 
 # Cancellation -------------------------------------------------------------------------------------

@@ -13,7 +13,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.requests import Submission, set_paused, submit
+from broker.runtime.requests import (
+    Submission,
+    forget_paused,
+    is_paused_cached,
+    paused_if_known,
+    set_paused,
+    submit,
+)
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, Request, utcnow
@@ -122,6 +129,24 @@ def test_task_door_hands_its_row_back_while_paused(
         assert row.available_at > utcnow()
     # And a call without a row is never held (nothing would pick it up again)
     assert outbox.hold_if_paused(factory, None) is False
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_task_door_trusts_a_fresh_cached_flag_either_way(
+    factory: sessionmaker[Session], paused: bool
+) -> None:
+    # Given a dispatched row and a flag this process read a moment ago
+    add_row(factory, "r1")
+    with transaction(factory) as session:
+        outbox.mark_dispatched(session, "r1", lease=60, only_pending=True)
+    pause(factory, paused)
+    forget_paused()
+    with transaction(factory, write=False) as session:
+        assert is_paused_cached(session) is paused
+    assert paused_if_known(factory) is paused
+    # When the door asks, Then it answers from the cache: hold (and hand back) only if paused
+    assert outbox.hold_if_paused(factory, "r1") is paused
+    assert state_of(factory, "r1")[0] == ("pending" if paused else "dispatched")
 
 
 def test_submissions_are_refused_while_paused_and_accepted_after_resume(

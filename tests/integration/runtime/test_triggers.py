@@ -22,6 +22,7 @@ from broker.runtime.triggers import SYSTEM_CLIENT
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
+    Client,
     OutboxRow,
     Request,
     RequestEvent,
@@ -213,6 +214,49 @@ def test_cron_and_start_at_fire_at_their_times(rt: Runtime) -> None:
         assert rows["Elsa.Cron"].due_at == T0 + dt.timedelta(seconds=12)
     assert len(requests_of(rt, "cron-trigger")) == 1
     assert len(requests_of(rt, "start-at-trigger")) == 1
+
+
+def test_the_timer_job_arms_the_schedules_of_new_workflows_itself(rt: Runtime) -> None:
+    # Given loaded workflows whose schedules were never armed
+    # When the timer job runs, Then it arms them at the current time: the StartAt (in the past)
+    # fires, the next cron mark is still ahead
+    assert bookmarks.fire_timers(rt) == 1
+    assert len(requests_of(rt, "start-at-trigger")) == 1
+    assert requests_of(rt, "cron-trigger") == []
+    with transaction(rt.factory, write=False) as session:
+        cron = session.scalars(select(Schedule).where(Schedule.kind == "Elsa.Cron")).one()
+        assert cron.due_at is not None
+        assert cron.due_at > dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_queue_job_starts_what_an_event_triggers_for_a_client_of_the_allowlist(
+    rt: Runtime, enabled: bool
+) -> None:
+    # Given ClientA in the allowlist, enabled or withdrawn (its request-type rule stays)
+    with transaction(rt.factory) as session:
+        session.add(
+            Client(client_key="clienta", client_id="ClientA", thumbprint="AB" * 20, enabled=enabled)
+        )
+        bookmarks.enqueue_stimulus(
+            session, item_id="ev-q", name="order-placed", payload=None, client_key="clienta"
+        )
+    # When the queue job runs, Then the event starts the workflow only for an allowed client
+    report = bookmarks.process_queue(rt)
+    assert (report.matched, report.waiting) == ((1, 0) if enabled else (0, 1))
+    assert len(requests_of(rt, "event-trigger")) == (1 if enabled else 0)
+
+
+def test_the_timer_job_arms_and_fires_the_schedules_of_the_loaded_workflows(rt: Runtime) -> None:
+    # Given schedules armed in the past (the job reads the clock itself)
+    with transaction(rt.factory) as session:
+        schedules.sync(session, rt.registry, T0)
+    # When the timer job runs
+    fired = bookmarks.fire_timers(rt)
+    # Then every due schedule started its workflow, and the job counted them
+    assert len(requests_of(rt, "cron-trigger")) == 1
+    assert len(requests_of(rt, "start-at-trigger")) == 1
+    assert fired >= 2
 
 
 def test_a_new_version_moves_its_schedules_and_a_removed_file_takes_them_away(

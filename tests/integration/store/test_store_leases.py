@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from sqlalchemy import create_mock_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.store.db import (
@@ -138,6 +139,31 @@ def test_leases_are_independent_by_name(factory: sessionmaker[Session]) -> None:
 
     # When b claims a lease of another name, Then b gets it
     assert take(factory, "b", name="timers") == 1
+
+
+def test_the_fence_and_the_release_touch_only_the_named_lease(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given one owner holding two leases at the same epoch
+    assert take(factory, "a", name="relay") == 1
+    assert take(factory, "a", name="timers") == 1
+    # Then the fence of a lease it never took fails, whatever else it holds
+    assert not fenced(factory, 1, owner="a", name="never-taken")
+    # When it releases one of them
+    with transaction(factory) as session:
+        assert release_lease(session, "relay", "a")
+    # Then only that one can be taken by another owner; the other is still held
+    assert take(factory, "b", name="relay") == 2
+    assert take(factory, "b", name="timers") is None
+    assert fenced(factory, 1, owner="a", name="timers")
+
+
+def test_leases_are_refused_on_a_database_without_an_upsert_dialect() -> None:
+    # Given a session bound to a dialect the lease statement is not written for
+    engine = create_mock_engine("mysql://", lambda *_args, **_kwargs: None)
+    # When a lease is taken, Then the error names the dialect
+    with pytest.raises(NotImplementedError, match="leases are not implemented on mysql"):
+        acquire_lease(Session(bind=engine), "relay", "a", 60)
 
 
 def race(factory: sessionmaker[Session], name: str, claimants: int) -> dict[str, int | None]:

@@ -91,6 +91,28 @@ def test_header_from_a_trusted_proxy_is_used_but_not_trusted_as_verified(
     assert "HTTP_X_CLIENT_CERT" not in stranger
 
 
+def test_a_proxy_header_without_a_peer_address_or_with_garbage_is_no_certificate(
+    ingress_settings: Settings, pki: Pki
+) -> None:
+    pem = urllib.parse.quote(pki.pem("Admin").read_text())
+    settings = ingress_settings.replace(
+        trusted_proxies=("0.0.0.0/0",), proxy_cert_header="X-Client-Cert"
+    )
+    # A connection whose peer address is unknown is no trusted proxy, even when all are trusted
+    unknown = run(settings, {"gunicorn.socket": FakeSocket(None), "HTTP_X_CLIENT_CERT": pem})
+    assert PEER_CERT not in unknown
+    # A trusted proxy's unreadable header is no certificate at all (answered 401 as missing)
+    garbage = run(
+        settings,
+        {
+            "gunicorn.socket": FakeSocket(None),
+            "REMOTE_ADDR": "10.0.0.5",
+            "HTTP_X_CLIENT_CERT": "not-a-certificate",
+        },
+    )
+    assert garbage[PEER_CERT] == b""
+
+
 def test_proxy_passed_certificate_of_another_ca_is_401(
     ingress_settings: Settings, session_factory: Any, pki: Pki
 ) -> None:

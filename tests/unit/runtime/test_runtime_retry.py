@@ -47,3 +47,14 @@ def test_a_retry_after_hint_is_a_lower_bound_up_to_max_delay() -> None:
 def test_attempts_run_out_at_max_attempts() -> None:
     policy = RetryPolicy(max_attempts=3, initial_delay=1.0, max_delay=5.0)
     assert [policy.exhausted(n) for n in (1, 2, 3, 4)] == [False, False, True, True]
+
+
+def test_each_policy_field_is_read_from_its_own_key_and_zero_is_a_valid_value() -> None:
+    # Given a policy and an override that sets every field, zero included
+    base = RetryPolicy(max_attempts=5, initial_delay=1.0, max_delay=300.0)
+    merged = base.merged({"maxAttempts": 0, "initialDelay": 0, "maxDelay": 60})
+    # Then each field takes its own key's value (zero is not "missing"), as the field's type
+    assert merged == RetryPolicy(max_attempts=0, initial_delay=0.0, max_delay=60.0)
+    assert isinstance(merged.max_delay, float)
+    assert isinstance(merged.initial_delay, float)
+    assert isinstance(merged.max_attempts, int)

@@ -322,6 +322,28 @@ def test_processing_is_sent_only_to_endpoints_that_ask_for_it(
         assert other_client.received() == []
 
 
+def test_each_event_carries_the_time_of_its_status_change(
+    factory: sessionmaker[Session], http: OutboundHttp
+) -> None:
+    # Given an endpoint for every event, and a request whose step started and ended earlier
+    with Receiver() as sink:
+        add_endpoint(factory, http, sink.url, sorted(webhooks.EVENT_OF_STATUS.values()))
+    request_id = new_request(factory)
+    started = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    ended = started + dt.timedelta(seconds=7)
+    with db.transaction(factory) as session:
+        assert start_processing(session, request_id, None, now=started)
+        finish_request(
+            session, request_id, sub_status="Finished", output=None, error=None, now=ended
+        )
+    # Then each delivery is stamped with the time of its change, not of its writing
+    with db.transaction(factory, write=False) as session:
+        deliveries = {d.event_type: d for d in session.scalars(select(WebhookDelivery))}
+    assert json.loads(deliveries["request.processing"].body)["timestamp"] == "2026-01-02T03:04:05Z"
+    assert json.loads(deliveries["request.completed"].body)["timestamp"] == "2026-01-02T03:04:12Z"
+    assert deliveries["request.completed"].created_at == ended
+
+
 def test_a_replayed_request_tells_of_processing_again(
     wh_settings: Settings, factory: sessionmaker[Session], http: OutboundHttp
 ) -> None:
