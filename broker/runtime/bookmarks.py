@@ -82,10 +82,13 @@ def process_queue(rt: Runtime) -> QueueReport:
     lock = rt.locks.acquire(QUEUE_LOCK, ttl=settings.lock_ttl, timeout=0)
     if lock is None:
         return QueueReport(skipped=True)
+    # Loading the registry publishes workflow files in write transactions of its own: do it
+    # before this job opens its transaction, or SQLite's single writer would wait on itself.
+    registry, clients = rt.registry, rt.clients
     try:
         with transaction(rt.factory) as session:
             report, written = process_due_items(
-                session, settings, registry=rt.registry, clients=rt.clients
+                session, settings, registry=registry, clients=clients
             )
             written = outbox.publishable(session, written)
     finally:
@@ -300,13 +303,15 @@ def fire_timers(rt: Runtime) -> int:
     lock = rt.locks.acquire(TIMER_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
     if lock is None:
         return 0
+    # As in process_queue: load the registry (its own write transactions) before this one.
+    registry = rt.registry
     try:
         with transaction(rt.factory) as session:
             written = fire_due_timers(session)
             # Schedule triggers share the job and its lock (broker.runtime.schedules).
             now = utcnow()
-            schedules.sync(session, rt.registry, now)
-            written += schedules.fire_due(session, rt.registry, now)
+            schedules.sync(session, registry, now)
+            written += schedules.fire_due(session, registry, now)
             publish = outbox.publishable(session, written)
     finally:
         lock.release()
