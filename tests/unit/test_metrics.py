@@ -42,6 +42,7 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 
 def sample(name: str, **labels: str) -> float:
@@ -278,14 +279,6 @@ def test_record_journal_ignores_waits_that_open_or_close_in_another_step() -> No
 
 
 # Wired through the runtime ------------------------------------------------------------------------
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 #: what the RunTask test's task did, by payload (the task runs in this process)
 CALLS: list[Any] = []
@@ -54,14 +55,6 @@ counting_app = Celery("run-twice-tests", set_as_current=False)
 def count_call(payload: Any) -> dict[str, Any]:
     CALLS.append(payload)
     return {"calls": len(CALLS)}
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @pytest.fixture

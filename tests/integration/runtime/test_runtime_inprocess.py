@@ -50,16 +50,9 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "workflows"
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @pytest.fixture

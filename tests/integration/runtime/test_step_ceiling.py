@@ -47,6 +47,7 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 REDOS = "/^(a+)+$/.test('a'.repeat(40) + 'b')"
 ESCAPE = "}); while(true){} (function(){"
@@ -91,14 +92,6 @@ def write_workflows(folder: Path) -> None:
             request_type="WaitingParent",
         ),
     )
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @pytest.fixture

@@ -40,17 +40,10 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 TRIGGERS = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "triggers"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @pytest.fixture

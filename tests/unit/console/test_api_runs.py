@@ -37,6 +37,7 @@ from tests.integration.runtime.harness import (
     workflow,
     write_workflow,
 )
+from tests.support.doubles import RecordingSender
 
 Client = Callable[[str | None], FlaskClient]
 API = "/elsa/api/workflow-definitions"
@@ -46,14 +47,6 @@ API = "/elsa/api/workflow-definitions"
 def console_database(database_url: str) -> str:
     """These routes touch the store: every test runs on SQLite and on PostgreSQL."""
     return database_url
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[OutboxRow] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row)
 
 
 @pytest.fixture(autouse=True)
