@@ -111,13 +111,17 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
         root / "flower.log",
     )
     try:
-        workers = wait_until(
-            lambda: (api(port, "/api/workers?refresh=1") or {}).get(WORKER),
-            timeout=WAIT,
-            interval=0.5,
-            what=f"Flower to list {WORKER}",
+        # Flower may list the worker (from its events) before the worker's answer to
+        # ``inspect registered`` arrives: wait for the entry that carries it.
+        def registered() -> list[str] | None:
+            entry = (api(port, "/api/workers?refresh=1") or {}).get(WORKER) or {}
+            names = entry.get("registered")
+            return list(names) if names else None
+
+        names = wait_until(
+            registered, timeout=WAIT, interval=0.5, what=f"Flower to list the tasks of {WORKER}"
         )
-        assert "broker.run_request" in workers["registered"]
+        assert "broker.run_request" in names
         # Flower's event receiver has the worker's heartbeats, so no task event can be missed
         wait_until(
             lambda: (api(port, "/api/workers?status=true") or {}).get(WORKER),
