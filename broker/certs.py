@@ -182,7 +182,8 @@ def register_dev_client(
 ) -> None:
     """Allowlist the certificate in ``pem_path`` as ``client_id`` in the database, with exactly
     ``scopes`` (none unless named: least privilege)."""
-    from broker.clients import ApiClient, ClientRegistry
+    from broker.client_entries import ApiClient
+    from broker.clients import ClientRegistry
     from broker.store import db
 
     factory = db.make_session_factory(db.make_engine(settings.database_url))

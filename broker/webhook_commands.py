@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from broker.apiclient import ApiClient
-from broker.ops_commands import api_command, emit, table
+from broker.ops_commands.connection import api_command
+from broker.ops_commands.output import emit, table
 
 
 @click.group("webhooks")

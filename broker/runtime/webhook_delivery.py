@@ -16,28 +16,22 @@ lease, and the receiver may see that ``webhook-id`` twice (at least once, dedupl
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import random
-import time
 from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
-from standardwebhooks.webhooks import Webhook
 
 from broker import metrics
-from broker.engine.services import HttpClient, HttpRequest
-from broker.errors import BrokerError, OutboundBlocked, RetryLater
+from broker.engine.services import HttpClient
+from broker.errors import BrokerError
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
-from broker.runtime.webhooks import (
-    REMOVED_FROM_FILE,
-    SOURCE_CALLBACK,
-    enqueue_attempt,
-    live_secrets,
-)
+from broker.runtime.webhook_sender import Plan, Result, send
+from broker.runtime.webhooks.endpoints import REMOVED_FROM_FILE, SOURCE_CALLBACK, live_secrets
+from broker.runtime.webhooks.events import enqueue_attempt
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -65,50 +59,6 @@ PURGE_BATCH = 1000
 OUTCOME_DELIVERED = "delivered"
 OUTCOME_RETRY = "retry"
 OUTCOME_DEAD = "dead"
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What one attempt sends, read in a short transaction before the call."""
-
-    delivery_id: str
-    endpoint_id: str
-    url: str
-    secrets: tuple[str, ...]
-    message_id: str
-    body: str
-    attempt: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-    """How an attempt went: the status code (None when none came back), the error, the
-    latency, whether it may be retried and the receiver's ``Retry-After``."""
-
-    status_code: int | None
-    error: str | None
-    seconds: float
-    retryable: bool
-    retry_after: float | None = None
-
-    @property
-    def delivered(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
-
-
-def signature(secrets: tuple[str, ...], message_id: str, at: dt.datetime, body: str) -> str:
-    """The ``webhook-signature`` header: ``v1,<base64>`` for each live secret, space-separated."""
-    return " ".join(Webhook(s).sign(message_id, at, body) for s in secrets)
-
-
-def headers_for(plan: Plan, at: dt.datetime) -> dict[str, str]:
-    """The Standard Webhooks headers of one attempt made at ``at``."""
-    return {
-        "Content-Type": "application/json",
-        "webhook-id": plan.message_id,
-        "webhook-timestamp": str(int(at.timestamp())),
-        "webhook-signature": signature(plan.secrets, plan.message_id, at, plan.body),
-    }
 
 
 def deliver(
@@ -199,32 +149,6 @@ def _plan(
         body=delivery.body,
         attempt=delivery.attempts + 1,
     )
-
-
-def send(http: HttpClient, plan: Plan, *, timeout: float) -> Result:
-    """POST the delivery once through the outbound guard; never raises for the receiver's sake."""
-    started = time.monotonic()
-    at = utcnow()
-    request = HttpRequest(
-        method="POST",
-        url=plan.url,
-        headers=headers_for(plan, at),
-        body=plan.body.encode(),
-        timeout=timeout,
-        # a redirected POST may turn into a GET without the body: a 3xx is a failure here
-        follow_redirects=False,
-    )
-    try:
-        response = http.send(request)
-    except RetryLater as exc:
-        return Result(exc.status_code, exc.message, _since(started), True, exc.delay)
-    except OutboundBlocked as exc:
-        return Result(None, exc.message, _since(started), False)
-    except BrokerError as exc:  # a response over the size cap, a refused certificate, ...
-        return Result(None, exc.message, _since(started), False)
-    status = response.status_code
-    error = None if 200 <= status < 300 else f"the receiver answered {status}"
-    return Result(status, error, _since(started), False)
 
 
 def record(
@@ -466,10 +390,6 @@ def attempts_view(session: Session, endpoint_id: str, *, limit: int = 50) -> lis
         }
         for attempt, delivery in rows
     ]
-
-
-def _since(started: float) -> float:
-    return time.monotonic() - started
 
 
 def _short(text: str | None) -> str | None:

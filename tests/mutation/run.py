@@ -48,10 +48,12 @@ SELECTION = (
     "broker.runtime.bookmarks.*",
     "broker.runtime.locks.*",
     # client authentication and request-type rules
+    "broker.client_entries.*",
     "broker.clients.*",
     "broker.ingress.auth.*",
     # the outbound HTTP guard
     "broker.outbound.*",
+    "broker.outbound_guard.*",
     "broker.urls.*",
 )
 

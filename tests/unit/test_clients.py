@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.clients import (
+from broker.client_entries import (
     ApiClient,
-    ClientRegistry,
     RequestTypeRule,
     normalize_fingerprint,
     normalize_thumbprint,
 )
+from broker.clients import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
@@ -417,7 +417,7 @@ SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: Path) -> None:
-    from broker.clients import WebhookConfig, read_clients_file
+    from broker.client_entries import WebhookConfig, read_clients_file
 
     path = write_json(
         tmp_path / "clients.json",
@@ -489,7 +489,7 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
 def test_a_malformed_webhook_entry_names_the_client_and_the_field(
     tmp_path: Path, fields: dict[str, Any], reason: str
 ) -> None:
-    from broker.clients import read_clients_file
+    from broker.client_entries import read_clients_file
 
     entry = {"clientId": "ClientA", "thumbprint": SHA1_A, **fields}
     path = write_json(tmp_path / "clients.json", {"clients": [entry]})

@@ -26,16 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 import broker.outbound
+import broker.outbound_guard
 from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, ConfigError, OutboundBlocked, PayloadTooLarge, RetryLater
-from broker.outbound import (
-    AddressGuard,
-    HostPattern,
-    OutboundHttp,
-    blocked_reason,
-    decode_content,
-    parse_retry_after,
-)
+from broker.outbound import OutboundHttp, decode_content, parse_retry_after
+from broker.outbound_guard import AddressGuard, HostPattern, blocked_reason
 from broker.settings import Settings
 from broker.urls import Target, parse_target
 
@@ -348,7 +343,7 @@ def test_connection_goes_to_the_checked_address_not_a_second_lookup(
         lookups.append(host)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(broker.outbound, "blocked_reason", lambda address: None)
+    monkeypatch.setattr(broker.outbound_guard, "blocked_reason", lambda address: None)
     # When the name is fetched
     with client(settings, resolver=resolve) as http:
         response = get(http, f"http://pinned.test:{port}/echo")
@@ -641,7 +636,7 @@ def pinned_client(
     def resolve(host: str, _port: int) -> list[tuple[Any, ...]]:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(broker.outbound, "blocked_reason", lambda address: None)
+    monkeypatch.setattr(broker.outbound_guard, "blocked_reason", lambda address: None)
     http = client(settings, resolver=resolve)
     http.session.verify = str(trust)
     return http

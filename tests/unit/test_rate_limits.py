@@ -20,7 +20,8 @@ from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.clients import ApiClient, ClientRegistry
+from broker.client_entries import ApiClient
+from broker.clients import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, RateLimited
 from broker.rate_limits import (
     EVENTS,

@@ -18,10 +18,10 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.clients import ApiClient, WebhookConfig
+from broker.client_entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
 from broker.outbound import OutboundHttp
-from broker.runtime import deadletters, webhook_delivery, webhooks
+from broker.runtime import deadletters, webhook_delivery, webhook_sender, webhooks
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.requests import Submission, cancel, submit
@@ -567,7 +567,7 @@ def test_the_readme_helper_verifies_a_delivery_and_refuses_a_tampered_or_old_one
     assert check(secret, delivery.headers, delivery.body) is True
     assert check(secret, delivery.headers, delivery.body + b" ") is False
     # A delivery signed correctly but ten minutes ago (a replay of an old one) is refused too
-    plan = webhook_delivery.Plan(
+    plan = webhook_sender.Plan(
         delivery_id="d",
         endpoint_id=endpoint_id,
         url=receiver.url,
@@ -576,11 +576,11 @@ def test_the_readme_helper_verifies_a_delivery_and_refuses_a_tampered_or_old_one
         body=delivery.body.decode(),
         attempt=1,
     )
-    old = webhook_delivery.headers_for(plan, utcnow() - dt.timedelta(minutes=10))
+    old = webhook_sender.headers_for(plan, utcnow() - dt.timedelta(minutes=10))
     assert check(secret, old, delivery.body) is False
     with pytest.raises(InvalidSignature, match="timestamp"):
         verify(secret, old, delivery.body)
-    fresh = webhook_delivery.headers_for(plan, utcnow())
+    fresh = webhook_sender.headers_for(plan, utcnow())
     assert check(secret, fresh, delivery.body) is True
     assert verify(secret, fresh, delivery.body)["type"] == "request.completed"
 

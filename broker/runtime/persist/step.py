@@ -1,12 +1,8 @@
-"""Saving one engine step: everything a RunResult implies, in the caller's transaction.
+"""The fenced save of one engine step: instance state and checkpoint, journal rows, bookmarks and
+timers, a retry or a request dead letter, and the request's end.
 
-Instance state and checkpoint, journal rows, bookmarks and timers, outbox rows for the engine's
-commands (children, events, tasks), a retry or a request dead letter, the request's status and
-audit event: all commit together or not at all, so a redelivered task finds either the step done or
-nothing of it. The instance row is the fence: it is updated only ``WHERE checkpoint = <the one this
-step started from> AND status = Running``, so a stale, duplicated or cancelled run cannot overwrite
-newer state. Terminal requests never change: every status UPDATE carries ``status NOT IN
-(terminal)``.
+The instance row is the fence: it is updated only ``WHERE checkpoint = <the one this step started
+from> AND status = Running``, so a stale, duplicated or cancelled run cannot overwrite newer state.
 """
 
 from __future__ import annotations
@@ -20,20 +16,18 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
-from broker.errors import Conflict
 from broker.redaction import redact_text
 from broker.runtime import deadletters, ids, journal, outbox
-from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_TASK
+from broker.runtime.celery_config import RESUME_INSTANCE
+from broker.runtime.persist.commands import notify_parent, save_children, save_commands
+from broker.runtime.persist.target import Saved, StaleStep, Target
 from broker.runtime.retry import policy_for
 from broker.runtime.statuses import finish_request
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,
-    BookmarkQueueItem,
     InstanceStatus,
     InstanceSubStatus,
-    Request,
-    StepResult,
     Timer,
     WorkflowInstance,
     table_of,
@@ -41,50 +35,6 @@ from broker.store.models import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: StepResult keys the runtime keeps beside the engine's state
-PARENT_LINK = "parent-link"
-PENDING_START = "pending-start"
-
-
-class StaleStep(Conflict):
-    """Raised when the instance moved on (another run saved first, or it was cancelled)."""
-
-    code = "stale_step"
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The instance a step ran on, and what the runtime knows about it besides the engine."""
-
-    instance_id: str
-    definition_id: str
-    version_id: str
-    version: int
-    queue: str
-    workflow_properties: dict[str, Any]
-    expected_checkpoint: int
-    attempt: int = 1
-    request_id: str | None = None
-    client_key: str | None = None
-    parent_id: str | None = None
-    correlation_id: str | None = None
-    name: str | None = None
-    #: the request's type and submission time, for the metrics recorded after commit
-    request_type: str | None = None
-    submitted_at: dt.datetime | None = None
-
-
-@dataclasses.dataclass
-class Saved:
-    """What the save produced: new outbox rows to publish after commit, the new checkpoint, and
-    what the metrics recorded after commit need (the request's terminal status, a retry)."""
-
-    outbox_ids: list[str] = dataclasses.field(default_factory=list)
-    checkpoint: int = 0
-    request_status: str | None = None
-    finished_at: dt.datetime | None = None
-    retry_scheduled: bool = False
 
 
 def save_step(session: Session, settings: Settings, target: Target, result: Any) -> Saved:
@@ -158,7 +108,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
         )
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
-    _save_children(session, target, result.child_instances, now)
+    save_children(session, target, result.child_instances, now)
     if exhausted is not None:
         deadletters.record(
             session,
@@ -343,179 +293,3 @@ def _aware(value: Any) -> dt.datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value  # type: ignore[no-any-return]
-
-
-def save_commands(session: Session, target: Target, commands: Any, now: dt.datetime) -> list[str]:
-    """Outbox rows (and child rows) for the engine's side-effect commands; committed with the
-    step, so only committed dispatches are ever delivered."""
-    written: list[str] = []
-    for index, command in enumerate(commands):
-        kind = type(command).__name__
-        if kind == "DispatchWorkflow":
-            written.append(_dispatch_child(session, target, command, now))
-        elif kind == "PublishEvent":
-            item_id = ids.queue_item_id_for(
-                "event", target.instance_id, str(target.expected_checkpoint), str(index)
-            )
-            if session.get(BookmarkQueueItem, item_id) is None:
-                session.add(
-                    BookmarkQueueItem(
-                        id=item_id,
-                        name=command.name,
-                        instance_id=target.instance_id if command.local else None,
-                        correlation_id=command.correlation_id,
-                        client_key=target.client_key,
-                        payload=command.payload,
-                        created_at=now,
-                        next_attempt_at=now,
-                        # Marks a workflow's own event: it may start workflows by their Event
-                        # trigger on behalf of the publishing request's client.
-                        options={
-                            "publishedBy": target.instance_id,
-                            "clientId": _client_of(session, target.request_id),
-                        },
-                    )
-                )
-        elif kind == "RunTask":
-            row = outbox.enqueue(
-                session,
-                outbox_id=ids.outbox_id_for("task", target.instance_id, command.bookmark_id),
-                task_name=RUN_TASK,
-                queue=target.queue,
-                # The task's payload travels in the row: a RunTask call is defined by it.
-                args={
-                    "task_name": command.task_name,
-                    "payload": command.payload,
-                    "instance_id": target.instance_id,
-                    "bookmark_id": command.bookmark_id,
-                },
-                request_id=target.request_id,
-                instance_id=target.instance_id,
-            )
-            written.append(row.id)
-        else:
-            logger.error("unknown engine command %s ignored", kind)
-    if commands:
-        session.flush()
-    return written
-
-
-def _client_of(session: Session, request_id: str | None) -> str | None:
-    if request_id is None:
-        return None
-    return session.scalar(select(Request.client_id).where(Request.id == request_id))
-
-
-def _dispatch_child(session: Session, target: Target, command: Any, now: dt.datetime) -> str:
-    child_id = command.child_instance_id
-    if session.get(WorkflowInstance, child_id) is None:
-        session.add(
-            WorkflowInstance(
-                id=child_id,
-                definition_id=command.definition_id,
-                definition_version_id="",  # pinned when the child starts
-                version=0,
-                request_id=None,
-                parent_id=target.instance_id,
-                correlation_id=command.correlation_id,
-                status=InstanceStatus.RUNNING.value,
-                sub_status=InstanceSubStatus.PENDING.value,
-                checkpoint=0,
-                created_at=now,
-                updated_at=now,
-                heartbeat_at=now,
-            )
-        )
-        session.add(
-            StepResult(
-                instance_id=child_id,
-                step_key=PENDING_START,
-                output={
-                    "input": dict(command.input or {}),
-                    "correlationId": command.correlation_id,
-                    "parentId": target.instance_id,
-                    "clientKey": target.client_key,
-                },
-                created_at=now,
-            )
-        )
-        if command.wait_for_completion and command.bookmark_id:
-            session.add(
-                StepResult(
-                    instance_id=child_id,
-                    step_key=PARENT_LINK,
-                    output={"parentId": target.instance_id, "bookmarkId": command.bookmark_id},
-                    created_at=now,
-                )
-            )
-    row = outbox.enqueue(
-        session,
-        outbox_id=ids.outbox_id_for("dispatch", child_id),
-        task_name=RUN_CHILD,
-        queue=target.queue or DEFAULT_QUEUE,
-        args={"instance_id": child_id},
-        request_id=target.request_id,
-        instance_id=child_id,
-    )
-    return row.id
-
-
-def _save_children(session: Session, target: Target, children: Any, now: dt.datetime) -> None:
-    """Rows for children the engine ran in-process (ExecuteWorkflow), for the admin views."""
-    for child in children:
-        row = session.get(WorkflowInstance, child.id)
-        finished = child.status == InstanceStatus.FINISHED.value
-        if row is None:
-            session.add(
-                WorkflowInstance(
-                    id=child.id,
-                    definition_id=child.definition_id,
-                    definition_version_id=child.definition_version_id,
-                    version=0,
-                    parent_id=child.parent_id,
-                    correlation_id=child.correlation_id,
-                    status=child.status,
-                    sub_status=child.sub_status,
-                    state=dict(child.state) if child.state else None,
-                    output=child.output,
-                    checkpoint=1,
-                    created_at=now,
-                    updated_at=now,
-                    finished_at=now if finished else None,
-                )
-            )
-        else:
-            row.status = child.status
-            row.sub_status = child.sub_status
-            row.state = dict(child.state) if child.state else None
-            row.output = child.output
-            row.updated_at = now
-            row.finished_at = now if finished else None
-
-
-def notify_parent(
-    session: Session, target: Target, result: Any, sub_status: str, now: dt.datetime
-) -> None:
-    """A finished child that its parent waits for: a bookmark-queue item naming the parent's
-    bookmark, processed like any other stimulus."""
-    link = session.get(StepResult, (target.instance_id, PARENT_LINK))
-    if link is None or not isinstance(link.output, dict):
-        return
-    item_id = ids.queue_item_id_for("child-completed", target.instance_id)
-    if session.get(BookmarkQueueItem, item_id) is not None:
-        return
-    session.add(
-        BookmarkQueueItem(
-            id=item_id,
-            name="ChildCompleted",
-            instance_id=link.output["parentId"],
-            bookmark_id=link.output["bookmarkId"],
-            client_key=target.client_key,
-            # Elsa resumes a waiting DispatchWorkflow with the child's output (its ``result``),
-            # whatever the child's final sub-status.
-            payload=result.output,
-            options={"childInstanceId": target.instance_id, "childSubStatus": sub_status},
-            created_at=now,
-            next_attempt_at=now,
-        )
-    )

@@ -1,13 +1,6 @@
-"""Completion webhooks (Standard Webhooks): endpoints, and the events a status change writes.
-
-A client registers endpoints in clients.json (kept in step with the ``webhook_endpoints`` table by
-``sync_configured``) or through ``POST /webhooks``; a submission may name a one-off
-``callbackUrl``. Every request status change calls ``record_status_change`` in its own
-transaction: for each of the client's enabled endpoints that wants the event it writes a delivery
-row (the exact body, a ``webhook-id`` stable across retries) and the outbox row of its first
-attempt, so a webhook is sent only for a change that committed and is never lost after one.
-``broker.runtime.webhook_delivery`` sends the attempts. Functions here take a session and never
-commit.
+"""Webhook endpoints: registered through the API, configured in clients.json (kept in step with the
+``webhook_endpoints`` table by ``sync_configured``) or a submission's one-off ``callbackUrl``;
+their URLs, checked by the outbound guard, and their signing secrets.
 """
 
 from __future__ import annotations
@@ -15,33 +8,21 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import json
 import logging
 import secrets as secrets_module
 import uuid
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker.clients import DEFAULT_WEBHOOK_EVENTS, ApiClient, parse_webhook_events
+from broker.client_entries import DEFAULT_WEBHOOK_EVENTS, ApiClient, parse_webhook_events
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound, OutboundBlocked
-from broker.runtime import ids
-from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
-from broker.store.models import (
-    OutboxRow,
-    OutboxState,
-    Request,
-    RequestStatus,
-    WebhookDelivery,
-    WebhookDeliveryState,
-    WebhookEndpoint,
-    table_of,
-    utcnow,
-)
+from broker.store.models import WebhookEndpoint, utcnow
 
 logger = logging.getLogger(__name__)
+
 
 SOURCE_API = "api"
 SOURCE_CONFIG = "config"
@@ -49,13 +30,6 @@ SOURCE_CALLBACK = "callback"
 #: the reason a clients.json endpoint carries while it is missing from the file
 REMOVED_FROM_FILE = "removed from clients.json"
 MAX_URL_LENGTH = 2000
-
-EVENT_OF_STATUS = {
-    RequestStatus.PROCESSING.value: "request.processing",
-    RequestStatus.COMPLETED.value: "request.completed",
-    RequestStatus.FAULTED.value: "request.faulted",
-    RequestStatus.CANCELLED.value: "request.cancelled",
-}
 
 
 class UrlVetter(Protocol):
@@ -77,9 +51,6 @@ def live_secrets(endpoint: WebhookEndpoint, now: dt.datetime | None = None) -> l
     if len(found) > 1 and expires is not None and expires <= (now or utcnow()):
         return found[:1]
     return found
-
-
-# Endpoints ----------------------------------------------------------------------------------------
 
 
 def check_url(url: Any, vetter: UrlVetter, *, field: str = "url") -> str:
@@ -328,154 +299,6 @@ def sync_configured(session: Session, clients: Iterable[ApiClient], vetter: UrlV
         session.flush()
         logger.info("synced %d webhook endpoint change(s) from clients.json", changes)
     return changes
-
-
-# Events -------------------------------------------------------------------------------------------
-
-_ENDPOINTS = table_of(WebhookEndpoint)
-_REQUESTS = table_of(Request)
-# Built once: every status change runs it. The client's enabled endpoints, its general ones and
-# the one-off callback of this request.
-_ENDPOINTS_OF_REQUEST = (
-    select(_ENDPOINTS.c.id, _ENDPOINTS.c.events)
-    .select_from(_ENDPOINTS.join(_REQUESTS, _REQUESTS.c.client_key == _ENDPOINTS.c.client_key))
-    .where(
-        _REQUESTS.c.id == bindparam("request_id"),
-        _ENDPOINTS.c.enabled.is_(True),
-        or_(_ENDPOINTS.c.request_id.is_(None), _ENDPOINTS.c.request_id == _REQUESTS.c.id),
-    )
-)
-_CACHE_KEY = "webhook_endpoints_of_request"
-_REQUEST_DATA = select(
-    _REQUESTS.c.request_type,
-    _REQUESTS.c.status,
-    _REQUESTS.c.result,
-    _REQUESTS.c.error_detail,
-    _REQUESTS.c["keys"],
-).where(_REQUESTS.c.id == bindparam("request_id"))
-
-
-def record_status_change(
-    session: Session, request_id: str, status: str, *, now: dt.datetime | None = None
-) -> list[str]:
-    """Write the webhook deliveries of one committed-together status change; answers the ids
-    of their first attempts' outbox rows (the relay publishes them).
-
-    The one call every status transition makes, in the transaction that changes the status.
-    """
-    event = EVENT_OF_STATUS.get(status)
-    if event is None:
-        return []
-    targets = [
-        endpoint_id
-        for endpoint_id, events in _endpoints_of(session, request_id)
-        if event in (events or ())
-    ]
-    if not targets:
-        return []
-    row = session.execute(_REQUEST_DATA, {"request_id": request_id}).one()
-    now = now or utcnow()
-    body = event_body(
-        event,
-        now,
-        correlation_id=request_id,
-        request_type=row.request_type,
-        status=status,
-        result=row.result if status == RequestStatus.COMPLETED.value else None,
-        error_detail=row.error_detail if status == RequestStatus.FAULTED.value else None,
-        keys=row.keys,
-    )
-    message_id = f"msg_{uuid.uuid4().hex}"
-    outbox_ids = []
-    for endpoint_id in targets:
-        delivery_id = ids.derive("webhook-delivery", endpoint_id, message_id)
-        session.add(
-            WebhookDelivery(
-                id=delivery_id,
-                message_id=message_id,
-                endpoint_id=endpoint_id,
-                request_id=request_id,
-                event_type=event,
-                body=body,
-                state=WebhookDeliveryState.PENDING.value,
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-        outbox_ids.append(enqueue_attempt(session, delivery_id, 1, at=now))
-    logger.info(
-        "request %s: %s for %d webhook endpoint(s), webhook-id %s",
-        request_id,
-        event,
-        len(targets),
-        message_id,
-        extra={"request_id": request_id},
-    )
-    return outbox_ids
-
-
-def _endpoints_of(session: Session, request_id: str) -> list[tuple[str, list[str]]]:
-    """The request's enabled endpoints and their events, read once per transaction (a short
-    first step writes Processing and its end together: one read serves both)."""
-    transaction = session.get_transaction()
-    cached: tuple[Any, dict[str, list[tuple[str, list[str]]]]] | None
-    cached = session.info.get(_CACHE_KEY)
-    if cached is None or cached[0] is not transaction:
-        cached = (transaction, {})
-        session.info[_CACHE_KEY] = cached
-    by_request = cached[1]
-    if request_id not in by_request:
-        rows = session.execute(_ENDPOINTS_OF_REQUEST, {"request_id": request_id})
-        by_request[request_id] = [(str(row[0]), list(row[1] or ())) for row in rows]
-    return by_request[request_id]
-
-
-def enqueue_attempt(session: Session, delivery_id: str, attempt: int, *, at: dt.datetime) -> str:
-    """The outbox row of a delivery's ``attempt``-th attempt, due at ``at`` (its id derives from
-    both, so a retried step writes it once). It names no request: cancelling the request closes
-    the request's open work, not the webhook that tells of the cancel."""
-    outbox_id = ids.outbox_id_for("webhook", delivery_id, str(attempt))
-    session.add(
-        OutboxRow(
-            id=outbox_id,
-            task_name=DELIVER_WEBHOOK,
-            queue=WEBHOOK_QUEUE,
-            args={"delivery_id": delivery_id},
-            state=OutboxState.PENDING.value,
-            attempts=0,
-            available_at=at,
-            created_at=at,
-        )
-    )
-    return outbox_id
-
-
-def event_body(
-    event: str,
-    at: dt.datetime,
-    *,
-    correlation_id: str,
-    request_type: str,
-    status: str,
-    result: Any,
-    error_detail: str | None,
-    keys: Any,
-) -> str:
-    """The JSON body of an event, as sent (and signed) on every attempt."""
-    document = {
-        "type": event,
-        "timestamp": at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
-        "data": {
-            "correlationId": correlation_id,
-            "requestType": request_type,
-            "status": status,
-            "result": result,
-            "errorDetail": error_detail,
-            "keys": keys or {},
-        },
-    }
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 def _is_secret(value: Any) -> bool:

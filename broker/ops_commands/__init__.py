@@ -1,0 +1,24 @@
+"""Operator commands over the public API: ``broker requests``, ``dead-letters``, ``instances``,
+``runtime``; and ``broker outbox``, which reads the database directly.
+
+API commands present a client certificate. Without options they use the development defaults:
+``--url https://localhost:<port of BROKER_PUBLIC_BIND>``, ``--cert DevClient.pem``,
+``--key-file DevClient.key`` (next to the certificate) and ``--ca ca.pem``, all in the folder of
+BROKER_TLS_CLIENT_CA (``var/certs``). ``--key`` is taken by request keys (``--key K=V``), so the
+private key is ``--key-file``; it defaults to the ``.key`` file beside ``--cert``.
+
+Exit codes scripts can rely on: 0 success, 1 the API or the operation failed, 2 bad usage,
+3 not found, 4 ``requests watch`` timed out. ``--json`` prints machine-readable output on stdout
+and errors as the server's JSON body on stderr.
+
+One module per command group; the shared plumbing is in ``connection`` (options, client, errors)
+and ``output`` (JSON, tables, fields).
+"""
+
+from broker.ops_commands.dead_letter_commands import dead_letters
+from broker.ops_commands.instance_commands import instances
+from broker.ops_commands.outbox_commands import outbox
+from broker.ops_commands.request_commands import requests
+from broker.ops_commands.runtime_commands import runtime
+
+__all__ = ["dead_letters", "instances", "outbox", "requests", "runtime"]

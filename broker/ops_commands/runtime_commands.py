@@ -1,0 +1,45 @@
+"""``broker runtime``: show, pause and resume the workflow runtime (admin scopes needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from broker.apiclient import ApiClient
+from broker.ops_commands.connection import api_command
+from broker.ops_commands.output import emit
+
+
+@click.group()
+def runtime() -> None:
+    """Show, pause and resume the workflow runtime (admin scopes needed)."""
+
+
+def _runtime_line(body: dict[str, Any]) -> None:
+    since = f" since {body['updatedAt']}" if body.get("updatedAt") else ""
+    click.echo(f"{'paused' if body['paused'] else 'running'}{since}")
+
+
+@runtime.command("status")
+@api_command
+def runtime_status(api: ApiClient, as_json: bool) -> None:
+    """Whether the runtime is paused."""
+    body = api.runtime_status()
+    emit(body, as_json, lambda: _runtime_line(body))
+
+
+@runtime.command("pause")
+@api_command
+def runtime_pause(api: ApiClient, as_json: bool) -> None:
+    """Pause the runtime: workers stop taking new work."""
+    body = api.pause()
+    emit(body, as_json, lambda: _runtime_line(body))
+
+
+@runtime.command("resume")
+@api_command
+def runtime_resume(api: ApiClient, as_json: bool) -> None:
+    """Resume a paused runtime."""
+    body = api.resume()
+    emit(body, as_json, lambda: _runtime_line(body))
