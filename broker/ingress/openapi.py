@@ -12,7 +12,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from broker import __version__
-from broker.store.models import RequestStatus
+from broker.runtime.enums import RequestStatus
 
 bp = Blueprint("openapi", __name__)
 
