@@ -25,7 +25,8 @@ from broker.console import assets, auth, studio
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError
-from broker.ingress import dead_letters, instances
+from broker.runtime import dead_letter_admin as dead_letters
+from broker.runtime import instance_admin as instances
 from broker.runtime import requests as runtime
 from broker.runtime.status import runtime_view
 from broker.settings import Settings

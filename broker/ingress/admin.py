@@ -11,24 +11,19 @@ import logging
 from flask import Blueprint, Response, jsonify
 
 from broker.errors import BadRequest
-from broker.ingress import dead_letters, instances
 from broker.ingress.auth import authenticate, require_scope
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
+from broker.runtime import dead_letter_admin as dead_letters
+from broker.runtime import instance_admin as instances
 from broker.runtime import requests as runtime
+from broker.runtime.dead_letter_admin import BOOKMARK, WORK
 from broker.runtime.status import runtime_view
-from broker.store.models import DeadLetterKind
 
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
-BOOKMARK = (DeadLetterKind.BOOKMARK.value,)
-WORK = (
-    DeadLetterKind.REQUEST.value,
-    DeadLetterKind.OUTBOX.value,
-    DeadLetterKind.WEBHOOK.value,
-)
 MAX_PAGE = 1_000_000
 
 

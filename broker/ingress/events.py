@@ -13,7 +13,7 @@ from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import MAX_NAME, parse_event, read_json
 from broker.rate_limits import EVENTS
-from broker.store.models import BookmarkQueueItem, utcnow
+from broker.runtime.bookmarks import enqueue_stimulus
 
 logger = logging.getLogger(__name__)
 
@@ -30,20 +30,16 @@ def publish_event(name: str) -> tuple[Response, int]:
         raise BadRequest("event name must not contain control characters", field="name")
     correlation_id, payload = parse_event(read_json(services().settings))
     item_id = str(uuid.uuid4())
-    now = utcnow()
     with transaction() as session:
         # The item carries the caller, so it can only match bookmarks of this client's requests;
         # one that matches nothing yet stays queued until its TTL (a resume racing a suspend).
-        session.add(
-            BookmarkQueueItem(
-                id=item_id,
-                name=name,
-                correlation_id=correlation_id,
-                client_key=client.client_id.lower(),
-                payload=payload,
-                created_at=now,
-                next_attempt_at=now,
-            )
+        enqueue_stimulus(
+            session,
+            item_id=item_id,
+            name=name,
+            correlation_id=correlation_id,
+            client_key=client.client_id.lower(),
+            payload=payload,
         )
     logger.info(
         "event %s queued as %s for correlation %s",

@@ -18,7 +18,6 @@ import uuid
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy import select
 
 from broker.engine.definition import parse_workflow
 from broker.errors import Forbidden, MissingKeys, NotFound
@@ -26,10 +25,8 @@ from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
-from broker.runtime import ids
-from broker.runtime.triggers import Start, current_triggers, start_workflow
-from broker.store.models import Request as RequestRow
-from broker.store.models import RequestStatus, WorkflowInstance
+from broker.runtime.enums import RequestStatus
+from broker.runtime.triggers import Start, current_triggers, http_response, start_workflow
 
 logger = logging.getLogger(__name__)
 
@@ -127,24 +124,13 @@ def _responds(workflow: Any) -> bool:
 def _wait_for_response(request_id: str, bound: float) -> Response | None:
     """The workflow's WriteHttpResponse once its step is saved, or None after ``bound`` seconds
     (or when the instance finished or faulted without one)."""
-    instance_id = ids.instance_id_for_request(request_id)
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
         with transaction(write=False) as session:
-            found = session.execute(
-                select(WorkflowInstance.state, WorkflowInstance.status).where(
-                    WorkflowInstance.id == instance_id
-                )
-            ).first()
-            status = session.scalar(select(RequestRow.status).where(RequestRow.id == request_id))
-        if found is not None:
-            state, instance_status = found
-            response = (state or {}).get("httpResponse")
-            if response:
-                return _render(response)
-            if instance_status == "Finished":
-                return None
-        if status is not None and RequestStatus(status).terminal:
+            response, over = http_response(session, request_id)
+        if response is not None:
+            return _render(response)
+        if over:
             return None
         time.sleep(POLL)
     logger.info(

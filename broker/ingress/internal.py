@@ -13,7 +13,7 @@ import logging
 
 from flask import Blueprint, Response, jsonify, request
 from kombu.connection import Connection
-from sqlalchemy import select, text
+from sqlalchemy import text
 
 from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
@@ -23,7 +23,6 @@ from broker.metrics import record_finished
 from broker.runtime import callbacks, runner
 from broker.runtime.celery_config import transport_options
 from broker.settings import Settings
-from broker.store.models import Request
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ def _authenticate(settings: Settings, request_id: str) -> tuple[int, str]:
     if len(raw) > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
     with transaction(write=False) as session:
-        attempt = session.scalar(select(Request.remote_attempt).where(Request.id == request_id))
+        attempt = callbacks.current_attempt(session, request_id)
     if attempt is None:  # unknown, or never dispatched to a remote executor: no token exists
         raise Unauthenticated("No callback is expected for this request")
     headers = {name: request.headers.get(name, "") for name in callbacks.HEADERS}

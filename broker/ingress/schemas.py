@@ -24,9 +24,9 @@ from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from broker.runtime.enums import RequestStatus
 from broker.runtime.requests import ListQuery, Submission
 from broker.settings import Settings
-from broker.store.models import RequestStatus
 
 MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)
 

@@ -25,14 +25,26 @@ import hmac
 import uuid
 from collections.abc import Mapping, Sequence
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from broker.errors import Unauthenticated
+from broker.store.models import Request
 
 #: how far a callback's timestamp may be from the broker's clock (fixed by the webhooks package)
 TOLERANCE = dt.timedelta(minutes=5)
 TOKEN_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
 HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+
+
+def current_attempt(session: Session, request_id: str) -> int | None:
+    """The dispatch attempt a callback for the request must be signed for; None when the request
+    is unknown or was never dispatched to a remote executor (no token exists)."""
+    attempt: int | None = session.scalar(
+        select(Request.remote_attempt).where(Request.id == request_id)
+    )
+    return attempt
 
 
 def token_for(secret: str, request_id: str, attempt: int) -> str:

@@ -2,7 +2,7 @@
 its state, the journal, variables, and deleting a finished instance.
 
 Functions take a session and never commit; they answer plain dicts and dataclasses so the HTTP
-layer does not touch the tables. Cancelling goes through ``broker.ingress.instances.cancel``,
+layer does not touch the tables. Cancelling goes through ``broker.runtime.instance_admin.cancel``,
 the same function as the ``/admin`` route.
 """
 

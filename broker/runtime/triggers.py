@@ -42,6 +42,7 @@ from broker.store.models import (
     RequestStatus,
     RequestTypeRule,
     StepResult,
+    WorkflowInstance,
     utcnow,
 )
 from broker.store.models import Trigger as TriggerRow
@@ -202,6 +203,25 @@ def current_triggers(
         current = registry.get_definition(row.definition_id) if registry is not None else None
         if current is not None and current.version_id == row.definition_version_id:
             yield current, row
+
+
+def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | None, bool]:
+    """(the ``WriteHttpResponse`` an HttpEndpoint-started request's instance saved, or None;
+    whether to stop waiting for one: the instance finished or the request is terminal)."""
+    found = session.execute(
+        select(WorkflowInstance.state, WorkflowInstance.status).where(
+            WorkflowInstance.id == ids.instance_id_for_request(request_id)
+        )
+    ).first()
+    status = session.scalar(select(Request.status).where(Request.id == request_id))
+    if found is not None:
+        state, instance_status = found
+        response = (state or {}).get("httpResponse")
+        if response:
+            return response, True
+        if instance_status == "Finished":
+            return None, True
+    return None, status is not None and RequestStatus(status).terminal
 
 
 def event_starts(

@@ -64,6 +64,16 @@ def test_the_tree_keeps_every_contract() -> None:
             "from broker.ingress import app  # noqa",
             "never import the HTTP adapters",
         ),
+        (
+            "broker.ingress.events",
+            "from broker.store.models import Request  # noqa",
+            "The HTTP adapters never import the store's models",
+        ),
+        (
+            "broker.console.pages",
+            "import broker.store.models  # noqa",
+            "The HTTP adapters never import the store's models",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

@@ -13,8 +13,8 @@ from broker.console.api.instance_filters import instance_filter, number, one
 from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
-from broker.ingress import instances as admin_instances
 from broker.ingress.context import transaction
+from broker.runtime import instance_admin as admin_instances
 from broker.runtime import instance_queries as queries
 
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}

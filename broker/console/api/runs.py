@@ -16,6 +16,7 @@ The version is chosen by ``versionOptions`` (default Published, as Elsa's); a dr
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from typing import Any
@@ -33,7 +34,7 @@ from broker.ingress.schemas import read_json
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime import instance_queries as queries
 from broker.runtime import starts
-from broker.store.models import InstanceStatus, InstanceSubStatus, utcnow
+from broker.runtime.enums import InstanceStatus, InstanceSubStatus
 
 #: how long ``execute`` waits for a worker to save the first step
 EXECUTE_WAIT_SECONDS = 10.0
@@ -183,7 +184,7 @@ def wait_for_first_step(
         time.sleep(POLL_SECONDS)
     if found is not None:
         return found[0], found[1]
-    now = utcnow().isoformat()
+    now = dt.datetime.now(dt.UTC).isoformat()
     pending = {
         "id": started.instance_id,
         "definitionId": workflow.definition_id,

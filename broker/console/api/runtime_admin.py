@@ -1,7 +1,7 @@
 """Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause.
 
 They call the same functions as the ``/admin`` routes of the mTLS listener (which stay):
-``broker.ingress.dead_letters`` and ``broker.runtime.requests.set_paused``. Viewers read;
+``broker.runtime.dead_letter_admin`` and ``broker.runtime.requests.set_paused``. Viewers read;
 operators replay, delete, pause and resume (Elsa's ``*:bookmark-queue:dead-letters`` and
 ``*:workflow-runtime`` permissions).
 """
@@ -14,10 +14,10 @@ from typing import Any
 from broker.console.api.base import blueprint
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
-from broker.ingress import dead_letters
-from broker.ingress.admin import BOOKMARK
 from broker.ingress.context import services, transaction
+from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import requests as runtime
+from broker.runtime.dead_letter_admin import BOOKMARK
 from broker.runtime.status import runtime_view
 
 logger = logging.getLogger(__name__)

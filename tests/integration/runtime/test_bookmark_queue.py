@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker import metrics, ops_commands
 from broker.engine.results import PublishEvent
 from broker.errors import Conflict
-from broker.ingress import dead_letters
 from broker.runtime import bookmarks, ids, persist, recovery
+from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.persist import Target

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import dead_letters
 from broker.outbound import OutboundHttp
+from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import webhooks
 from broker.runtime.process import make_publisher
 from broker.settings import Settings

@@ -1,4 +1,4 @@
-"""Dead letters over the store: list, view, replay, delete (the admin endpoints' logic).
+"""Dead letters as operators handle them: list, view, replay, delete (``/admin`` and the console).
 
 Views never include ``data`` (what replay needs: resume input, workflow input, options), so an
 operator can inspect failures without seeing payloads or secrets. Replay is atomic: the dead
@@ -22,12 +22,21 @@ from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
-from broker.ingress.paging import newest_first_page
 from broker.runtime import deadletters
+from broker.runtime.paging import newest_first_page
 from broker.runtime.requests import iso
 from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
 
 logger = logging.getLogger(__name__)
+
+#: the kinds ``/admin/bookmark-queue/dead-letters`` serves
+BOOKMARK = (DeadLetterKind.BOOKMARK.value,)
+#: the kinds ``/admin/dead-letters`` serves: work of requests, the outbox and webhook deliveries
+WORK = (
+    DeadLetterKind.REQUEST.value,
+    DeadLetterKind.OUTBOX.value,
+    DeadLetterKind.WEBHOOK.value,
+)
 
 
 @dataclasses.dataclass(frozen=True)

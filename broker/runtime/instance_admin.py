@@ -1,4 +1,5 @@
-"""Workflow instances over the store, as operators see them: list, view, journal, cancel.
+"""Workflow instances as operators see them (``/admin`` and the console): list, view, journal,
+cancel.
 
 Views leave out the engine's serialized state and the journal leaves out activity payloads, which
 hold workflow input and variables.
@@ -13,8 +14,8 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
-from broker.ingress.paging import newest_first_page
 from broker.runtime import requests as runtime
+from broker.runtime.paging import newest_first_page
 from broker.runtime.requests import iso
 from broker.store.models import ActivityExecution, InstanceStatus, WorkflowInstance
 
