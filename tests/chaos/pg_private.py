@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ON_CI, free_port
+from tests.support.services import ON_CI, free_port
 
 #: the account the server runs as when the test runs as root
 SERVER_ACCOUNT = "postgres"

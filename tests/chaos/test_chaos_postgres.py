@@ -27,7 +27,7 @@ from broker.store.db import transaction
 from broker.store.models import Request
 from tests.chaos.pg_private import PrivatePostgres, private_postgres
 from tests.e2e.live import DEV, LiveStack, running_stack
-from tests.integration.runtime.harness import wait_until
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.redis, pytest.mark.timeout(240)]
 

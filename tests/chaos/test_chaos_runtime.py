@@ -19,13 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from broker.runtime import ids
@@ -33,40 +30,22 @@ from broker.runtime.celery_config import create_celery
 from broker.runtime.process import make_publisher
 from broker.runtime.publisher import CelerySender
 from broker.settings import Settings
-from broker.store.db import dispose_engines, transaction
+from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent
-from tests.conftest import PG_ADMIN_URL, PROJECT_ROOT, free_port, require_service
-from tests.integration.runtime.harness import (
-    Sink,
-    Worker,
+from tests.support.processes import Worker, process_env
+from tests.support.runtime import (
     outbox_rows_enqueue,
     prepare,
-    process_env,
     request_status,
     runtime_env,
-    sink_workflow,
     submit_request,
-    wait_until,
-    write_workflow,
 )
+from tests.support.services import PROJECT_ROOT, free_port, require_service
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
+from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def pg_database() -> Iterator[str]:
-    require_service("PostgreSQL", "127.0.0.1", 5432)
-    name = f"broker_chaos_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-        dispose_engines()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
 
 
 class PrivateRedis:
@@ -172,7 +151,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
             require_service("Redis", "127.0.0.1", 6379)
             redis_url = request.getfixturevalue("redis_url")
             urls = {
-                "database_url": request.getfixturevalue("pg_database"),
+                "database_url": request.getfixturevalue("postgres_url"),
                 "queue_url": redis_url,
                 "lock_url": redis_url,
             }
@@ -230,7 +209,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
 # 2. Redis restarted mid-run ---------------------------------------------------------------------
 
 
-def test_a_redis_restart_loses_nothing(tmp_path: Path, pg_database: str) -> None:
+def test_a_redis_restart_loses_nothing(tmp_path: Path, postgres_url: str) -> None:
     redis = PrivateRedis(tmp_path / "redis")
     redis.start()
     count = 60
@@ -241,7 +220,7 @@ def test_a_redis_restart_loses_nothing(tmp_path: Path, pg_database: str) -> None
             env = runtime_env(
                 tmp_path / "var",
                 workflows=tmp_path / "wf",
-                database_url=pg_database,
+                database_url=postgres_url,
                 queue_url=redis.url,
                 lock_url=redis.url,
                 BROKER_TASK_VISIBILITY_TIMEOUT="20",
@@ -287,12 +266,12 @@ def test_a_redis_restart_loses_nothing(tmp_path: Path, pg_database: str) -> None
 
 
 def test_a_paused_relay_publishes_nothing_after_a_takeover(
-    tmp_path: Path, pg_database: str, redis_url: str
+    tmp_path: Path, postgres_url: str, redis_url: str
 ) -> None:
     env = runtime_env(
         tmp_path / "var",
         workflows=tmp_path / "wf",
-        database_url=pg_database,
+        database_url=postgres_url,
         lock_url=redis_url,
         BROKER_LOCK_TTL="1.5",
         BROKER_OUTBOX_LEASE="600",
@@ -383,7 +362,7 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
 
 
 def test_a_task_delivered_twice_at_once_has_one_effect(
-    tmp_path: Path, pg_database: str, redis_url: str
+    tmp_path: Path, postgres_url: str, redis_url: str
 ) -> None:
     with Sink() as sink:
         sink.delay["/dup"] = 0.5  # both deliveries are in flight together
@@ -391,7 +370,7 @@ def test_a_task_delivered_twice_at_once_has_one_effect(
         env = runtime_env(
             tmp_path / "var",
             workflows=tmp_path / "wf",
-            database_url=pg_database,
+            database_url=postgres_url,
             queue_url=redis_url,
             lock_url=redis_url,
         )
@@ -485,7 +464,7 @@ def completed_events(factory: object, request_id: str) -> int:
 
 
 def test_sigterm_mid_step_hands_the_step_to_another_worker_at_once(
-    tmp_path: Path, pg_database: str
+    tmp_path: Path, postgres_url: str
 ) -> None:
     require_service("Redis", "127.0.0.1", 6379)
     var_dir = tmp_path / "var"
@@ -503,7 +482,7 @@ def test_sigterm_mid_step_hands_the_step_to_another_worker_at_once(
             env = runtime_env(
                 var_dir,
                 workflows=tmp_path / "wf",
-                database_url=pg_database,
+                database_url=postgres_url,
                 queue_url=redis.url,
                 lock_url=redis.url,
                 BROKER_DRAIN_TIMEOUT="2",

@@ -19,18 +19,11 @@ from broker.runtime.process import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import WebhookDelivery
-from tests.integration.runtime.harness import (
-    Worker,
-    prepare,
-    request_status,
-    runtime_env,
-    set_output,
-    submit_request,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.processes import Worker
 from tests.support.receiver import Receiver, verify
+from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.waits import wait_until
+from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -1,8 +1,8 @@
 """The Elsa 3 conformance corpus, run case by case as its README describes.
 
 The corpus lives outside the project (``ELSA_CORPUS``, else beside the project, see
-``tests.conftest.CORPUS``) and is never copied in. Each case folder becomes one test id; every
-expectation present in its ``expected.json`` is checked.
+``tests.support.services.CORPUS``) and is never copied in. Each case folder becomes one test id;
+every expectation present in its ``expected.json`` is checked.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from broker.engine.definition import WorkflowDefinition, parse_workflow
 from broker.engine.engine import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from broker.engine.results import RunResult
-from tests.conftest import CORPUS, require_corpus
+from tests.support.services import CORPUS, require_corpus
 
 CASES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json")) if CORPUS.is_dir() else []
 ENTRY_INSTANCE_ID = "entry-instance"

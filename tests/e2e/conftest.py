@@ -25,8 +25,7 @@ import pytest
 
 from broker.settings import Settings
 from broker.store import db
-from tests.conftest import PROJECT_ROOT, free_port
-from tests.e2e.support import (
+from tests.support.ingress import (
     Pki,
     environment,
     make_pki,
@@ -34,6 +33,7 @@ from tests.e2e.support import (
     signed_callback,
     write_config,
 )
+from tests.support.services import PROJECT_ROOT, free_port
 
 START_TIMEOUT = 60.0
 CALLBACK_SECRET = "e2e-callback-secret"

@@ -36,14 +36,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker import certs
 from broker.store import db
-from tests.conftest import PROJECT_ROOT, free_port
-from tests.integration.runtime.harness import (
-    Sink,
+from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
+from tests.support.workflows import (
     activity,
+    approval,
+    delayed,
     literal,
-    obj,
+    parent,
     post_to,
     set_output,
+    sink_workflow,
     workflow,
     write_workflow,
 )
@@ -276,6 +280,13 @@ class LiveStack:
             what="Processing/Suspended",
         )
 
+    def wait_for(
+        self, check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1
+    ) -> Any:
+        """Poll ``check`` until it answers something truthy; fail with the logs after
+        ``timeout``."""
+        return wait_until(check, timeout=timeout, interval=interval, what=what, detail=self.tails)
+
     # Processes ------------------------------------------------------------------------------------
 
     @property
@@ -327,14 +338,7 @@ def long_running_workflows(sink: Sink) -> list[dict[str, Any]]:
     """The workflows of the long-running tests (request types in ``TEST_TYPES``)."""
     fault_fast = {"maxAttempts": 2, "initialDelay": 0.1, "maxDelay": 0.2}
     return [
-        workflow(
-            "approval",
-            [
-                activity("wait", "Elsa.Event", eventName=literal("approval")),
-                set_output("out", "decision", "approved"),
-            ],
-            request_type="Approval",
-        ),
+        approval(),
         workflow(
             "late-wait",
             [
@@ -344,14 +348,7 @@ def long_running_workflows(sink: Sink) -> list[dict[str, Any]]:
             ],
             request_type="LateWait",
         ),
-        workflow(
-            "delayed",
-            [
-                activity("delay", "Elsa.Delay", timeSpan=literal("00:00:02")),
-                set_output("out", "result", "later"),
-            ],
-            request_type="Delayed",
-        ),
+        delayed("00:00:02"),
         workflow(
             "two-step",
             [
@@ -361,20 +358,7 @@ def long_running_workflows(sink: Sink) -> list[dict[str, Any]]:
             ],
             request_type="TwoStep",
         ),
-        workflow(
-            "parent",
-            [
-                activity(
-                    "dispatch",
-                    "Elsa.DispatchWorkflow",
-                    workflowDefinitionId=literal("waiting-child"),
-                    waitForCompletion=literal(True),
-                    input=obj({"n": 1}),
-                ),
-                set_output("out", "parent", "done"),
-            ],
-            request_type="Parent",
-        ),
+        parent("waiting-child"),
         workflow(
             "waiting-child",
             [
@@ -382,17 +366,8 @@ def long_running_workflows(sink: Sink) -> list[dict[str, Any]]:
                 post_to("call", sink.url("/child")),
             ],
         ),
-        workflow(
-            "sink-call",
-            [post_to("call", sink.url("/effect")), set_output("out", "result", {"ok": True})],
-            request_type="SinkCall",
-        ),
-        workflow(
-            "broken",
-            [post_to("call", sink.url("/broken")), set_output("out", "result", {"ok": True})],
-            request_type="Broken",
-            retry=fault_fast,
-        ),
+        sink_workflow("sink-call", "SinkCall", sink.url("/effect")),
+        sink_workflow("broken", "Broken", sink.url("/broken"), retry=fault_fast),
         workflow(
             "load",
             [

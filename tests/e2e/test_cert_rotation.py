@@ -20,10 +20,12 @@ from cryptography import x509
 
 from broker import certs
 from broker.store import db
-from tests.conftest import free_port
-from tests.e2e.support import make_pki, write_config
 from tests.e2e.test_metrics_live import start_listener, stop
-from tests.integration.runtime.harness import process_env, runtime_env, wait_until
+from tests.support.ingress import make_pki, write_config
+from tests.support.processes import process_env
+from tests.support.runtime import runtime_env
+from tests.support.services import free_port
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
 from tests.e2e.conftest import Server
-from tests.integration.runtime.harness import running_worker
+from tests.support.processes import running_worker
+from tests.support.services import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -26,17 +26,11 @@ import pytest
 from broker.runtime.process import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines
-from tests.conftest import PROJECT_ROOT, free_port
-from tests.integration.runtime.harness import (
-    prepare,
-    process_env,
-    runtime_env,
-    set_output,
-    submit_request,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.processes import process_env
+from tests.support.runtime import prepare, runtime_env, submit_request
+from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.waits import wait_until
+from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.slow
 

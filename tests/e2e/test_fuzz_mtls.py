@@ -42,9 +42,9 @@ from schemathesis.specs.openapi.checks import (
 
 from broker.rate_limits import REDIS_PREFIX
 from broker.store import db
-from tests.conftest import PROJECT_ROOT, REDIS_URL, free_port, require_service
-from tests.e2e.support import Pki, environment, make_pki, write_config
 from tests.e2e.test_openapi_schemathesis import _seed
+from tests.support.ingress import Pki, environment, make_pki, write_config
+from tests.support.services import PROJECT_ROOT, REDIS_URL, free_port, require_service
 
 pytestmark = pytest.mark.slow
 

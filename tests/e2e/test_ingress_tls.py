@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import CALLBACK_SECRET, Server
-from tests.e2e.support import INVOICE_KEYS, signed_callback
+from tests.support.ingress import INVOICE_KEYS, signed_callback
 
 pytestmark = pytest.mark.slow
 

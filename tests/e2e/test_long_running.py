@@ -58,17 +58,6 @@ def queue_item(stack: LiveStack, item_id: str) -> BookmarkQueueItem | None:
         return item
 
 
-def wait_for(check: Any, *, timeout: float, what: str, stack: LiveStack) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{stack.tails()}")
-        time.sleep(0.1)
-
-
 def seconds(later: dt.datetime, earlier: dt.datetime) -> float:
     return (later - earlier).total_seconds()
 
@@ -143,7 +132,7 @@ def test_event_for_another_clients_correlation_id_resumes_nothing(live: LiveStac
         assert item is not None
         return seconds(item.next_attempt_at, item.created_at) > 2 * interval
 
-    wait_for(looked_at_twice, timeout=15, what="the queue to visit the item", stack=live)
+    live.wait_for(looked_at_twice, timeout=15, what="the queue to visit the item")
     item = queue_item(live, item_id)
     assert item is not None
     assert item.delivery_attempts == 0
@@ -255,11 +244,10 @@ def test_pause_refuses_new_requests_holds_queued_work_and_resume_completes_it(
         assert refused.headers.get("Retry-After")
         # And stimuli still queue, but the work they cause is held
         assert live.event("approval", approval).status == 202
-        wait_for(
+        live.wait_for(
             lambda: timer_of(live, delayed).fired_at is not None,
             timeout=10,
             what="the timer to fire",
-            stack=live,
         )
 
         def held() -> bool:
@@ -272,15 +260,14 @@ def test_pause_refuses_new_requests_holds_queued_work_and_resume_completes_it(
                 ).all()
                 return len(rows) == 2 and all(r.state == "pending" for r in rows)
 
-        wait_for(held, timeout=10, what="both resumes to be held back", stack=live)
+        live.wait_for(held, timeout=10, what="both resumes to be held back")
         status = live.call(DEV, "GET", "/admin/workflow-runtime/status").body
         assert status["paused"] is True
         assert status["pending"] >= 2
-        drained = wait_for(
+        drained = live.wait_for(
             lambda: live.call(DEV, "GET", "/admin/workflow-runtime/status").body["drained"],
             timeout=10,
             what="the runtime to drain",
-            stack=live,
         )
         assert drained is True
         # Several relay runs later nothing has run
@@ -325,11 +312,10 @@ def test_cancel_of_a_parent_cancels_its_waiting_child(live: LiveStack) -> None:
     request_id = live.submit("Parent")
     live.wait_suspended(request_id)
     parent_id = instance_id(request_id)
-    children = wait_for(
+    children = live.wait_for(
         lambda: [c for c in children_of(live, parent_id) if c.sub_status == "Suspended"],
         timeout=20,
         what="the child to suspend",
-        stack=live,
     )
     child = children[0]
     # When the client cancels the request
@@ -371,11 +357,10 @@ def bookmark_letters(stack: LiveStack, **query: str) -> list[dict[str, Any]]:
 
 def letter_for(stack: LiveStack, source_id: str, *, timeout: float = 20) -> dict[str, Any]:
     return dict(
-        wait_for(
+        stack.wait_for(
             lambda: next((d for d in bookmark_letters(stack) if d["sourceId"] == source_id), None),
             timeout=timeout,
             what=f"a dead letter for queue item {source_id}",
-            stack=stack,
         )
     )
 

@@ -27,11 +27,14 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.store import db
-from tests.conftest import PROJECT_ROOT, free_port
 from tests.e2e.conftest import Server
-from tests.e2e.support import make_pki, write_config
 from tests.e2e.test_metrics_live import TYPES, write_workflows
-from tests.integration.runtime.harness import Sink, process_env, runtime_env, wait_until
+from tests.support.ingress import make_pki, write_config
+from tests.support.processes import process_env
+from tests.support.runtime import runtime_env
+from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -21,22 +21,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.store import db
-from tests.conftest import PROJECT_ROOT, free_port
 from tests.e2e.conftest import Server
-from tests.e2e.support import make_pki, write_config
-from tests.integration.runtime.harness import (
-    Sink,
-    Worker,
-    activity,
-    literal,
-    post_to,
-    process_env,
-    runtime_env,
-    set_output,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.ingress import make_pki, write_config
+from tests.support.processes import Worker, process_env
+from tests.support.runtime import runtime_env
+from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
+from tests.support.workflows import activity, literal, post_to, set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.slow
 

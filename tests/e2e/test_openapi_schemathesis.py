@@ -33,7 +33,7 @@ from broker.store.models import (
     WebhookEndpoint,
     WorkflowInstance,
 )
-from tests.e2e.support import make_pki, settings_for, write_config
+from tests.support.ingress import make_pki, settings_for, write_config
 
 CHECKS = [
     not_a_server_error,

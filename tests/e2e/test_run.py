@@ -18,8 +18,8 @@ import sqlalchemy as sa
 
 from broker import certs
 from broker.store.models import Client
-from tests.conftest import PROJECT_ROOT, free_port
-from tests.e2e.support import make_operator_pki
+from tests.support.ingress import make_operator_pki
+from tests.support.services import PROJECT_ROOT, free_port
 
 pytestmark = pytest.mark.slow
 

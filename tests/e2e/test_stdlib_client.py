@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
 from tests.e2e.conftest import Server
+from tests.support.services import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from broker.runtime import ids
 from broker.store.db import transaction
 from broker.store.models import Request, RequestEvent, StepResult
-from tests.conftest import PROJECT_ROOT
 from tests.e2e.live import DEV, OTHER, LiveStack, running_stack
+from tests.support.services import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -50,17 +50,6 @@ def started(stack: LiveStack, definition_id: str) -> list[tuple[Request, dict[st
         return found
 
 
-def wait_for(stack: LiveStack, check: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{stack.tails()}")
-        time.sleep(0.3)
-
-
 def test_triggers_start_workflows_through_the_real_runtime(tmp_path: Path) -> None:
     root = tmp_path / "stack"
     (root / "workflows").mkdir(parents=True)
@@ -86,19 +75,22 @@ def test_triggers_start_workflows_through_the_real_runtime(tmp_path: Path) -> No
             runs = started(stack, "event-trigger")
             return len(runs) == 2 and all(r.status == "Completed" for r, _ in runs)
 
-        wait_for(stack, events_done, "two event-started requests to complete")
+        stack.wait_for(
+            events_done, timeout=WAIT, interval=0.3, what="two event-started requests to complete"
+        )
 
         # The Timer fires three times on schedule, and two beats do not double it
         def three_ticks() -> bool:
             runs = started(stack, "timer-trigger")
             return len(runs) >= 3 and all(r.status == "Completed" for r, _ in runs[:3])
 
-        wait_for(stack, three_ticks, "three timer firings")
+        stack.wait_for(three_ticks, timeout=WAIT, interval=0.3, what="three timer firings")
         # The Cron fires at its due times (every 3 seconds)
-        wait_for(
-            stack,
+        stack.wait_for(
             lambda: any(r.status == "Completed" for r, _ in started(stack, "cron-trigger")),
-            "a cron firing",
+            timeout=WAIT,
+            interval=0.3,
+            what="a cron firing",
         )
         time.sleep(2.5)  # both beats keep ticking a little longer
 

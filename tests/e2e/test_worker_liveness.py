@@ -11,15 +11,10 @@ import pytest
 
 from broker.settings import Settings
 from tasks.celery_app import LIVENESS_INTERVAL
-from tests.integration.runtime.harness import (
-    Worker,
-    prepare,
-    runtime_env,
-    set_output,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.processes import Worker
+from tests.support.runtime import prepare, runtime_env
+from tests.support.waits import wait_until
+from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 

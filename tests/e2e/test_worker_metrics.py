@@ -9,18 +9,11 @@ from pathlib import Path
 import pytest
 
 from broker.settings import Settings
-from tests.conftest import free_port
-from tests.integration.runtime.harness import (
-    prepare,
-    request_status,
-    running_worker,
-    runtime_env,
-    set_output,
-    submit_request,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.processes import running_worker
+from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.services import free_port
+from tests.support.waits import wait_until
+from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.slow
 

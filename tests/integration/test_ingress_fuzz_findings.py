@@ -24,7 +24,7 @@ from broker.ingress import create_internal_app, create_public_app, openapi
 from broker.ingress.auth import PEER_CERT
 from broker.store import db
 from broker.store.models import BookmarkQueueItem
-from tests.e2e.support import Pki, make_pki, settings_for, write_config
+from tests.support.ingress import Pki, make_pki, settings_for, write_config
 
 
 @pytest.fixture(scope="module")

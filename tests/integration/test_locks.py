@@ -34,7 +34,7 @@ from broker.runtime.locks import (
     warn_if_local_locks,
 )
 from broker.settings import Settings
-from tests.conftest import PROJECT_ROOT, free_port
+from tests.support.services import PROJECT_ROOT, free_port
 
 WAIT = 10.0  # upper bound for waits that are expected to succeed much sooner
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.store import models
-from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "registry"
 
@@ -40,11 +38,9 @@ def write(path: Path, document: dict[str, Any]) -> Path:
 
 
 @pytest.fixture
-def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(database_url)
-    yield make_session_factory(make_engine(database_url))
-    dispose_engines()
+def settings(settings: Settings, database_url: str) -> Settings:
+    """The suite's settings on each database, so ``factory`` runs on SQLite and PostgreSQL."""
+    return settings.replace(database_url=database_url)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "registry"
 LIVE_WITHIN = 2.0  # seconds: the contract for a saved change

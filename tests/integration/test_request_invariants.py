@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,8 @@ from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.runtime import statuses
 from broker.settings import Settings
-from broker.store import db
 from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent, utcnow
-from tests.e2e.support import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
+from tests.support.ingress import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
 from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]
@@ -38,22 +37,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture
-def store_settings(tmp_path: Path, pki: Pki, database_url: str) -> Settings:
+def settings(tmp_path: Path, pki: Pki, database_url: str) -> Settings:
     base = settings_for(tmp_path / "var", pki, write_config(tmp_path / "config", pki))
     return dataclasses.replace(base, database_url=database_url)
 
 
 @pytest.fixture
-def factory(store_settings: Settings) -> Iterator[sessionmaker[Session]]:
-    db.upgrade(store_settings.database_url)
-    yield db.make_session_factory(db.make_engine(store_settings.database_url))
-    db.dispose_engines()
-
-
-@pytest.fixture
-def app(store_settings: Settings, factory: sessionmaker[Session]) -> Flask:
+def app(settings: Settings, factory: sessionmaker[Session]) -> Flask:
     publisher = RecordingPublisher()
-    return create_public_app(store_settings, session_factory=factory, publisher=publisher)
+    return create_public_app(settings, session_factory=factory, publisher=publisher)
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ the pause, and the activation strategy's default."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -17,11 +15,11 @@ from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.requests import (
     OutboxMessage,
     Submission,
-    forget_paused,
     set_paused,
     submit,
 )
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.settings import Settings
+from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent, utcnow
 
 
@@ -37,13 +35,9 @@ class Dedicated(Pinned):
 
 
 @pytest.fixture
-def factory(database_url: str, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    forget_paused()
-    upgrade(database_url)
-    yield make_session_factory(make_engine(database_url))
-    forget_paused()
-    dispose_engines()
+def settings(settings: Settings, database_url: str) -> Settings:
+    """The suite's settings on each database, so ``factory`` runs on SQLite and PostgreSQL."""
+    return settings.replace(database_url=database_url)
 
 
 BODY = Submission("InvoiceProcess", {"InvoiceNumber": "INV-1"}, {"amount": 5})

@@ -41,9 +41,11 @@ from broker import certs
 from broker.runtime import ids
 from broker.store import db
 from tests.chaos.pg_private import PrivatePostgres, require_binaries
-from tests.conftest import ON_CI, PROJECT_ROOT
-from tests.integration.runtime.harness import process_env, sink_workflow, wait_until, write_workflow
 from tests.multihost.netns import Network, unavailable
+from tests.support.processes import process_env
+from tests.support.services import ON_CI, PROJECT_ROOT
+from tests.support.waits import wait_until
+from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow, pytest.mark.timeout(240)]
 

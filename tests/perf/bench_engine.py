@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import PROJECT_ROOT
 from tests.perf.bench.engine import five_steps, fork_join, loop_of, measure, measure_all
+from tests.support.services import PROJECT_ROOT
 
 __all__ = ["five_steps", "fork_join", "loop_of", "main", "measure"]
 

@@ -14,10 +14,10 @@ import redis
 import sqlalchemy as sa
 
 from broker.errors import ConfigError
-from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service
 from tests.perf.bench.commands import Options, run_bench
 from tests.perf.bench.harness import CLAIM_KEY
 from tests.perf.bench.report import last_line
+from tests.support.services import PG_ADMIN_URL, REDIS_URL, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 

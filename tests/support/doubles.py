@@ -1,4 +1,4 @@
-"""Test doubles shared by the tiers: one recording sender instead of a copy per test module."""
+"""Test doubles shared by the tiers: transports that stand in for Celery."""
 
 from __future__ import annotations
 
@@ -13,3 +13,10 @@ class RecordingSender:
 
     def send(self, row: OutboxRow) -> None:
         self.sent.append(row)
+
+
+class NoSender:
+    """A transport that sends nothing: the rows are run in process by ``drain``."""
+
+    def send(self, row: OutboxRow) -> None:
+        """Nothing to do: ``drain`` runs every unfinished row."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tests.conftest import PROJECT_ROOT, free_port
+from tests.support.services import PROJECT_ROOT, free_port
 
 EXAMPLE = PROJECT_ROOT / "deploy" / "examples" / "webhook_receiver.py"
 

@@ -35,8 +35,8 @@ from broker.ingress import create_public_app
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import DeadLetter, WorkflowInstance, utcnow
-from tests.conftest import free_port
-from tests.e2e.support import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
+from tests.support.ingress import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
+from tests.support.services import free_port
 
 StartResponse = Callable[..., Any]
 

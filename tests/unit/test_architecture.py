@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 

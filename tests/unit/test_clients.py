@@ -22,7 +22,7 @@ from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 SHA1_A = hashlib.sha1(b"cert A").hexdigest().upper()  # noqa: S324 - a thumbprint, as elsa-broker
 SHA256_A = hashlib.sha256(b"cert A").hexdigest().upper()
@@ -257,13 +257,6 @@ def test_a_malformed_request_types_file_names_the_file_and_the_entry(
 
 
 # Database overrides ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def factory(sqlite_url: str) -> sessionmaker[Session]:
-    dispose_engines()
-    upgrade(sqlite_url)
-    return make_session_factory(make_engine(sqlite_url))
 
 
 def test_database_rows_override_file_entries(

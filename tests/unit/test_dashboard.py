@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker import metrics
 from broker.store import db
 from broker.store.models import RequestStatus, utcnow
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 DASHBOARD = PROJECT_ROOT / "deploy" / "grafana" / "elsa-celery-broker.json"
 SERIES = re.compile(r"\b(broker_[a-z0-9_]+)\b")

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from broker.settings import KEY_BY_ENV, Settings
-from tests.conftest import ON_CI, PROJECT_ROOT
+from tests.support.services import ON_CI, PROJECT_ROOT
 
 DEPLOY = PROJECT_ROOT / "deploy"
 K8S = DEPLOY / "k8s"

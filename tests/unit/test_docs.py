@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 DESIGN = PROJECT_ROOT / "docs" / "design.md"
 CITATION = re.compile(r"docs/design\.md,\s+section\s+(\d+)")

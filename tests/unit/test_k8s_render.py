@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.conftest import ON_CI, PROJECT_ROOT
+from tests.support.services import ON_CI, PROJECT_ROOT
 
 K8S = PROJECT_ROOT / "deploy" / "k8s"
 OVERLAYS = sorted(p.parent.name for p in (K8S / "overlays").glob("*/kustomization.yaml"))

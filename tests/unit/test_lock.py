@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 LOCKS = {
     "runtime": (PROJECT_ROOT / "requirements" / "runtime.txt", ("postgres", "flower")),

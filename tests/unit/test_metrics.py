@@ -29,20 +29,12 @@ from broker.runtime.process import Runtime
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow
-from tests.conftest import PROJECT_ROOT
-from tests.e2e.support import signed_callback
-from tests.integration.runtime.harness import (
-    Sink,
-    activity,
-    literal,
-    prepare,
-    runtime_env,
-    sink_workflow,
-    submit_request,
-    workflow,
-    write_workflow,
-)
 from tests.support.doubles import RecordingSender
+from tests.support.ingress import signed_callback
+from tests.support.runtime import prepare, runtime_env, submit_request
+from tests.support.services import PROJECT_ROOT
+from tests.support.sink import Sink
+from tests.support.workflows import activity, literal, sink_workflow, workflow, write_workflow
 
 
 def sample(name: str, **labels: str) -> float:
@@ -56,13 +48,6 @@ def scraped(payload: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
         for family in text_string_to_metric_families(payload.decode())
         for s in family.samples
     }
-
-
-@pytest.fixture
-def factory(sqlite_url: str) -> Iterator[sessionmaker[Session]]:
-    db.upgrade(sqlite_url)
-    yield db.make_session_factory(db.make_engine(sqlite_url))
-    db.dispose_engines()
 
 
 def unique_type() -> str:

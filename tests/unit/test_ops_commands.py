@@ -26,7 +26,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.e2e.support import INVOICE_KEYS
+from tests.support.ingress import INVOICE_KEYS
 from tests.unit.test_apiclient import LiveBroker, add_rows, bookmark_letter, live_broker
 
 

@@ -41,7 +41,7 @@ from broker.rate_limits import (
 )
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
-from tests.conftest import free_port
+from tests.support.services import free_port
 
 SHA1 = hashlib.sha1(b"cert").hexdigest().upper()  # noqa: S324 - a thumbprint, as elsa-broker
 

@@ -14,7 +14,7 @@ from broker.registry import WorkflowRegistry
 from broker.registry.files import read_workflow_file
 from broker.registry.triggers import index_triggers, trigger_hash
 from broker.settings import Settings
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "registry"
 

@@ -13,7 +13,7 @@ from broker.errors import ConfigError
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import Client
-from tests.e2e.support import OperatorPki, make_operator_pki
+from tests.support.ingress import OperatorPki, make_operator_pki
 
 
 def _settings(var: Path, **env: str) -> Settings:

@@ -21,7 +21,7 @@ from broker.engine.definition import (
 from broker.engine.expressions import SUPPORTED_TYPES
 from broker.engine.interpreter import WORKFLOW_TYPE
 from broker.engine.validation import WORKFLOW_OPTIONS
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 README = PROJECT_ROOT / "workflows" / "README.md"
 

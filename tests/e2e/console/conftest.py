@@ -28,8 +28,8 @@ from broker.console import assets
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.store import credentials, db
-from tests.conftest import PROJECT_ROOT, free_port
 from tests.support.console import seed_invoice_request
+from tests.support.services import PROJECT_ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -62,7 +62,7 @@ def require_browser() -> None:
     if not missing:
         return
     message = "browser tests need " + ", ".join(missing)
-    if os.environ.get("CI") == "true":  # noqa: TID251 - the CI switch, as tests/conftest.py reads it
+    if os.environ.get("CI") == "true":  # noqa: TID251 - the CI switch, as tests/support/services.py reads it
         pytest.fail(message)
     pytest.skip(message)
 

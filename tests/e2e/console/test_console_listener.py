@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 from broker import certs
-from tests.conftest import PROJECT_ROOT, free_port
 from tests.e2e.console.conftest import console_environment, stop, wait_ready
+from tests.support.services import PROJECT_ROOT, free_port
 
 
 def test_the_console_serves_tls_with_the_configured_certificate(tmp_path: Path) -> None:

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, free_port
 from tests.e2e import live
 from tests.e2e.console.conftest import CHROMIUM, CHROMIUM_ARGS, require_browser, screenshot
-from tests.e2e.support import INVOICE_KEYS
+from tests.support.ingress import INVOICE_KEYS
+from tests.support.services import PROJECT_ROOT, free_port
 
 pytest.importorskip("broker.console.api", reason="the Elsa API package is not in this checkout")
 

@@ -9,30 +9,29 @@ stops the worker by its process-group id at the end.
 from __future__ import annotations
 
 import dataclasses
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime.process import make_publisher
 from broker.settings import Settings
-from broker.store.db import dispose_engines
-from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service
-from tests.integration.runtime.harness import (
-    Sink,
-    Worker,
+from tests.support.processes import Worker
+from tests.support.runtime import prepare, runtime_env
+from tests.support.services import fresh_redis_url, postgres_database
+from tests.support.sink import Sink
+from tests.support.workflows import (
     activity,
+    approval,
+    delayed,
     literal,
     obj,
+    parent,
     post_to,
-    prepare,
-    runtime_env,
     set_output,
+    sink_workflow,
     workflow,
     write_workflow,
 )
@@ -55,45 +54,11 @@ class Stack:
 def write_workflows(folder: Path, sink: Sink) -> None:
     """The workflows the tests submit, pointing at ``sink``."""
     docs = [
-        workflow(
-            "sink-call",
-            [post_to("call", sink.url("/effect")), set_output("out", "result", {"ok": True})],
-            request_type="SinkCall",
-        ),
-        workflow(
-            "flaky-call",
-            [post_to("call", sink.url("/flaky")), set_output("out", "result", {"ok": True})],
-            request_type="FlakyCall",
-            retry=FAST_RETRY,
-        ),
-        workflow(
-            "broken-call",
-            [post_to("call", sink.url("/broken")), set_output("out", "result", {"ok": True})],
-            request_type="BrokenCall",
-            retry=FAST_RETRY,
-        ),
-        workflow(
-            "approval",
-            [
-                activity("wait", "Elsa.Event", eventName=literal("approval")),
-                set_output("out", "decision", "approved"),
-            ],
-            request_type="Approval",
-        ),
-        workflow(
-            "parent",
-            [
-                activity(
-                    "dispatch",
-                    "Elsa.DispatchWorkflow",
-                    workflowDefinitionId=literal("child"),
-                    waitForCompletion=literal(True),
-                    input=obj({"n": 1}),
-                ),
-                set_output("out", "parent", "done"),
-            ],
-            request_type="Parent",
-        ),
+        sink_workflow("sink-call", "SinkCall", sink.url("/effect")),
+        sink_workflow("flaky-call", "FlakyCall", sink.url("/flaky"), retry=FAST_RETRY),
+        sink_workflow("broken-call", "BrokenCall", sink.url("/broken"), retry=FAST_RETRY),
+        approval(),
+        parent("child"),
         workflow("child", [post_to("call", sink.url("/child"))]),
         workflow(
             "bulk",
@@ -140,14 +105,7 @@ def write_workflows(folder: Path, sink: Sink) -> None:
             ),
             "variables": [{"id": "v1", "name": "TaskResult", "typeName": "Object"}],
         },
-        workflow(
-            "delayed",
-            [
-                activity("delay", "Elsa.Delay", timeSpan=literal("00:00:01")),
-                set_output("out", "result", "later"),
-            ],
-            request_type="Delayed",
-        ),
+        delayed("00:00:01"),
         workflow(
             "remote",
             [set_output("out", "result", "never run here")],
@@ -159,32 +117,12 @@ def write_workflows(folder: Path, sink: Sink) -> None:
         write_workflow(folder, doc)
 
 
-def _postgres_database() -> Iterator[str]:
-    require_service("PostgreSQL", "127.0.0.1", 5432)
-    name = f"broker_rt_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-        dispose_engines()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
-
-
 def backend_urls(backend: str, var_dir: Path) -> Iterator[dict[str, str]]:
     if backend == "embedded":
         yield {"database_url": f"sqlite:///{var_dir / 'broker.db'}"}
         return
-    require_service("Redis", "127.0.0.1", 6379)
-    import redis
-
-    db = 1 + (os.getpid() + 7) % 14
-    redis_url = f"{REDIS_URL}/{db}"
-    redis.Redis.from_url(redis_url).flushdb()
-    for database_url in _postgres_database():
+    redis_url = fresh_redis_url(offset=7)
+    with postgres_database("broker_rt") as database_url:
         yield {"database_url": database_url, "queue_url": redis_url, "lock_url": redis_url}
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel_instances, set_paused
 from broker.runtime.status import runtime_view
 from broker.settings import Settings
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.db import transaction
 from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
@@ -41,7 +40,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 
 class RecordingSender:
@@ -65,14 +64,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
             BROKER_DEAD_LETTER_TTL="3600",
         )
     )
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    dispose_engines()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ dispatched and sent without being read back; a lost or failed send still reaches
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,15 @@ from broker.runtime.requests import (
     NullPublisher,
     Submission,
     Submitted,
-    forget_paused,
     is_paused_cached,
     paused_if_known,
     set_paused,
     submit,
 )
 from broker.settings import Settings
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.db import transaction
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 
 class RecordingSender:
@@ -56,16 +54,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
             tmp_path, database_url=database_url, workflows=tmp_path, BROKER_OUTBOX_LEASE="60"
         )
     )
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    forget_paused()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    forget_paused()
-    dispose_engines()
 
 
 @pytest.fixture

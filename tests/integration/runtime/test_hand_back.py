@@ -18,16 +18,15 @@ from broker.runtime import ids, runner
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import OutboxRow, OutboxState, utcnow
-from tests.integration.runtime.harness import (
-    Sink,
+from tests.support.runtime import (
     drain,
     in_process_runtime,
     request_status,
     runtime_env,
-    sink_workflow,
     submit_request,
-    write_workflow,
 )
+from tests.support.sink import Sink
+from tests.support.workflows import sink_workflow, write_workflow
 
 
 class StoppingEngine:

@@ -7,7 +7,6 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from broker.store.db import (
     upgrade,
 )
 from broker.store.models import DeadLetter, Lease, OutboxRow, utcnow
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 
 class RecordingSender:
@@ -57,14 +56,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
             BROKER_OUTBOX_LEASE="60",
         )
     )
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    dispose_engines()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ their rows back, submissions are refused; after the resume the held work is publ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ from broker.runtime.requests import (
     submit,
 )
 from broker.settings import Settings
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, utcnow
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 
 class RecordingSender:
@@ -45,14 +44,6 @@ class Pinned:
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings.from_env(runtime_env(tmp_path, database_url=database_url, workflows=tmp_path))
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    dispose_engines()
 
 
 @pytest.fixture

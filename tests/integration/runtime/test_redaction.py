@@ -34,21 +34,16 @@ from broker.store.models import (
     RequestEvent,
     WorkflowInstance,
 )
-from tests.conftest import free_port
-from tests.integration.runtime.harness import (
-    Sink,
-    activity,
+from tests.support.runtime import (
     drain,
     in_process_runtime,
-    literal,
-    obj,
     request_status,
     runtime_env,
-    set_output,
     submit_request,
-    workflow,
-    write_workflow,
 )
+from tests.support.services import free_port
+from tests.support.sink import Sink
+from tests.support.workflows import activity, literal, obj, set_output, workflow, write_workflow
 
 PASSWORD, API_KEY, TOKEN, BEARER = "S3cretPass", "K3yValue", "T0kenValue", "Be4rerValue"
 BASIC = base64.b64encode(f"user:{PASSWORD}".encode()).decode()

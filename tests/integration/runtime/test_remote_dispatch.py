@@ -27,19 +27,17 @@ from broker.runtime.remote import FAILED_EVENT, post
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request, RequestEvent, utcnow
-from tests.conftest import free_port
-from tests.integration.runtime.harness import (
-    Sink,
+from tests.support.runtime import (
     drain,
     event_types,
     in_process_runtime,
     request_status,
     runtime_env,
-    set_output,
     submit_request,
-    workflow,
-    write_workflow,
 )
+from tests.support.services import free_port
+from tests.support.sink import Sink
+from tests.support.workflows import set_output, workflow, write_workflow
 
 DISPATCH_PATH = "/dispatch?api_key=K3yValue"
 MASKED = "/dispatch?api_key=***"

@@ -31,20 +31,18 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.integration.runtime.harness import (
-    Sink,
+from tests.support.doubles import RecordingSender
+from tests.support.runtime import prepare, runtime_env, submit_request
+from tests.support.sink import Sink
+from tests.support.workflows import (
     activity,
     literal,
     obj,
     post_to,
-    prepare,
-    runtime_env,
     set_output,
-    submit_request,
     workflow,
     write_workflow,
 )
-from tests.support.doubles import RecordingSender
 
 #: what the RunTask test's task did, by payload (the task runs in this process)
 CALLS: list[Any] = []

@@ -34,23 +34,19 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.conftest import PROJECT_ROOT
-from tests.integration.runtime.harness import (
-    Sink,
+from tests.support.doubles import RecordingSender
+from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
+from tests.support.services import PROJECT_ROOT
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
+from tests.support.workflows import (
     activity,
-    event_types,
     literal,
-    prepare,
-    request_status,
-    runtime_env,
     set_output,
     sink_workflow,
-    submit_request,
-    wait_until,
     workflow,
     write_workflow,
 )
-from tests.support.doubles import RecordingSender
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "workflows"
 

@@ -17,18 +17,11 @@ from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
 from tests.integration.runtime.conftest import Stack
-from tests.integration.runtime.harness import (
-    Sink,
-    event_types,
-    prepare,
-    request_status,
-    running_worker,
-    runtime_env,
-    sink_workflow,
-    submit_request,
-    wait_until,
-    write_workflow,
-)
+from tests.support.processes import running_worker
+from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
+from tests.support.sink import Sink
+from tests.support.waits import wait_until
+from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = pytest.mark.slow
 WAIT = 60.0

@@ -33,21 +33,11 @@ from broker.store.models import (
     WorkflowInstance,
 )
 from tests.integration.runtime.conftest import backend_urls
-from tests.integration.runtime.harness import (
-    activity,
-    event_types,
-    literal,
-    prepare,
-    request_status,
-    running_worker,
-    runtime_env,
-    set_output,
-    submit_request,
-    wait_until,
-    workflow,
-    write_workflow,
-)
 from tests.support.doubles import RecordingSender
+from tests.support.processes import running_worker
+from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
+from tests.support.waits import wait_until
+from tests.support.workflows import activity, literal, set_output, workflow, write_workflow
 
 REDOS = "/^(a+)+$/.test('a'.repeat(40) + 'b')"
 ESCAPE = "}); while(true){} (function(){"

@@ -29,18 +29,10 @@ from broker.store.models import (
     RequestTypeRule,
     Schedule,
 )
-from tests.conftest import PROJECT_ROOT
-from tests.integration.runtime.harness import (
-    activity,
-    literal,
-    prepare,
-    request_status,
-    runtime_env,
-    submit_request,
-    workflow,
-    write_workflow,
-)
 from tests.support.doubles import RecordingSender
+from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.services import PROJECT_ROOT
+from tests.support.workflows import activity, literal, workflow, write_workflow
 
 TRIGGERS = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "triggers"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

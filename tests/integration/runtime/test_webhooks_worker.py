@@ -25,20 +25,13 @@ from broker.runtime.process import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint
-from tests.conftest import free_port, port_open
 from tests.integration.runtime.conftest import backend_urls
-from tests.integration.runtime.harness import (
-    Worker,
-    prepare,
-    request_status,
-    runtime_env,
-    set_output,
-    submit_request,
-    wait_until,
-    workflow,
-    write_workflow,
-)
+from tests.support.processes import Worker
 from tests.support.receiver import EXAMPLE, Receiver, verify
+from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.services import free_port, port_open
+from tests.support.waits import wait_until
+from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy.orm import Session, sessionmaker
 
-from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from broker.settings import Settings
+from broker.store.db import dispose_engines, upgrade
 
 
 @pytest.fixture(autouse=True)
@@ -18,12 +18,13 @@ def fresh_engines() -> Iterator[None]:
 
 
 @pytest.fixture
+def settings(settings: Settings, database_url: str) -> Settings:
+    """The suite's settings on each database, so ``factory`` runs on SQLite and PostgreSQL."""
+    return settings.replace(database_url=database_url)
+
+
+@pytest.fixture
 def migrated_url(database_url: str) -> str:
     """``database_url`` migrated to the newest revision."""
     upgrade(database_url)
     return database_url
-
-
-@pytest.fixture
-def factory(migrated_url: str) -> sessionmaker[Session]:
-    return make_session_factory(make_engine(migrated_url))

@@ -20,7 +20,7 @@ from broker.store.db import (
     transaction,
     upgrade,
 )
-from tests.conftest import PROJECT_ROOT, free_port
+from tests.support.services import PROJECT_ROOT, free_port
 
 
 def test_upgrade_migrates_an_empty_postgresql_database_once(postgres_url: str) -> None:

@@ -29,8 +29,8 @@ from broker.registry import WorkflowRegistry
 from broker.runtime.requests import NullPublisher
 from broker.settings import Settings
 from broker.store import credentials, db
-from tests.conftest import PROJECT_ROOT
 from tests.support.console import fake_assets, seed_invoice_request
+from tests.support.services import PROJECT_ROOT
 
 ROLE_HEADER = "X-Test-Role"
 PASSWORD = "correct horse battery staple"

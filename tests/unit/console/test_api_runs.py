@@ -30,14 +30,8 @@ from broker.store.models import (
     StepResult,
     WorkflowInstance,
 )
-from tests.integration.runtime.harness import (
-    activity,
-    literal,
-    set_output,
-    workflow,
-    write_workflow,
-)
 from tests.support.doubles import RecordingSender
+from tests.support.workflows import activity, literal, set_output, workflow, write_workflow
 
 Client = Callable[[str | None], FlaskClient]
 API = "/elsa/api/workflow-definitions"

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from broker.engine.definition import WorkflowDefinition, parse_workflow
 from broker.errors import WorkflowDefinitionError
 from broker.registry.files import WorkflowFile, read_workflow_file
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 SOURCES = sorted(
     [

@@ -7,7 +7,7 @@ import json
 from broker.engine.definition import parse_workflow
 from broker.engine.engine import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
 
 INVOICE = PROJECT_ROOT / "workflows" / "invoice-process.json"

@@ -20,7 +20,7 @@ from broker.engine.jsapi import (
     typescript_type,
 )
 from broker.errors import ExpressionError
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 from tests.unit.engine.dict_scope import DictScope
 
 

@@ -16,7 +16,7 @@ from broker.errors import WorkflowDefinitionError
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.workflow_commands import workflows
-from tests.conftest import CORPUS, PROJECT_ROOT
+from tests.support.services import CORPUS, PROJECT_ROOT
 
 REFUSED = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "refused"
 GOOD = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "sequence.json"

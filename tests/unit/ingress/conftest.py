@@ -16,7 +16,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.runtime.requests import OutboxMessage
 from broker.settings import Settings
 from broker.store import db
-from tests.e2e.support import Pki, make_pki, settings_for, write_config
+from tests.support.ingress import Pki, make_pki, settings_for, write_config
 
 
 class RecordingPublisher:

@@ -17,8 +17,8 @@ from broker.ingress import create_public_app
 from broker.runtime import ids
 from broker.settings import Settings
 from broker.store.models import Request, RequestEvent, StepResult
-from tests.conftest import PROJECT_ROOT
-from tests.e2e.support import Pki
+from tests.support.ingress import Pki
+from tests.support.services import PROJECT_ROOT
 from tests.unit.ingress.conftest import RecordingPublisher
 
 FIXTURE = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "triggers" / "http-trigger.json"

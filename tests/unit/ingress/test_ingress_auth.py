@@ -20,7 +20,7 @@ from broker.ingress.auth import (
     check_certificate,
 )
 from broker.settings import Settings
-from tests.e2e.support import Pki
+from tests.support.ingress import Pki
 
 
 class FakeSocket:

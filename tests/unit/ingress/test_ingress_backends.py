@@ -15,7 +15,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import WorkflowInstance
-from tests.e2e.support import INVOICE_KEYS, Pki, mark_dispatched, signed_callback
+from tests.support.ingress import INVOICE_KEYS, Pki, mark_dispatched, signed_callback
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from broker.rate_limits import UNLIMITED
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
-from tests.e2e.support import Pki, make_pki, settings_for, write_config
+from tests.support.ingress import Pki, make_pki, settings_for, write_config
 
 EXAMPLES = 150
 FUZZ = settings(

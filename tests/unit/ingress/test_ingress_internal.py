@@ -18,8 +18,8 @@ from broker.ingress import create_internal_app
 from broker.runtime import callbacks
 from broker.settings import Settings
 from broker.store.models import Request, RequestEvent
-from tests.conftest import PROJECT_ROOT, free_port
-from tests.e2e.support import signed_callback
+from tests.support.ingress import signed_callback
+from tests.support.services import PROJECT_ROOT, free_port
 
 SECRET = "s3cret-callback"  # the callback secret of ``ingress_settings``
 EXAMPLE = PROJECT_ROOT / "deploy" / "examples" / "remote_callback.py"

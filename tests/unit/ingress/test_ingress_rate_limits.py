@@ -23,7 +23,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.rate_limits import parse_rate
 from broker.settings import Settings
 from broker.store.models import BookmarkQueueItem, Request
-from tests.e2e.support import INVOICE_KEYS, Pki
+from tests.support.ingress import INVOICE_KEYS, Pki
 
 ClientAs = Callable[[str], FlaskClient]
 

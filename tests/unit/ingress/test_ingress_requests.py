@@ -26,8 +26,8 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.conftest import free_port
-from tests.e2e.support import INVOICE_KEYS, Pki
+from tests.support.ingress import INVOICE_KEYS, Pki
+from tests.support.services import free_port
 from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]

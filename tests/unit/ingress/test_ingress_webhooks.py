@@ -18,7 +18,7 @@ from broker.ingress import create_public_app
 from broker.runtime import webhooks
 from broker.settings import Settings
 from broker.store.models import Request, WebhookEndpoint
-from tests.e2e.support import INVOICE_KEYS, Pki
+from tests.support.ingress import INVOICE_KEYS, Pki
 from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.store import db
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,8 @@ from broker.store.models import (
     WebhookEndpoint,
     utcnow,
 )
-from tests.conftest import PROJECT_ROOT
 from tests.support.receiver import InvalidSignature, Receiver, verify
+from tests.support.services import PROJECT_ROOT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +58,6 @@ def wh_settings(settings: Settings) -> Settings:
         webhook_horizon=30.0,
         webhook_timeout=1.0,
     )
-
-
-@pytest.fixture
-def factory(wh_settings: Settings) -> Iterator[sessionmaker[Session]]:
-    db.upgrade(wh_settings.database_url)
-    yield db.make_session_factory(db.make_engine(wh_settings.database_url))
-    db.dispose_engines()
 
 
 @pytest.fixture

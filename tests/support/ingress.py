@@ -26,7 +26,7 @@ from broker import certs
 from broker.runtime import callbacks
 from broker.settings import Settings
 from broker.store.models import Request
-from tests.conftest import PROJECT_ROOT
+from tests.support.services import PROJECT_ROOT
 
 INVOICE_KEYS = {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}
 ALLOWLISTED = ("ClientA", "ClientB", "Admin", "Expired", "Rogue")

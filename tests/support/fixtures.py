@@ -1,0 +1,106 @@
+"""The fixtures every tier shares (a pytest plugin, registered by ``tests/conftest.py``):
+settings, the databases, the services on loopback, and a migrated session factory.
+
+Each run uses its own PostgreSQL database and its own Redis database number range, so concurrent
+runs do not collide. A module that needs other settings overrides ``settings`` (it may ask for
+the suite's own ``settings`` and ``replace`` fields); ``factory`` then follows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.runtime.requests import forget_paused
+from broker.settings import Settings
+from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from tests.support.services import (
+    AMQP_URL,
+    PG_ADMIN_URL,
+    PROJECT_ROOT,
+    fresh_redis_url,
+    postgres_database,
+    require_service,
+)
+
+
+@pytest.fixture
+def var_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "var"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def settings(var_dir: Path) -> Settings:
+    """Embedded-default settings rooted in a temporary var folder."""
+    return Settings.from_env(
+        {
+            "BROKER_VAR_DIR": str(var_dir),
+            "BROKER_DATABASE_URL": f"sqlite:///{var_dir / 'broker.db'}",
+            "BROKER_QUEUE_URL": "filesystem://",
+            "BROKER_LOCK_URL": f"file://{var_dir / 'locks'}",
+            "BROKER_WORKFLOW_PATHS": str(PROJECT_ROOT / "workflows"),
+            "BROKER_CLIENTS_FILE": str(PROJECT_ROOT / "config" / "clients.json"),
+            "BROKER_REQUEST_TYPES_FILE": str(PROJECT_ROOT / "config" / "requestTypes.json"),
+            "BROKER_TLS_CERT": str(var_dir / "certs" / "server.pem"),
+            "BROKER_TLS_KEY": str(var_dir / "certs" / "server.key"),
+            "BROKER_TLS_CLIENT_CA": str(var_dir / "certs" / "ca.pem"),
+            "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+            "BROKER_WATCH_WORKFLOWS": "false",
+        }
+    )
+
+
+@pytest.fixture
+def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    """A session factory on ``settings``' database, migrated to the newest revision; the
+    process-wide engines and pause cache are fresh before and after."""
+    dispose_engines()
+    forget_paused()
+    upgrade(settings.database_url)
+    yield make_session_factory(make_engine(settings.database_url))
+    forget_paused()
+    dispose_engines()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The admin URL of the PostgreSQL service (skips or fails when it is down)."""
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    with postgres_database("broker_test", postgres_server) as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'broker.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Each test that takes this runs once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """A Redis database number chosen per test process, flushed before use."""
+    return fresh_redis_url()
+
+
+@pytest.fixture
+def amqp_url() -> str:
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    return AMQP_URL

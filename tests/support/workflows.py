@@ -1,0 +1,119 @@
+"""Builders of Elsa workflow documents for the tests, and the few workflows several tiers submit.
+
+``workflow`` wraps activities in a published sequence; ``literal``/``obj`` are input
+expressions; ``write_workflow`` saves a document where the registry finds it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def literal(value: Any) -> dict[str, Any]:
+    return {"typeName": "Object", "expression": {"type": "Literal", "value": value}}
+
+
+def obj(value: Any) -> dict[str, Any]:
+    return {"typeName": "Object", "expression": {"type": "Object", "value": json.dumps(value)}}
+
+
+def activity(activity_id: str, kind: str, **inputs: Any) -> dict[str, Any]:
+    return {"id": activity_id, "type": kind, "version": 1, **inputs}
+
+
+def workflow(
+    definition_id: str,
+    activities: list[dict[str, Any]],
+    *,
+    request_type: str | None = None,
+    **custom: Any,
+) -> dict[str, Any]:
+    properties = dict(custom)
+    if request_type:
+        properties["requestType"] = request_type
+    return {
+        "id": f"{definition_id}-v1",
+        "definitionId": definition_id,
+        "name": definition_id,
+        "version": 1,
+        "isPublished": True,
+        "isLatest": True,
+        "customProperties": properties,
+        "root": {"id": "root", "type": "Elsa.Sequence", "version": 1, "activities": activities},
+    }
+
+
+def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
+    return activity(
+        activity_id,
+        "Elsa.SendHttpRequest",
+        url=literal(url),
+        method=literal("POST"),
+        content=obj(content or {"from": activity_id}),
+    )
+
+
+def set_output(activity_id: str, name: str, value: Any) -> dict[str, Any]:
+    return activity(activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value))
+
+
+def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{document['definitionId']}.json"
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+def sink_workflow(definition_id: str, request_type: str, url: str, **custom: Any) -> dict[str, Any]:
+    """A request type whose workflow POSTs once to ``url`` and then sets an output."""
+    return workflow(
+        definition_id,
+        [post_to("call", url), set_output("out", "result", {"ok": True})],
+        request_type=request_type,
+        **custom,
+    )
+
+
+def approval() -> dict[str, Any]:
+    """Request type ``Approval``: waits for the event ``approval``, then sets its decision."""
+    return workflow(
+        "approval",
+        [
+            activity("wait", "Elsa.Event", eventName=literal("approval")),
+            set_output("out", "decision", "approved"),
+        ],
+        request_type="Approval",
+    )
+
+
+def delayed(time_span: str) -> dict[str, Any]:
+    """Request type ``Delayed``: waits ``time_span`` (``hh:mm:ss``) on a timer, then finishes."""
+    return workflow(
+        "delayed",
+        [
+            activity("delay", "Elsa.Delay", timeSpan=literal(time_span)),
+            set_output("out", "result", "later"),
+        ],
+        request_type="Delayed",
+    )
+
+
+def parent(child: str) -> dict[str, Any]:
+    """Request type ``Parent``: dispatches the workflow ``child`` and waits for it to finish."""
+    return workflow(
+        "parent",
+        [
+            activity(
+                "dispatch",
+                "Elsa.DispatchWorkflow",
+                workflowDefinitionId=literal(child),
+                waitForCompletion=literal(True),
+                input=obj({"n": 1}),
+            ),
+            set_output("out", "parent", "done"),
+        ],
+        request_type="Parent",
+    )
