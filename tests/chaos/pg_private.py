@@ -4,8 +4,11 @@ The shared PostgreSQL service on 127.0.0.1:5432 serves every other test, so a te
 the database away mid-run brings its own: ``initdb`` in a fresh temporary folder, trust
 authentication, listening on 127.0.0.1 on a free port with its socket inside that folder, and
 ``fsync`` off (the cluster lives for one test; durability across a machine crash is not what is
-tested). PostgreSQL refuses to run as root, so under root every server command runs as the
-``postgres`` account through ``runuser``, in a folder handed to that account.
+tested), unless the test asks for a ``durable`` cluster: production's ``fsync`` and
+``synchronous_commit``, for a test that kills the server and counts what survived (``kill``: the
+postmaster SIGKILLed, as a crash would). PostgreSQL refuses to run as root, so under root every
+server command runs as the ``postgres`` account through ``runuser``, in a folder handed to that
+account.
 
 ``find_binaries`` answers where the server programs are, or why they cannot be used: the test
 skips with that reason locally and fails under ``CI=true``, as ``require_service`` does.
@@ -43,6 +46,16 @@ SERVER_OPTIONS = (
     "-c shared_buffers=32MB",
     "-c log_min_messages=warning",
 )
+#: a durable cluster's options: a commit is on disk before the client hears of it
+DURABLE_OPTIONS = (
+    "-c fsync=on",
+    "-c synchronous_commit=on",
+    "-c full_page_writes=on",
+    *(option for option in SERVER_OPTIONS if "fsync" not in option and "_commit" not in option
+      and "full_page" not in option),
+)  # fmt: skip
+#: how long the server's processes may take to go after the postmaster was killed
+KILL_TIMEOUT = 30.0
 
 
 def find_binaries() -> tuple[Path | None, str]:
@@ -88,8 +101,9 @@ def _version_key(name: str) -> tuple[int, ...]:
 class PrivatePostgres:
     """One throwaway cluster: ``start``, ``stop`` (fast shutdown), ``start`` again, ``destroy``."""
 
-    def __init__(self, binaries: Path) -> None:
+    def __init__(self, binaries: Path, *, durable: bool = False) -> None:
         self.binaries = binaries
+        self.options = DURABLE_OPTIONS if durable else SERVER_OPTIONS
         self.port = free_port()
         # Not under pytest's tmp_path: that folder is private to the test's user, and the server
         # account must be able to reach its data directory.
@@ -164,7 +178,7 @@ class PrivatePostgres:
                 f"-p {self.port}",
                 f"-k {self.folder}",
                 "-c listen_addresses=127.0.0.1",
-                *SERVER_OPTIONS,
+                *self.options,
             )
         )
         self._run(
@@ -184,6 +198,35 @@ class PrivatePostgres:
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: roll back open transactions, cut every client off)."""
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def postmaster_pid(self) -> int:
+        """The running postmaster's pid (the first line of its pid file)."""
+        return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash would, and wait until every process of the server
+        is gone (its backends notice and exit; any left after ``KILL_TIMEOUT`` are killed too),
+        so ``start`` finds the shared memory free and runs crash recovery."""
+        pid = self.postmaster_pid()
+        children = _children_of(pid)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_TIMEOUT
+        while _alive([pid, *children]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for leftover in _alive(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(leftover, signal.SIGKILL)
+        while _alive([pid, *children]):
+            if time.monotonic() > deadline + 10:
+                raise RuntimeError(f"the server's processes outlived SIGKILL: {_alive(children)}")
+            time.sleep(0.1)
+        # A new postmaster refuses to start while the old pid still exists, and the dead one
+        # stays a zombie until its parent (init) reaps it: wait for that, bounded.
+        reaped = time.monotonic() + KILL_TIMEOUT
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < reaped:
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            raise RuntimeError(f"the killed postmaster {pid} was not reaped")
 
     @property
     def running(self) -> bool:
@@ -216,10 +259,34 @@ class PrivatePostgres:
             return ""
 
 
+def _children_of(pid: int) -> list[int]:
+    """The direct children of ``pid`` (from /proc; Linux)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie counts as gone)."""
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError):
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z":
+                alive.append(pid)
+    return alive
+
+
 @contextlib.contextmanager
-def private_postgres() -> Iterator[PrivatePostgres]:
+def private_postgres(*, durable: bool = False) -> Iterator[PrivatePostgres]:
     """A created and running private cluster, destroyed on exit whatever happened."""
-    cluster = PrivatePostgres(require_binaries())
+    cluster = PrivatePostgres(require_binaries(), durable=durable)
     try:
         cluster.create()
         yield cluster

@@ -6,6 +6,11 @@ submitting through the real mutual-TLS API before, during and after a ``pg_ctl s
 that lasts a few seconds. While the database is down the ingress must answer 503 with
 Retry-After, never 500; every 202 must have its record and end Completed; the worker and beat
 must recover on their own (same processes throughout).
+
+A second test crashes the server instead: a burst of submissions from several clients, the
+postmaster SIGKILLed mid-burst on a cluster with ``fsync`` and ``synchronous_commit`` on, then a
+restart (crash recovery). Every 202 answered before the kill must be found after it, with its
+outbox row, and complete: a 202 means committed.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.store.db import transaction
-from broker.store.models import Request
+from broker.store.models import OutboxRow, Request
 from tests.chaos.pg_private import PrivatePostgres, private_postgres
 from tests.e2e.live import DEV, LiveStack, running_stack
 from tests.support.waits import wait_until
@@ -273,3 +278,149 @@ def test_a_postgres_restart_answers_503_and_loses_no_accepted_request(
             assert service.running, f"{name} died:\n{service.tail()}"
             assert service.proc is not None
             assert service.proc.pid == pids[name], f"{name} was restarted"
+
+
+# A crash of the server -----------------------------------------------------------------------
+
+#: client threads of the burst, and the 202s to see before the kill and after the restart
+BURST_THREADS = 4
+ACCEPTED_BEFORE_KILL = 40
+ACCEPTED_AFTER_RESTART = 10
+#: how long the server stays down after the kill
+DOWN_FOR = 1.0
+
+
+class Burst:
+    """``BURST_THREADS`` clients submitting back to back, each 202 recorded with when it came."""
+
+    def __init__(self, stack: LiveStack) -> None:
+        self.stack = stack
+        self.halt = threading.Event()
+        self._lock = threading.Lock()
+        self.attempts: list[Attempt] = []
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"burst-{i}", daemon=True)
+            for i in range(BURST_THREADS)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, index: int) -> None:
+        for n in itertools.count(index * 1_000_000):
+            if self.halt.is_set():
+                return
+            began = time.monotonic()
+            body = {"requestType": "SinkCall", "keys": {}, "payload": {"n": n}}
+            try:
+                response = self.stack.call(DEV, "POST", "/requests", body)
+            except OSError as error:
+                attempt = Attempt("SinkCall", began, time.monotonic(), 0, error=repr(error))
+                self.halt.wait(0.05)  # the listener may be restarting its connection
+            else:
+                request_id = None
+                if response.status == 202 and isinstance(response.body, dict):
+                    request_id = str(response.body.get("correlationId"))
+                attempt = Attempt(
+                    "SinkCall",
+                    began,
+                    time.monotonic(),
+                    response.status,
+                    request_id=request_id,
+                    error=None if response.status == 202 else response.text[:300],
+                )
+            with self._lock:
+                self.attempts.append(attempt)
+
+    def snapshot(self) -> list[Attempt]:
+        with self._lock:
+            return list(self.attempts)
+
+    def accepted(self, *, since: float = 0.0) -> list[Attempt]:
+        return [a for a in self.snapshot() if a.status == 202 and a.began >= since]
+
+    def stop(self) -> None:
+        self.halt.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+
+def records_and_outbox(stack: LiveStack, ids: set[str]) -> tuple[dict[str, str], set[str]]:
+    """(request id -> status, the ids among ``ids`` that have an outbox row)."""
+    with transaction(stack.factory, write=False) as session:
+        rows = session.execute(select(Request.id, Request.status).where(Request.id.in_(ids)))
+        statuses_ = {str(request_id): str(status) for request_id, status in rows}
+        with_row = set(
+            session.scalars(select(OutboxRow.request_id).where(OutboxRow.request_id.in_(ids)))
+        )
+    return statuses_, {str(i) for i in with_row}
+
+
+@pytest.fixture
+def durable_cluster() -> Iterator[PrivatePostgres]:
+    with private_postgres(durable=True) as pg:
+        yield pg
+
+
+def test_every_202_answered_before_the_postmaster_is_killed_survives_the_restart_and_completes(
+    tmp_path: Path, durable_cluster: PrivatePostgres, redis_url: str
+) -> None:
+    cluster = durable_cluster
+    with running_stack(
+        tmp_path / "stack",
+        database_url=cluster.url,
+        queue_url=redis_url,
+        lock_url=redis_url,
+        BROKER_TASK_VISIBILITY_TIMEOUT="30",
+    ) as stack:
+        burst = Burst(stack)
+        burst.start()
+        try:
+            # Given a burst of submissions over the real ingress, on a server with fsync and
+            # synchronous_commit on
+            wait_until(
+                lambda: len(burst.accepted()) >= ACCEPTED_BEFORE_KILL,
+                timeout=60,
+                interval=0.05,
+                what="202s before the kill",
+            )
+            # When the postmaster is SIGKILLed mid-burst, and PostgreSQL restarted
+            before_kill = {a.request_id for a in burst.accepted() if a.request_id}
+            cluster.kill()
+            killed_at = time.monotonic()
+            time.sleep(DOWN_FOR)
+            cluster.start()
+            back_at = time.monotonic()
+            # (and the burst goes on being accepted after the restart)
+            wait_until(
+                lambda: len(burst.accepted(since=back_at)) >= ACCEPTED_AFTER_RESTART,
+                timeout=60,
+                interval=0.2,
+                what="202s after the restart",
+            )
+        finally:
+            burst.stop()
+        attempts = burst.snapshot()
+        accepted = {a.request_id for a in attempts if a.status == 202 and a.request_id}
+        counts = Counter(a.status for a in attempts)
+        print(
+            f"\nattempts {len(attempts)}: {dict(counts)}; 202s before the kill {len(before_kill)}, "
+            f"server down {back_at - killed_at:.1f}s"
+        )
+
+        # Then every request answered 202 before the kill is there after the restart, with its
+        # outbox row (or already run: a finished row may have been purged)
+        found, with_row = records_and_outbox(stack, before_kill)
+        missing = sorted(before_kill - set(found))
+        assert not missing, f"{len(missing)} of {len(before_kill)} 202s lost: {missing[:5]}"
+        without_row = sorted(
+            i for i in before_kill - with_row if found[i] not in ("Completed", "Faulted")
+        )
+        assert not without_row, f"accepted requests without an outbox row: {without_row[:5]}"
+        # And so is every later 202, and every one of them completes
+        records = wait_all_completed(stack, accepted)
+        assert all(records[i][0] == "Completed" for i in accepted)
+        # And the stack's processes came through the crash
+        for name, service in stack.services.items():
+            assert service.running, f"{name} died:\n{service.tail()}"

@@ -5,10 +5,12 @@ The phases, in order (each side has the machine to itself while it is measured):
 1. engine: in-process activities per second (no stack yet);
 2. broker ingress: 202s per second from 8 keep-alive mTLS clients (the worker is not started yet,
    so the API alone is measured; the backlog then drains and warms the worker up);
-3. broker end to end: N requests as fast as accepted, to Completed;
+3. broker end to end: N ``BenchFiveSteps`` requests (five steps each) as fast as accepted, to
+   Completed, with the CPU time every process of the stack used meanwhile (``cpu``);
 4. broker light load: requests one at a time, polled by the client;
 5. worker memory: RSS after the low and the high request counts;
-6. raw Celery: the same three figures for a no-op task, after the broker's roles are stopped.
+6. raw Celery, after the broker's roles are stopped: the same three figures for a no-op task (the
+   end-to-end one with its CPU time), and N chains of five no-op tasks run to the end.
 
 Everything runs under one global timeout; every process started is stopped by its PID, and the
 database, the Redis database and the temporary folder are cleaned up, also on failure or Ctrl-C.
@@ -28,6 +30,7 @@ import click
 
 from broker.errors import BrokerError
 from tests.perf.bench import e2e, ingress, raw_celery
+from tests.perf.bench.cpu import SHARED_NOTE, CpuMeter
 from tests.perf.bench.engine import measure_all
 from tests.perf.bench.harness import (
     DEFAULT_PG_ADMIN_URL,
@@ -37,7 +40,7 @@ from tests.perf.bench.harness import (
     Stack,
 )
 from tests.perf.bench.processes import Deadline, alarm
-from tests.perf.bench.report import Latency, Memory, Report, Side, last_line, render
+from tests.perf.bench.report import Cpu, Latency, Memory, Report, Side, last_line, render
 
 #: --quick: every phase small, the whole run in about a minute
 QUICK = {
@@ -125,6 +128,7 @@ def run_bench(options: Options) -> Report:
         started_at=started_at,
         seconds=time.monotonic() - started,
         load=(load_before, os.getloadavg()[0]),
+        cpu_note="" if options.embedded else SHARED_NOTE,
     )
 
 
@@ -145,10 +149,17 @@ def _broker_side(stack: Stack, options: Options, deadline: Deadline) -> tuple[Si
     try:
         e2e.wait_drained(stack, deadline)
         say(f"broker end to end: {options.requests} requests")
-        throughput = e2e.measure_e2e(
-            stack, requests=options.requests, threads=options.threads, deadline=deadline
+        meter = CpuMeter(stack.cpu_groups()).start()
+        try:
+            throughput = e2e.measure_e2e(
+                stack, requests=options.requests, threads=options.threads, deadline=deadline
+            )
+        finally:
+            used = meter.stop()
+        cpu = Cpu(used, throughput.completed)
+        say(
+            f"  {throughput.rate:,.0f} completed/s, {cpu.per_request * 1000:.1f} ms CPU per request"
         )
-        say(f"  {throughput.rate:,.0f} completed/s")
         say(f"broker light load: {options.light} requests one at a time")
         light: Latency | None = None
         if options.light:
@@ -168,7 +179,7 @@ def _broker_side(stack: Stack, options: Options, deadline: Deadline) -> tuple[Si
             say(f"  growth {memory.growth_percent:.1f}%")
     finally:
         sampler.stop()
-    return Side(accepted, throughput, light), memory
+    return Side(accepted, throughput, light, cpu=cpu), memory
 
 
 def _raw_side(stack: Stack, options: Options, deadline: Deadline) -> Side:
@@ -185,9 +196,20 @@ def _raw_side(stack: Stack, options: Options, deadline: Deadline) -> Side:
         stack.start_raw_worker()
         raw_celery.warm_up(app, stack, deadline)
         say(f"raw Celery end to end: {options.requests} tasks")
-        throughput = raw_celery.measure_e2e(
-            app, stack, requests=options.requests, threads=options.threads, deadline=deadline
+        meter = CpuMeter(stack.cpu_groups(raw=True)).start()
+        try:
+            throughput = raw_celery.measure_e2e(
+                app, stack, requests=options.requests, threads=options.threads, deadline=deadline
+            )
+        finally:
+            used = meter.stop()
+        cpu = Cpu(used, throughput.completed)
+        say(f"  {throughput.rate:,.0f} completed/s, {cpu.per_request * 1000:.1f} ms CPU per task")
+        say(f"raw Celery chains of {raw_celery.CHAIN_LENGTH}: {options.requests} chains")
+        chains = raw_celery.measure_chain(
+            app, stack, chains=options.requests, threads=options.threads, deadline=deadline
         )
+        say(f"  {chains.rate:,.0f} chains/s")
         light = None
         if options.light:
             say(f"raw Celery light load: {options.light} tasks one at a time")
@@ -195,7 +217,7 @@ def _raw_side(stack: Stack, options: Options, deadline: Deadline) -> Side:
         stack.stop("raw-worker")
     finally:
         app.close()
-    return Side(accepted, throughput, light)
+    return Side(accepted, throughput, light, chain=chains, cpu=cpu)
 
 
 def _on_sigterm(_signum: int, _frame: Any) -> None:
@@ -254,7 +276,7 @@ def bench(
     """Benchmark the broker on a private loopback stack, side by side with raw Celery.
 
     Prints a table, writes OUTPUT (JSON), and ends with the line
-    ``e2e_ratio=<x> light_p50_ratio=<y> ingress_rps=<n>``.
+    ``e2e_ratio=<x> light_p50_ratio=<y> ingress_rps=<n> chain_ratio=<c> cpu_ratio=<r>``.
     """
     from rich.console import Console
 

@@ -27,9 +27,10 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -40,7 +41,8 @@ from broker import certs
 from broker.errors import BrokerError, ConfigError
 from broker.settings import Settings
 from tests.perf.bench import WORKFLOW, project_root
-from tests.perf.bench.processes import Child, Deadline, free_port, stop_child, tail
+from tests.perf.bench.cpu import Selector, postgres_pids, redis_pids
+from tests.perf.bench.processes import Child, Deadline, children_of, free_port, stop_child, tail
 
 logger = logging.getLogger(__name__)
 
@@ -408,6 +410,43 @@ class Stack:
 
     def worker_pid(self, name: str = "worker") -> int:
         return self.children[name].process.pid
+
+    # CPU -----------------------------------------------------------------------------------------
+
+    def tree(self, *names: str) -> list[int]:
+        """The pids of the named roles and all their descendants (pool children, gunicorn
+        workers), as they are now; a stopped role has none."""
+        pids: list[int] = []
+        for name in names:
+            child = self.children.get(name)
+            if child is not None and child.process.poll() is None:
+                pids.extend((child.process.pid, *children_of(child.process.pid)))
+        return pids
+
+    def cpu_groups(self, *, raw: bool = False) -> dict[str, Selector]:
+        """The processes of the broker's stack (or raw Celery's) by group, for ``cpu.CpuMeter``."""
+
+        def roles(*names: str) -> Selector:
+            return lambda: self.tree(*names)
+
+        groups: dict[str, Selector]
+        if raw:
+            groups = {"worker": roles("raw-worker")}
+        else:
+            groups = {
+                "ingress": roles("public", "internal"),
+                "worker": roles("worker"),
+                "beat": roles("beat"),
+            }
+        if not self.backend.embedded:
+            if not raw and self.database_name is not None:
+                database = self.database_name
+                groups["postgres"] = lambda: postgres_pids(database)
+            groups["redis"] = self._redis_server
+        return groups
+
+    def _redis_server(self) -> Iterable[int]:
+        return redis_pids(urllib.parse.urlsplit(self.backend.redis_url).port or 6379)
 
     def _wait_ready(self) -> None:
         """Until /readyz answers 200 and the public API answers the bench client."""

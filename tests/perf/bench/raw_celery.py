@@ -7,6 +7,9 @@ files in the var folder on the embedded default) and a queue of its own. The tas
 it ran, so throughput and latency come from the same kind of timestamps as the broker's
 ``submitted_at``/``completed_at``. The three figures mirror the broker's: ``send_task`` calls per
 second from 8 threads, N tasks run to the end, and one task at a time polled until it succeeds.
+A fourth row has the shape of the broker's ``BenchFiveSteps``: N chains of five no-op tasks (each
+step published by the worker when the one before it finished, every result stored), run to the
+end; its throughput is chains per second.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from celery import Celery
+from celery import Celery, chain
 
 from broker.errors import BrokerError
 from broker.runtime.celery_config import create_celery
@@ -28,6 +31,8 @@ RAW_QUEUE = "bench.raw"
 NOOP = "bench.noop"
 #: how often the light-load client polls the result backend (the broker side polls as often)
 POLL_INTERVAL = 0.005
+#: tasks per chain: the steps of the broker's five-step bench workflow
+CHAIN_LENGTH = 5
 
 
 def noop(sent_at: float) -> list[float]:
@@ -112,6 +117,40 @@ def measure_e2e(
 ) -> Throughput:
     """``requests`` no-op tasks sent from ``threads`` threads, run to the end."""
     sent = burst(_sender(app), threads=threads, count=requests, deadline=deadline)
+    ids = [str(i) for i in sent.results]
+    times = wait_results(app, ids, stack, deadline)
+    first = min(float(t[0]) for t in times)
+    last = max(float(t[1]) for t in times)
+    return Throughput(
+        submitted=len(ids),
+        completed=len(times),
+        failed=sent.errors,
+        seconds=last - first,
+        latency=Latency.of([float(t[1]) - float(t[0]) for t in times]),
+    )
+
+
+def _chain_sender(app: Celery) -> Any:
+    def make() -> tuple[Any, Any]:
+        def send(_n: int) -> str:
+            sent_at = time.time()
+            steps = [
+                app.signature(NOOP, args=[sent_at], immutable=True, queue=RAW_QUEUE)
+                for _ in range(CHAIN_LENGTH)
+            ]
+            # The answer is the last task's result: [sent_at, when the fifth step ran].
+            return str(chain(*steps).apply_async().id)
+
+        return send, lambda: None
+
+    return make
+
+
+def measure_chain(
+    app: Celery, stack: Stack, *, chains: int, threads: int, deadline: Deadline
+) -> Throughput:
+    """``chains`` chains of five no-op tasks sent from ``threads`` threads, run to the end."""
+    sent = burst(_chain_sender(app), threads=threads, count=chains, deadline=deadline)
     ids = [str(i) for i in sent.results]
     times = wait_results(app, ids, stack, deadline)
     first = min(float(t[0]) for t in times)

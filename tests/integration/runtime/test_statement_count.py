@@ -1,0 +1,224 @@
+"""What a short request costs PostgreSQL: SQL statements and transactions, counted, so the count
+cannot creep back up.
+
+A request whose workflow finishes in its first step is run by the worker's task body
+(``runner.run_request``, what ``broker.run_request`` calls) in process; its submission goes through
+the public app's ``POST /requests``. Both are counted on the engine with SQLAlchemy's events:
+``before_cursor_execute`` (one per statement; each is a round trip), ``commit`` and ``rollback``
+(each ends a transaction: a round trip, and psycopg's ``BEGIN`` is one more) and the pool's
+``checkout`` (each runs the pre-ping, one more round trip). The first request of each kind warms
+the caches (definitions, the client directory, the pause flag); the second one is counted.
+
+The limits are today's measured figures. Lower them when a change saves a statement; a change
+that needs more must say why here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import Engine, event, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.ingress import create_public_app
+from broker.ingress.auth import PEER_CERT
+from broker.runtime import runner
+from broker.runtime.locks import FileLockProvider
+from broker.runtime.outcome import Outcome
+from broker.runtime.process import Runtime
+from broker.runtime.requests import OutboxMessage
+from broker.settings import Settings
+from broker.store import db
+from broker.store.models import Request
+from tests.e2e.support import INVOICE_KEYS, make_pki, settings_for, write_config
+from tests.integration.runtime.harness import (
+    prepare,
+    runtime_env,
+    set_output,
+    submit_request,
+    workflow,
+    write_workflow,
+)
+from tests.support.doubles import RecordingSender
+
+pytestmark = pytest.mark.postgres
+
+#: a one-step request run by the worker, measured when this test was written: 12 statements in
+#: 2 transactions on 2 checkouts, about 18 round trips (12 + 2 BEGIN + 2 COMMIT + 2 pings).
+#: Lower these as the worker gets leaner (the goal: one transaction).
+WORKER_STATEMENTS = 12
+WORKER_COMMITS = 2
+WORKER_CHECKOUTS = 2
+#: one accepted ``POST /requests`` at the ingress, measured the same way: 3 INSERTs in one
+#: transaction on one checkout, about 6 round trips
+SUBMIT_STATEMENTS = 3
+SUBMIT_COMMITS = 1
+SUBMIT_CHECKOUTS = 1
+
+
+@dataclasses.dataclass
+class SqlCount:
+    """What one piece of work sent to the database."""
+
+    statements: list[str] = dataclasses.field(default_factory=list)
+    commits: int = 0
+    rollbacks: int = 0
+    checkouts: int = 0
+
+    def summary(self) -> str:
+        lines = [
+            f"{len(self.statements)} statements, {self.commits} commits, "
+            f"{self.rollbacks} rollbacks, {self.checkouts} checkouts:"
+        ]
+        lines.extend(f"  {' '.join(s.split())[:160]}" for s in self.statements)
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def counting(engine: Engine) -> Iterator[SqlCount]:
+    """Count the statements, transactions and connection checkouts on ``engine`` meanwhile."""
+    count = SqlCount()
+
+    def on_statement(
+        _conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
+    ) -> None:
+        count.statements.append(statement)
+
+    def on_commit(_conn: Any) -> None:
+        count.commits += 1
+
+    def on_rollback(_conn: Any) -> None:
+        count.rollbacks += 1
+
+    def on_checkout(_dbapi: Any, _record: Any, _proxy: Any) -> None:
+        count.checkouts += 1
+
+    listeners: Sequence[tuple[Any, str, Any]] = (
+        (engine, "before_cursor_execute", on_statement),
+        (engine, "commit", on_commit),
+        (engine, "rollback", on_rollback),
+        (engine.pool, "checkout", on_checkout),
+    )
+    for target, name, listener in listeners:
+        event.listen(target, name, listener)
+    try:
+        yield count
+    finally:
+        for target, name, listener in listeners:
+            event.remove(target, name, listener)
+
+
+def engine_of(factory: sessionmaker[Session]) -> Engine:
+    bind = factory.kw["bind"]
+    assert isinstance(bind, Engine)
+    return bind
+
+
+@pytest.fixture
+def rt(postgres_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    db.dispose_engines()
+    folder = tmp_path / "wf"
+    write_workflow(folder, workflow("one-step", [set_output("out", "result", "done")],
+                                    request_type="OneStep"))  # fmt: skip
+    settings = Settings.from_env(
+        runtime_env(tmp_path / "var", database_url=postgres_url, workflows=folder)
+    )
+    factory, registry = prepare(settings)
+    yield Runtime(
+        settings,
+        factory=factory,
+        registry=registry,
+        sender=RecordingSender(),
+        locks=FileLockProvider(tmp_path / "locks"),
+    )
+    registry.stop()
+    db.dispose_engines()
+
+
+def run_one(rt: Runtime) -> tuple[str, Outcome]:
+    """Submit a one-step request and run its task body as the worker does."""
+    request_id = submit_request(rt.factory, rt.registry, "OneStep", publisher=rt.publisher)
+    sender = rt.sender
+    assert isinstance(sender, RecordingSender)
+    return request_id, runner.run_request(rt, request_id, sender.sent[-1].id)
+
+
+def test_a_one_step_request_costs_the_worker_at_most_todays_statements(rt: Runtime) -> None:
+    # Given a worker that has run one request already (its caches are warm)
+    request_id, outcome = run_one(rt)
+    assert outcome is Outcome.DONE
+    # When it runs a second one-step request, counted
+    request_id = submit_request(rt.factory, rt.registry, "OneStep", publisher=rt.publisher)
+    sender = rt.sender
+    assert isinstance(sender, RecordingSender)
+    outbox_id = sender.sent[-1].id
+    with counting(engine_of(rt.factory)) as count:
+        outcome = runner.run_request(rt, request_id, outbox_id)
+    # Then the request completed
+    assert outcome is Outcome.DONE
+    with db.transaction(rt.factory, write=False) as session:
+        assert session.scalar(select(Request.status).where(Request.id == request_id)) == (
+            "Completed"
+        )
+    # And it cost no more statements, commits and checkouts than today
+    print("\nworker, one-step request: " + count.summary())
+    assert len(count.statements) <= WORKER_STATEMENTS, count.summary()
+    assert count.commits <= WORKER_COMMITS, count.summary()
+    assert count.checkouts <= WORKER_CHECKOUTS, count.summary()
+    assert count.rollbacks == 0, count.summary()
+
+
+# The submission at the ingress ---------------------------------------------------------------
+
+
+class FastPathPublisher:
+    """The production publisher's shape: rows go in already dispatched; nothing is sent."""
+
+    dispatch_lease: float | None = 60.0
+
+    def publish(self, outbox_ids: Sequence[str]) -> None:
+        pass
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        pass
+
+
+@pytest.fixture
+def client(postgres_url: str, tmp_path: Path) -> Iterator[tuple[FlaskClient, Engine]]:
+    db.dispose_engines()
+    pki = make_pki(tmp_path / "pki")
+    settings = settings_for(tmp_path / "var", pki, write_config(tmp_path / "config", pki))
+    settings = settings.replace(database_url=postgres_url)
+    db.upgrade(postgres_url)
+    factory = db.make_session_factory(db.make_engine(postgres_url))
+    app = create_public_app(settings, session_factory=factory, publisher=FastPathPublisher())
+    test_client = app.test_client()
+    test_client.environ_base[PEER_CERT] = pki.der("ClientA")  # type: ignore[assignment]
+    yield test_client, engine_of(factory)
+    db.dispose_engines()
+
+
+def test_a_submission_costs_the_ingress_at_most_todays_statements(
+    client: tuple[FlaskClient, Engine],
+) -> None:
+    test_client, engine = client
+    body = {"requestType": "InvoiceProcess", "keys": INVOICE_KEYS}
+    # Given an ingress that has accepted one submission already (its caches are warm)
+    assert test_client.post("/requests", json=body).status_code == 202
+    # When a second one is submitted, counted
+    with counting(engine) as count:
+        answer = test_client.post("/requests", json=body)
+    # Then it was accepted
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    # And it cost no more statements, commits and checkouts than today
+    print("\ningress, one submission: " + count.summary())
+    assert len(count.statements) <= SUBMIT_STATEMENTS, count.summary()
+    assert count.commits <= SUBMIT_COMMITS, count.summary()
+    assert count.checkouts <= SUBMIT_CHECKOUTS, count.summary()
+    assert count.rollbacks == 0, count.summary()
