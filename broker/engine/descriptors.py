@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from broker.engine.activities import control, data, dispatch, flow, http, waits
+from broker.engine.activities import control, data, dispatch, email, flow, http, waits
 from broker.engine.activities.base import Behaviour
 
 Kind = Literal["Action", "Trigger", "Task"]
@@ -466,7 +466,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
         ),
         outcomes=("Unmatched status code", "Failed to connect", "Timeout", "Done"),
     ),
-    http.SendEmail: ActivitySpec(
+    email.SendEmail: ActivitySpec(
         "Email",
         "Send an e-mail through the broker's SMTP settings.",
         inputs=(

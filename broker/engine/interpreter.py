@@ -23,7 +23,7 @@ from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_ha
 from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
 
 if TYPE_CHECKING:
-    from broker.engine.engine import Engine
+    from broker.engine.api import Engine
     from broker.engine.results import ChildInstance
 
 logger = logging.getLogger(__name__)

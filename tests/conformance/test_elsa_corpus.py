@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from broker.engine.api import Engine, EngineServices
 from broker.engine.definition import WorkflowDefinition, parse_workflow
-from broker.engine.engine import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from broker.engine.results import RunResult
 from tests.conftest import CORPUS, require_corpus

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from broker.engine.api import Engine, EngineServices
 from broker.engine.definition import parse_workflow
-from broker.engine.engine import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from tests.conftest import PROJECT_ROOT
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
