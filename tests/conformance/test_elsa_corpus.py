@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.definition import WorkflowDefinition, parse_workflow
+from broker.engine.definition import WorkflowDefinition
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.engine.results import RunResult
 from tests.conftest import CORPUS, require_corpus
 

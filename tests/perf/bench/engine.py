@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from broker.engine.api import Engine
-from broker.engine.definition import WorkflowDefinition, parse_workflow
+from broker.engine.definition import WorkflowDefinition
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowFault
 from tests.perf.bench import WORKFLOW
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.definition import parse_workflow
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from tests.conftest import PROJECT_ROOT
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
 
