@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
+from broker.engine.activity_context import ActivityContext
 from broker.engine.catalog import behaviour_for
 from broker.engine.definition import Activity, Input, Variable, WorkflowDefinition
 from broker.engine.errors import InstanceFinished, NothingToRetry, UnknownBookmark
-from broker.engine.interpreter import ActivityContext, Run, new_scope
+from broker.engine.interpreter import Run, new_scope
 from broker.engine.lookup import DefinitionLookup
 from broker.engine.results import (
     Bookmark,

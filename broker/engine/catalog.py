@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from broker.engine.activities import control, data, dispatch, email, flow, http, waits
 from broker.engine.activities.base import Behaviour
+from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import TYPE_ALIASES, Activity
-from broker.engine.interpreter import WORKFLOW_TYPE, ActivityContext
+from broker.engine.interpreter import WORKFLOW_TYPE
 from broker.engine.lookup import DefinitionLookup
 from broker.errors import WorkflowFault
 

@@ -7,7 +7,7 @@ a message the mailer (and the recipient's server) can recognise as the same one.
 from __future__ import annotations
 
 from broker.engine.activities.base import Behaviour
-from broker.engine.interpreter import ActivityContext
+from broker.engine.activity_context import ActivityContext
 from broker.engine.services import EmailMessage
 from broker.engine.values import as_list, as_text
 from broker.errors import WorkflowFault

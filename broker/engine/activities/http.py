@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild
-from broker.engine.interpreter import ActivityContext
+from broker.engine.activity_context import ActivityContext
 from broker.engine.services import HttpRequest
 from broker.engine.values import as_bool, as_int, as_list, as_text
 from broker.errors import RetryLater, WorkflowFault
