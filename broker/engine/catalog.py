@@ -6,10 +6,11 @@ A type that is not listed here is a workflow-definition activity when the node n
 
 from __future__ import annotations
 
-from broker.engine.activities import control, data, dispatch, flow, http, waits
+from broker.engine.activities import control, data, dispatch, email, flow, http, waits
 from broker.engine.activities.base import Behaviour
+from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import TYPE_ALIASES, Activity
-from broker.engine.interpreter import WORKFLOW_TYPE, ActivityContext
+from broker.engine.interpreter import WORKFLOW_TYPE
 from broker.engine.lookup import DefinitionLookup
 from broker.errors import WorkflowFault
 
@@ -57,7 +58,7 @@ CATALOG: dict[str, Behaviour] = {
     "Elsa.WriteHttpResponse": http.WriteHttpResponse(),
     "Elsa.SendHttpRequest": http.SendHttpRequest(),
     "Elsa.FlowSendHttpRequest": http.FlowSendHttpRequest(),
-    "Elsa.SendEmail": http.SendEmail(),
+    "Elsa.SendEmail": email.SendEmail(),
 }
 for _alias, _name in TYPE_ALIASES.items():
     CATALOG.setdefault(_alias, CATALOG[_name])

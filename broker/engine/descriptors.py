@@ -3,75 +3,19 @@
 The catalog (``broker.engine.catalog.CATALOG``) is the one list of activity type names; this module
 describes each implementation class once (inputs, outputs, outcomes, category), so Elsa Studio's
 activity descriptors are generated from the catalog rather than listed a second time. A class in
-the catalog without a spec here is a bug that ``tests/unit/engine/test_descriptors.py`` catches.
-
-Names follow Elsa: inputs and outputs are PascalCase here and camelCase in workflow JSON; types
-are Elsa's aliases (``String``, ``Boolean``, ``Object``, ``TimeSpan``...).
+the catalog without a spec here is a bug that ``tests/unit/console/test_api_descriptors.py``
+catches. The activities that arrange others are described in ``broker.engine.composition_specs``;
+the shape of a description is ``broker.engine.specs``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Literal
-
-from broker.engine.activities import control, data, dispatch, flow, http, waits
+from broker.engine.activities import data, dispatch, email, http, waits
 from broker.engine.activities.base import Behaviour
-
-Kind = Literal["Action", "Trigger", "Task"]
-
-
-@dataclasses.dataclass(frozen=True)
-class InputSpec:
-    name: str
-    type_name: str = "String"
-    description: str = ""
-    ui_hint: str | None = None  # derived from the type when not given (as Elsa does)
-    default: Any = None
-    wrapped: bool = True  # an expression (Input<T>) rather than a plain value
-    options: tuple[str, ...] = ()  # the items of a dropdown
-    syntax: str | None = None  # the default expression language
-    browsable: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputSpec:
-    name: str
-    type_name: str = "Object"
-    description: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class ActivitySpec:
-    category: str
-    description: str
-    inputs: tuple[InputSpec, ...] = ()
-    outputs: tuple[OutputSpec, ...] = ()
-    outcomes: tuple[str, ...] = ()  # flow ports; none means the designer's single "Done"
-    ports: tuple[str, ...] = ()  # embedded ports (child activities held in a property)
-    kind: Kind = "Action"
-    container: bool = False
-    browsable: bool = True
-    start: bool = False
-    terminal: bool = False
-    display_name: str | None = None
-
-
-def ui_hint_for(spec: InputSpec) -> str:
-    """Elsa's default UI hint for an input of this type (``ActivityDescriber.GetUIHint``)."""
-    if spec.ui_hint is not None:
-        return spec.ui_hint
-    if spec.options:
-        return "dropdown"
-    lowered = spec.type_name.lower()
-    if lowered == "boolean":
-        return "checkbox"
-    if lowered.endswith("[]") or lowered.startswith(("list", "ienumerable")):
-        return "dropdown"
-    return "singleline"
-
+from broker.engine.composition_specs import COMPOSITION_SPECS
+from broker.engine.specs import ActivitySpec, InputSpec, OutputSpec
 
 _RESULT = OutputSpec("Result", "Object", "The activity's result.")
-_CONDITION = InputSpec("Condition", "Boolean", "The condition to evaluate.", ui_hint="singleline")
 _CORRELATION = InputSpec("CorrelationId", "String", "The correlation id of the new instance.")
 _WAIT = InputSpec("WaitForCompletion", "Boolean", "Wait until the child workflow finishes.")
 _DEFINITION = InputSpec(
@@ -80,133 +24,9 @@ _DEFINITION = InputSpec(
     "The definition id of the workflow to run.",
     ui_hint="workflow-definition-picker",
 )
-_MODES = ("WaitAny", "WaitAll", "WaitAllActive")
-_SWITCH_MODES = ("MatchFirst", "MatchAny")
 
 SPECS: dict[type[Behaviour], ActivitySpec] = {
-    control.WorkflowScope: ActivitySpec(
-        "Workflows",
-        "The top of a workflow; holds its root activity.",
-        ports=("Root",),
-        container=True,
-        browsable=False,
-    ),
-    control.Sequence: ActivitySpec(
-        "Workflows", "Execute a set of activities in sequence.", container=True
-    ),
-    control.Parallel: ActivitySpec(
-        "Workflows", "Execute a set of activities in parallel.", container=True
-    ),
-    control.If: ActivitySpec(
-        "Branching",
-        "Evaluate a Boolean condition and run Then or Else.",
-        inputs=(_CONDITION,),
-        outputs=(OutputSpec("Result", "Boolean"),),
-        ports=("Then", "Else"),
-    ),
-    control.Switch: ActivitySpec(
-        "Branching",
-        "Run the activity of the first (or every) case whose condition holds.",
-        inputs=(
-            InputSpec("Mode", "String", "First match or every match.", options=_SWITCH_MODES),
-            InputSpec("Cases", "Object", "The cases.", ui_hint="switch-editor", wrapped=False),
-        ),
-        ports=("Default",),
-    ),
-    control.ForEach: ActivitySpec(
-        "Looping",
-        "Run the body once for each item.",
-        inputs=(InputSpec("Items", "Object", "The items to iterate.", ui_hint="multitext"),),
-        outputs=(OutputSpec("CurrentValue", "Object"),),
-        ports=("Body",),
-    ),
-    control.ParallelForEach: ActivitySpec(
-        "Looping",
-        "Run the body for every item in parallel.",
-        inputs=(InputSpec("Items", "Object", "The items to iterate.", ui_hint="multitext"),),
-        ports=("Body",),
-    ),
-    control.For: ActivitySpec(
-        "Looping",
-        "Run the body for each number from Start to End.",
-        inputs=(
-            InputSpec("Start", "Int32", "The first value.", default=0),
-            InputSpec("End", "Int32", "The last value.", default=0),
-            InputSpec("Step", "Int32", "The increment.", default=1),
-            InputSpec("OuterBoundInclusive", "Boolean", "Include End.", default=True),
-        ),
-        outputs=(OutputSpec("CurrentValue", "Int32"),),
-        ports=("Body",),
-    ),
-    control.While: ActivitySpec(
-        "Looping",
-        "Run the body while the condition holds.",
-        inputs=(_CONDITION,),
-        ports=("Body",),
-    ),
-    control.Break: ActivitySpec("Looping", "Leave the innermost loop."),
-    control.Fork: ActivitySpec(
-        "Control Flow",
-        "Run branches in parallel.",
-        inputs=(
-            InputSpec(
-                "JoinMode",
-                "String",
-                "When the fork completes.",
-                options=("WaitAll", "WaitAny"),
-            ),
-        ),
-        container=True,
-    ),
-    flow.Flowchart: ActivitySpec(
-        "Workflows", "A graph of activities joined by connections.", container=True
-    ),
-    flow.FlowDecision: ActivitySpec(
-        "Branching",
-        "Evaluate a Boolean condition and follow True or False.",
-        inputs=(_CONDITION,),
-        outcomes=("True", "False"),
-    ),
-    flow.FlowSwitch: ActivitySpec(
-        "Branching",
-        "Follow the outcome of each case whose condition holds, else Default.",
-        inputs=(
-            InputSpec("Mode", "String", "First match or every match.", options=_SWITCH_MODES),
-            InputSpec(
-                "Cases",
-                "Object",
-                "The cases.",
-                ui_hint="flow-switch-editor",
-                wrapped=False,
-            ),
-        ),
-        outcomes=("Default",),
-    ),
-    flow.FlowFork: ActivitySpec(
-        "Branching",
-        "Follow several outcomes at once.",
-        inputs=(
-            InputSpec(
-                "Branches",
-                "String[]",
-                "The outcomes to follow.",
-                ui_hint="dynamic-outcomes",
-            ),
-        ),
-    ),
-    flow.FlowJoin: ActivitySpec(
-        "Branching",
-        "Wait for inbound branches before going on.",
-        inputs=(InputSpec("Mode", "String", "How many branches to wait for.", options=_MODES),),
-    ),
-    flow.FlowNode: ActivitySpec(
-        "Workflows",
-        "Runs its body as one node of a flowchart.",
-        ports=("Body",),
-        browsable=False,
-    ),
-    flow.Start: ActivitySpec("Workflows", "The start of a flowchart.", start=True),
-    flow.End: ActivitySpec("Workflows", "Ends the flowchart.", terminal=True),
+    **COMPOSITION_SPECS,
     data.SetVariable: ActivitySpec(
         "Primitives",
         "Assign a value to a variable.",
@@ -466,7 +286,7 @@ SPECS: dict[type[Behaviour], ActivitySpec] = {
         ),
         outcomes=("Unmatched status code", "Failed to connect", "Timeout", "Done"),
     ),
-    http.SendEmail: ActivitySpec(
+    email.SendEmail: ActivitySpec(
         "Email",
         "Send an e-mail through the broker's SMTP settings.",
         inputs=(

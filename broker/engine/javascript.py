@@ -18,10 +18,11 @@ Names a script sees are Elsa's (``broker.engine.jsapi.HELPERS``, installed from 
 and ``FAMILIES``: ``get<Variable>()``/``set<Variable>(v)``, ``get<Input>()``,
 ``get<Output>From<Activity>()``), plus every variable as a global. Values cross the boundary as
 JSON (dates as ISO text, durations as seconds); the instance's facts (definition, version, name,
-last result, clock) are supplied only to scripts that name them. Writes, by ``setVariable``,
-``setX``, ``variables.X = v`` or assignment to the global, in-place changes to an object variable
-the script read (``getItems().push(1)``), and ``setCorrelationId``/``setWorkflowInstanceName``
-reach the ``Scope`` once, when the evaluation succeeds; a failing script writes nothing.
+last result, clock) are supplied only to scripts that name them (``broker.engine.jsvalues``).
+Writes, by ``setVariable``, ``setX``, ``variables.X = v`` or assignment to the global, in-place
+changes to an object variable the script read (``getItems().push(1)``), and
+``setCorrelationId``/``setWorkflowInstanceName`` reach the ``Scope`` once, when the evaluation
+succeeds; a failing script writes nothing.
 
 The engine is QuickJS-ng (the ``quickjs-ng`` package). Its limits are set before any of the
 code is parsed, so they cover compilation as well as execution; the time limit interrupts the
@@ -43,24 +44,19 @@ memory limits raise ``ExpressionError`` naming the activity and the expression.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
-import decimal
-import enum
 import importlib.resources
 import json
 import logging
-import re
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import quickjs
 
-from broker.engine.jsapi import HELPERS, pascalize
+from broker.engine.jsapi import HELPERS
+from broker.engine.jsvalues import Needs, needs_of, remember, supply
 from broker.engine.scope import Scope
 from broker.errors import ExpressionError
 
@@ -164,77 +160,6 @@ def _discard(sandbox: _Sandbox) -> None:
         _local.sandbox = None
 
 
-_FLAGS = ("current", "workflow", "last", "now")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Needs:
-    """What an evaluation of one expression text supplies to the script: the names seen in its
-    text, plus what earlier runs asked for that was not supplied (``getVariable(name)``)."""
-
-    names: frozenset[str]
-    activities: frozenset[str]
-    flags: frozenset[str] = frozenset()  # of _FLAGS: the loop item, the instance, ...
-    learned: frozenset[tuple[str, str]] = frozenset()
-    # Set once the script was seen to queue Promise jobs: it then runs in two steps, the jobs
-    # drained in between while the evaluation is still open.
-    asynchronous: bool = False
-
-    def learn(self, misses: Iterable[tuple[str, str]]) -> _Needs:
-        learned = self.learned | frozenset(misses)
-        return dataclasses.replace(
-            self,
-            names=self.names | {key for kind, key in learned if kind in ("variable", "input")},
-            flags=self.flags | {kind for kind, _ in learned if kind in _FLAGS},
-            learned=learned,
-        )
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
-_OUTPUT_ACCESSOR = re.compile(r"get\w*?From(\w+)")
-_needs_cache: dict[str, _Needs] = {}
-_NEEDS_CACHE_SIZE = 4096
-
-
-def _needs_of(code: str) -> _Needs:
-    needs = _needs_cache.get(code)
-    if needs is not None:
-        return needs
-    tokens = set(_IDENTIFIER.findall(code))
-    names = set(tokens)
-    activities = set(tokens)
-    for token in tokens:
-        if token.startswith(("get", "set")) and len(token) > 3:
-            rest = token[3:]
-            names.update((rest, rest[0].lower() + rest[1:]))
-        match = _OUTPUT_ACCESSOR.fullmatch(token)
-        if match is not None:
-            # get<Output>From<Activity>: the activity may itself contain "From"
-            rest = token
-            while (at := rest.find("From", 3)) >= 0:
-                rest = rest[at + 4 :]
-                if rest:
-                    activities.add(rest)
-    flags = set()
-    if "getCurrentValue" in tokens:
-        flags.add("current")
-    if "getLastResult" in tokens:
-        flags.add("last")
-    if any(token.startswith(("getWorkflow", "setWorkflow")) for token in tokens):
-        flags.add("workflow")
-    if tokens & {"DateTime", "DateTimeOffset"}:
-        flags.add("now")
-    needs = _Needs(frozenset(names), frozenset(activities), frozenset(flags))
-    _remember(code, needs)
-    return needs
-
-
-def _remember(code: str, needs: _Needs) -> None:
-    if len(_needs_cache) >= _NEEDS_CACHE_SIZE:
-        _needs_cache.clear()  # rare (thousands of distinct texts); cheaper than an LRU per hit
-    _needs_cache[code] = needs
-
-
 class _Sandbox:
     """One locked-down QuickJS context and the caches that make its reuse cheap.
 
@@ -302,7 +227,7 @@ class _Sandbox:
         self, code: str, scope: Scope, time_limit: float, activity_type: str | None
     ) -> Any:
         deadline = time.monotonic() + time_limit
-        needs = _needs_of(code)
+        needs = needs_of(code)
         shape = self._scope_object(scope, activity_type)
         # The limits hold before any of the code is parsed: compiling is part of the evaluation.
         self._set_time_limit(time_limit)
@@ -320,12 +245,12 @@ class _Sandbox:
                         # seeing no evaluation) and run it again in two steps.
                         self._drain(deadline)
                         needs = dataclasses.replace(needs, asynchronous=True)
-                        _remember(code, needs)
+                        remember(code, needs)
                         continue
                 if not (isinstance(outcome, str) and outcome.startswith('{"m":')):
                     return outcome
                 needs = needs.learn((str(kind), str(key)) for kind, key in json.loads(outcome)["m"])
-                _remember(code, needs)
+                remember(code, needs)
                 self._set_time_limit(max(deadline - time.monotonic(), 0.001))
         except quickjs.JSException as exc:
             message = str(exc)
@@ -353,9 +278,9 @@ class _Sandbox:
                 raise quickjs.JSException("InternalError: interrupted")
             self._set_time_limit(remaining)
 
-    def _supply(self, code: str, scope: Scope, needs: _Needs, time_limit: float) -> str:
+    def _supply(self, code: str, scope: Scope, needs: Needs, time_limit: float) -> str:
         try:
-            return _supply(scope, needs)
+            return supply(scope, needs)
         except (TypeError, ValueError) as exc:
             raise _fail(
                 scope, code, f"a value cannot be passed to JavaScript: {exc}", time_limit
@@ -410,73 +335,6 @@ def _check_engine() -> None:
             "`pip uninstall -y quickjs quickjs-ng && pip install quickjs-ng`"
         )
     _engine_checked = True
-
-
-def _supply(scope: Scope, needs: _Needs) -> str:
-    """The JSON text of the values this evaluation may read."""
-    data: dict[str, Any] = {"c": scope.correlation_id, "w": scope.workflow_instance_id}
-    names = needs.names
-    variables: dict[str, Any] = {}
-    inputs: dict[str, Any] = {}
-    outputs: dict[str, Any] = {}
-    if names:
-        for name in scope.variable_names():
-            if name in names and name not in variables:
-                with contextlib.suppress(KeyError):
-                    variables[name] = scope.get_variable(name)
-        for name in scope.input_names():
-            if name in names:
-                with contextlib.suppress(KeyError):
-                    inputs[name] = scope.get_input(name)
-        activities = needs.activities
-        for label in scope.activity_names():
-            if label in activities or pascalize(label) in activities:
-                with contextlib.suppress(KeyError):
-                    outputs[label] = dict(scope.activity_outputs(label))
-    for kind, key in needs.learned:
-        if kind == "output" and key not in outputs:
-            try:
-                outputs[key] = dict(scope.activity_outputs(key))
-            except KeyError:
-                outputs[key] = None
-    data["v"] = variables
-    data["i"] = inputs
-    data["o"] = outputs
-    flags = needs.flags
-    if flags:
-        if "current" in flags:
-            data["cur"] = scope.current_value()
-        if "workflow" in flags:
-            data["wf"] = dict(scope.workflow_info())
-        if "last" in flags:
-            data["last"] = scope.last_result()
-        if "now" in flags:
-            now = scope.now()
-            if now.tzinfo is None:
-                now = now.replace(tzinfo=datetime.UTC)
-            data["now"] = now.timestamp() * 1000
-    return _ENCODER.encode(data)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"a {type(value).__name__} is not JSON")
-
-
-_ENCODER = json.JSONEncoder(default=_json_default, separators=(",", ":"), allow_nan=False)
 
 
 _STACK_OVERFLOW = ("InternalError: stack overflow", "RangeError: Maximum call stack size exceeded")

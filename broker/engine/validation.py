@@ -1,6 +1,6 @@
 """Load-time checks of a parsed definition against what the engine can run.
 
-The parser (``broker.engine.definition``) checks a file's shape; this module checks its meaning,
+The parser (``broker.engine.parser``) checks a file's shape; this module checks its meaning,
 so a workflow that would fault at run time is refused when it is loaded instead: an activity type
 the catalog does not know, an expression language the broker does not evaluate, a flowchart
 connection from a port the activity never leaves through (or into a port other than ``In``), and
@@ -16,15 +16,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from broker.engine.cron import check_cron
-from broker.engine.definition import (
-    ACTIVATION_STRATEGIES,
-    INCIDENT_STRATEGIES,
-    Activity,
-    WorkflowDefinition,
-    parse_workflow,
-    strategy_name,
-)
+from broker.engine.definition import Activity, WorkflowDefinition
 from broker.engine.expressions import SUPPORTED_TYPES
+from broker.engine.parser import parse_workflow
+from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.errors import WorkflowDefinitionError
 
 #: The ports each activity type leaves through, where they are fixed. Types not listed here have

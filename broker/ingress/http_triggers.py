@@ -19,7 +19,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from broker.engine.definition import parse_workflow
+from broker.engine.parser import parse_workflow
 from broker.errors import Forbidden, MissingKeys, NotFound
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction

@@ -4,7 +4,7 @@ A workflow file is an Elsa 3 definition as Elsa Studio exports it. Reading one y
 ``WorkflowFile``: the document, its content hash (the identity of a version), the fields the broker
 routes on (``customProperties.requestType``, ``queue``, ``executor``) and its indexed triggers.
 Validation is the registry's structural checks plus the engine's parser
-(``broker.engine.definition.parse_workflow``), which knows every activity.
+(``broker.engine.parser.parse_workflow``), which knows every activity.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from broker.engine.definition import WorkflowDefinition, parse_workflow
+from broker.engine.definition import WorkflowDefinition
+from broker.engine.parser import parse_workflow
 
 
 class RegistryLookup:

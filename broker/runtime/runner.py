@@ -22,7 +22,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from broker import metrics
-from broker.engine.engine import Engine, EngineServices
+from broker.engine.api import Engine, EngineServices
+from broker.engine.errors import EngineError, UnknownBookmark
 from broker.errors import BadRequest, Conflict, NotFound, Unauthenticated
 from broker.runtime import ceiling, ids, outbox
 from broker.runtime.effects import RecordedHttp, RecordedMailer
@@ -408,7 +409,7 @@ def advance(
             )
 
         with _heartbeat(rt, instance_id, outbox_id, lock, opening, deadline, overdue):
-            result = step.run(build_engine(rt, instance_id))
+            result = _run_step(step, build_engine(rt, instance_id))
         opening.wait()
         try:
             # The save reads nothing it wrote itself, so its new rows (the audit events above
@@ -447,6 +448,17 @@ def advance(
         rt.publisher.publish(saved.outbox_ids)
     _record_step(step.target, saved, result)
     return Outcome.DONE
+
+
+def _run_step(step: Step, engine: Engine) -> Any:
+    """Run the step's engine call; the engine's refusals become the runtime's ``Conflict`` (a
+    finished instance, nothing to retry) and ``NotFound`` (an unknown bookmark)."""
+    try:
+        return step.run(engine)
+    except UnknownBookmark as exc:
+        raise NotFound(exc.message) from exc
+    except EngineError as exc:
+        raise Conflict(exc.message) from exc
 
 
 def _hand_back(rt: Runtime, instance_id: str, outbox_id: str | None) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import WorkflowDefinition, parse_workflow
-from broker.engine.engine import Engine, EngineServices
+from broker.engine.api import Engine, EngineServices
+from broker.engine.definition import WorkflowDefinition
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.engine.results import RunResult
 from tests.support.services import CORPUS, require_corpus
 

@@ -12,13 +12,8 @@ from typing import Any
 
 from broker.engine.catalog import CATALOG
 from broker.engine.definition import TYPE_ALIASES
-from broker.engine.descriptors import (
-    ActivitySpec,
-    InputSpec,
-    OutputSpec,
-    spec_for,
-    ui_hint_for,
-)
+from broker.engine.descriptors import spec_for
+from broker.engine.specs import ActivitySpec, InputSpec, OutputSpec, ui_hint_for
 from broker.errors import ConfigError
 
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from broker.engine.activity_context import ActivityContext
     from broker.engine.definition import Activity
-    from broker.engine.interpreter import ActivityContext
 
 
 @dataclasses.dataclass(frozen=True)

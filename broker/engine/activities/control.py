@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker.engine.activities.base import DONE, Behaviour, CompletedChild
-from broker.engine.interpreter import ActivityContext, new_scope
+from broker.engine.activity_context import ActivityContext
+from broker.engine.interpreter import new_scope
 from broker.engine.values import as_bool, as_int, as_list, as_text
 
 

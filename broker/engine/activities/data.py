@@ -7,7 +7,7 @@ from typing import Any
 
 from broker.engine.activities.base import DONE, Behaviour
 from broker.engine.activities.control import WorkflowScope
-from broker.engine.interpreter import ActivityContext
+from broker.engine.activity_context import ActivityContext
 from broker.engine.javascript import run_script
 from broker.engine.values import as_outcomes, as_text
 from broker.errors import WorkflowFault

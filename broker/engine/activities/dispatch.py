@@ -8,8 +8,9 @@ from typing import Any
 from broker.engine.activities.base import DONE, CompletedChild
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.activities.waits import Waiting
+from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Input, WorkflowDefinition, camel_case
-from broker.engine.interpreter import ActivityContext, new_scope
+from broker.engine.interpreter import new_scope
 from broker.engine.results import ChildInstance
 from broker.engine.results import DispatchWorkflow as DispatchCommand
 from broker.engine.results import PublishEvent as PublishCommand

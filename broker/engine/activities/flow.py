@@ -18,9 +18,9 @@ from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.activities.control import declare_locals
+from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Activity
 from broker.engine.graph import Connection, FlowGraph
-from broker.engine.interpreter import ActivityContext
 from broker.engine.values import as_bool, as_list, as_text
 
 TERMINAL_TYPES = frozenset({"Elsa.End"})

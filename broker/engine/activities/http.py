@@ -1,4 +1,4 @@
-"""HTTP and e-mail: the request entry, the response, outbound requests, SendEmail.
+"""HTTP: the request entry, the response, outbound requests.
 
 In the broker a request-type workflow is entered through its HttpEndpoint: the submission's
 ``{keys, payload}`` (the workflow input) is its ``parsedContent`` and the submission's metadata its
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild
-from broker.engine.interpreter import ActivityContext
-from broker.engine.services import EmailMessage, HttpRequest
+from broker.engine.activity_context import ActivityContext
+from broker.engine.services import HttpRequest
 from broker.engine.values import as_bool, as_int, as_list, as_text
 from broker.errors import RetryLater, WorkflowFault
 
@@ -197,28 +197,3 @@ def _connected(ax: ActivityContext, outcome: str) -> bool:
         if graph is not None and ax.node.id in graph.outbound:
             return any(c.source_port == outcome for c in graph.outbound[ax.node.id])
     return False
-
-
-class SendEmail(Behaviour):
-    def execute(self, ax: ActivityContext) -> None:
-        mailer = ax.run.engine.services.mailer
-        if mailer is None:
-            raise WorkflowFault("no mailer is configured", activity_id=ax.node.id)
-        to = tuple(as_text(a) for a in as_list(ax.get("to")))
-        if not to:
-            raise WorkflowFault(
-                f"SendEmail {ax.node.id!r} has no recipient", activity_id=ax.node.id
-            )
-        sender = ax.get("from")
-        mailer.send(
-            EmailMessage(
-                to=to,
-                subject=as_text(ax.get("subject")),
-                body=as_text(ax.get("body")),
-                sender=as_text(sender) if sender else None,
-                cc=tuple(as_text(a) for a in as_list(ax.get("cc"))),
-                bcc=tuple(as_text(a) for a in as_list(ax.get("bcc"))),
-                message_id=f"<{ax.instance_id}.{ax.id}@broker>",
-            )
-        )
-        ax.complete()

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
+from broker.engine.activity_context import ActivityContext
 from broker.engine.cron import next_occurrence
-from broker.engine.interpreter import ActivityContext
 from broker.engine.results import RunTask as RunTaskCommand
 from broker.engine.values import as_datetime, as_text, as_timedelta
 from broker.errors import WorkflowFault

@@ -13,9 +13,10 @@ import json
 import time
 from typing import Any
 
-from broker.engine.definition import WorkflowDefinition, parse_workflow
-from broker.engine.engine import Engine
+from broker.engine.api import Engine
+from broker.engine.definition import WorkflowDefinition
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowFault
 from tests.perf.bench import WORKFLOW
 

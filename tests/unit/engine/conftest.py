@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import WorkflowDefinition, parse_workflow
-from broker.engine.engine import Engine, EngineServices
+from broker.engine.api import Engine, EngineServices
+from broker.engine.definition import WorkflowDefinition
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "workflows"

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import parse_workflow, pascal_case
+from broker.engine.definition import pascal_case
+from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowDefinitionError
 
 

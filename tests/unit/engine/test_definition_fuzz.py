@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.engine.definition import WorkflowDefinition, parse_workflow
+from broker.engine.definition import WorkflowDefinition
+from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowDefinitionError
 from broker.registry.files import WorkflowFile, read_workflow_file
 from tests.support.services import PROJECT_ROOT

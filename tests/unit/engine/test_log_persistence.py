@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import parse_workflow
-from broker.engine.engine import Engine, EngineServices
+from broker.engine.api import Engine, EngineServices
 from broker.engine.log_persistence import mode_of, policy_for
 from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from broker.engine.results import JournalEntry, RunResult
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import parse_workflow
+from broker.engine.parser import parse_workflow
 from broker.errors import RetryLater, WorkflowDefinitionError
 from tests.unit.engine.conftest import FIXTURES, Harness
 

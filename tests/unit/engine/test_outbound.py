@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.engine.definition import parse_workflow
+from broker.engine.parser import parse_workflow
 from broker.engine.results import DispatchWorkflow, PublishEvent
 from broker.errors import OutboundBlocked, RetryLater, WorkflowDefinitionError
 from tests.unit.engine.conftest import FIXTURES, Harness

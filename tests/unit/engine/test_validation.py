@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from broker.engine.definition import parse_workflow
+from broker.engine.parser import parse_workflow
 from broker.engine.validation import WORKFLOW_OPTIONS, validate_document
 from broker.errors import WorkflowDefinitionError
 from broker.registry import WorkflowRegistry

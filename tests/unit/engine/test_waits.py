@@ -80,11 +80,33 @@ def test_dispatch_with_wait_chooses_the_child_id_deterministically(harness: Harn
 
 
 def test_resuming_an_unknown_bookmark_is_refused(harness: Harness) -> None:
-    from broker.errors import NotFound
+    from broker.engine.errors import UnknownBookmark
 
     first = harness.start("wait-event")
-    with pytest.raises(NotFound):
+    with pytest.raises(UnknownBookmark):
         harness.engine.resume(first.state, bookmark_id="nope")
+
+
+def test_resuming_a_finished_instance_is_refused(harness: Harness) -> None:
+    from broker.engine.errors import InstanceFinished
+
+    # Given a suspended instance that was cancelled (finished) since
+    first = harness.start("wait-event")
+    cancelled = harness.engine.cancel(first.state)
+    # When it is resumed at its old bookmark, Then the engine refuses, naming the instance
+    with pytest.raises(InstanceFinished, match="has finished") as refused:
+        harness.engine.resume(cancelled.state, bookmark_id=first.bookmarks[0].id)
+    assert refused.value.instance_id == first.state["instanceId"]
+
+
+def test_retrying_an_instance_that_only_waits_is_refused(harness: Harness) -> None:
+    from broker.engine.errors import NothingToRetry
+
+    # Given an instance suspended at a bookmark, with nothing faulted
+    first = harness.start("wait-event")
+    # When it is retried, Then the engine refuses
+    with pytest.raises(NothingToRetry, match="has nothing to retry"):
+        harness.engine.retry(first.state)
 
 
 def test_cancel_ends_a_suspended_workflow(harness: Harness) -> None:

@@ -1,8 +1,9 @@
-"""The engine's front door: start, resume, retry and cancel workflow instances.
+"""The engine's entry points: start, resume, retry and cancel workflow instances.
 
 Each call takes JSON state (or a definition, to start), runs the interpreter until only waits
 remain, and returns a ``RunResult``. The engine holds no per-instance memory between calls; the
-runtime persists ``RunResult.state`` and hands it back.
+runtime persists ``RunResult.state`` and hands it back. A call the state does not allow raises an
+``EngineError`` (``broker.engine.errors``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
+from broker.engine.activity_context import ActivityContext
 from broker.engine.catalog import behaviour_for
 from broker.engine.definition import Activity, Input, Variable, WorkflowDefinition
-from broker.engine.interpreter import ActivityContext, Run, new_scope
+from broker.engine.errors import InstanceFinished, NothingToRetry, UnknownBookmark
+from broker.engine.interpreter import Run, new_scope
 from broker.engine.lookup import DefinitionLookup
 from broker.engine.results import (
     Bookmark,
@@ -28,7 +31,6 @@ from broker.engine.results import (
 )
 from broker.engine.services import HttpClient, Mailer
 from broker.engine.state import migrate, new_state
-from broker.errors import Conflict, NotFound
 
 
 def _utc_now() -> dt.datetime:
@@ -37,7 +39,7 @@ def _utc_now() -> dt.datetime:
 
 @dataclasses.dataclass(frozen=True)
 class EngineServices:
-    """The doors to the outside: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
 
     http: HttpClient | None = None
     mailer: Mailer | None = None
@@ -135,10 +137,10 @@ class Engine:
         """Resume the activity waiting on ``bookmark_id`` with ``input`` (the stimulus)."""
         current = migrate(_copy(state))
         if current["status"] == WorkflowStatus.FINISHED:
-            raise Conflict(f"workflow instance {current['instanceId']} has finished")
+            raise InstanceFinished(current["instanceId"])
         bookmark = next((b for b in current["bookmarks"] if b["id"] == bookmark_id), None)
         if bookmark is None:
-            raise NotFound(f"no bookmark {bookmark_id!r} in instance {current['instanceId']}")
+            raise UnknownBookmark(current["instanceId"], bookmark_id)
         run = Run(self, current, write_lines=write_lines)
         current["bookmarks"] = [b for b in current["bookmarks"] if b["id"] != bookmark_id]
         current["subStatus"] = WorkflowSubStatus.EXECUTING
@@ -155,9 +157,9 @@ class Engine:
         """Run again the activity that raised ``RetryLater`` or faulted (a replay)."""
         current = migrate(_copy(state))
         if current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
-            raise Conflict(f"workflow instance {current['instanceId']} has nothing to retry")
+            raise NothingToRetry(current["instanceId"])
         if not current["queue"]:
-            raise Conflict(f"workflow instance {current['instanceId']} has nothing to retry")
+            raise NothingToRetry(current["instanceId"])
         current["status"] = WorkflowStatus.RUNNING
         current["subStatus"] = WorkflowSubStatus.EXECUTING
         current["fault"] = None

@@ -1,0 +1,229 @@
+"""What an activity implementation sees while it runs (``ActivityContext``), and what its
+expressions see (``ActivityScope``, the interpreter's ``broker.engine.scope.Scope``).
+
+Both are thin views over one activity execution context of a ``Run``; every change goes through
+the run, which owns the state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from broker.engine import expressions
+from broker.engine.activities.base import DONE
+from broker.engine.definition import Activity
+from broker.engine.results import Command
+
+if TYPE_CHECKING:
+    from broker.engine.interpreter import Run
+
+
+class ActivityContext:
+    """What an activity implementation sees: its inputs, outputs, children, bookmarks."""
+
+    __slots__ = ("ctx", "node", "run")
+
+    def __init__(self, run: Run, ctx: dict[str, Any], node: Activity) -> None:
+        self.run = run
+        self.ctx = ctx
+        self.node = node
+
+    @property
+    def id(self) -> str:
+        return str(self.ctx["id"])
+
+    @property
+    def props(self) -> dict[str, Any]:
+        props: dict[str, Any] = self.ctx["props"]
+        return props
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.run.state
+
+    @property
+    def instance_id(self) -> str:
+        return str(self.run.state["instanceId"])
+
+    def has_input(self, name: str) -> bool:
+        spec = self.node.inputs.get(name)
+        return spec is not None and spec.expression is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The evaluated input ``name`` (``default`` when unset)."""
+        spec = self.node.inputs.get(name)
+        if spec is None or spec.expression is None:
+            return default
+        value = self.run.evaluate(self.ctx, self.node, spec)
+        self.run.capture(self.ctx, self.node, "inputs", name, value)
+        return default if value is None else value
+
+    def evaluate(self, expression: Mapping[str, Any] | None, type_name: str | None = None) -> Any:
+        if expression is None:
+            return None
+        return expressions.evaluate(
+            expression,
+            ActivityScope(self.run, self.ctx, self.node),
+            type_name=type_name,
+            js_time_limit=self.run.engine.js_time_limit,
+            js_memory_limit=self.run.engine.js_memory_limit,
+        )
+
+    def set_output(self, name: str, value: Any) -> None:
+        outputs = self.run.state["activityOutputs"]
+        outputs.setdefault(self.node.label, {})[name] = value
+        if name == "result":
+            self.run.last_result = value
+        self.run.capture(self.ctx, self.node, "outputs", name, value)
+        reference = self.node.outputs.get(name)
+        if reference is not None:
+            self.run.assign(self.ctx, reference, value)
+
+    def schedule(
+        self, node: Activity, *, props: dict[str, Any] | None = None, def_id: str | None = None
+    ) -> str:
+        ctx = self.run.create_context(self.ctx, node.id, def_id or self.ctx["def"], props)
+        return str(ctx["id"])
+
+    def has_children(self) -> bool:
+        return bool(self.ctx["children"])
+
+    def children(self) -> list[dict[str, Any]]:
+        contexts = self.run.contexts
+        return [contexts[c] for c in self.ctx["children"] if c in contexts]
+
+    def complete(self, *outcomes: str) -> None:
+        self.run.complete(self.ctx, outcomes or DONE)
+
+    def bookmark(
+        self,
+        name: str,
+        payload: Mapping[str, Any],
+        *,
+        due_at: dt.datetime | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return self.run.add_bookmark(self.ctx, self.node, name, payload, due_at, **extra)
+
+    def write_line(self, text: str) -> None:
+        lines = text.split("\n")
+        for line in lines:
+            self.run.write_lines.append(line.removesuffix("\r"))
+        sink = self.run.engine.services.write_line
+        if sink is not None:
+            sink(text)
+
+    def emit(self, command: Command) -> None:
+        self.run.commands.append(command)
+
+    def now(self) -> dt.datetime:
+        return self.run.clock()
+
+    def scope(self) -> ActivityScope:
+        return ActivityScope(self.run, self.ctx, self.node)
+
+    def find_ancestor(self, predicate: Callable[[Activity], bool]) -> dict[str, Any] | None:
+        parent = self.ctx["parent"]
+        while parent:
+            ctx = self.run.contexts.get(parent)
+            if ctx is None:
+                return None
+            if predicate(self.run.node(ctx)):
+                return ctx
+            parent = ctx["parent"]
+        return None
+
+
+class ActivityScope:
+    """``broker.engine.scope.Scope`` over the context tree, for expressions."""
+
+    __slots__ = ("_ctx", "_node", "_run")
+
+    def __init__(self, run: Run, ctx: Mapping[str, Any], node: Activity) -> None:
+        self._run = run
+        self._ctx = ctx
+        self._node = node
+
+    @property
+    def activity_id(self) -> str | None:
+        return self._node.id
+
+    @property
+    def workflow_instance_id(self) -> str:
+        return str(self._run.state["instanceId"])
+
+    @property
+    def correlation_id(self) -> str | None:
+        value = self._run.state.get("correlationId")
+        return str(value) if value is not None else None
+
+    def variable_names(self) -> list[str]:
+        names: list[str] = []
+        for scope in self._run.scopes(self._ctx):
+            names.extend(name for name in scope["vars"] if name not in names)
+        return names
+
+    def get_variable(self, name: str) -> Any:
+        for scope in self._run.scopes(self._ctx):
+            if name in scope["vars"]:
+                return scope["vars"][name]
+            alias = scope["ids"].get(name)
+            if alias is not None:
+                return scope["vars"][alias]
+        raise KeyError(name)
+
+    def set_variable(self, name: str, value: Any) -> None:
+        for scope in self._run.scopes(self._ctx):
+            if name in scope["vars"] or scope["kind"] == "workflow":
+                scope["vars"][scope["ids"].get(name, name)] = value
+                return
+
+    def input_names(self) -> list[str]:
+        return list(self._run.workflow_scope(self._ctx)["inputs"])
+
+    def get_input(self, name: str) -> Any:
+        return self._run.workflow_scope(self._ctx)["inputs"][name]
+
+    def activity_names(self) -> list[str]:
+        return list(self._run.state["activityOutputs"])
+
+    def activity_outputs(self, activity: str) -> Mapping[str, Any]:
+        outputs: dict[str, Mapping[str, Any]] = self._run.state["activityOutputs"]
+        found = outputs.get(activity)
+        if found is None:  # named by its id while it has a name (Elsa accepts either)
+            node = self._run.definition(self._ctx["def"]).nodes.get(activity)
+            found = outputs[node.label] if node is not None else outputs[activity]
+        return found
+
+    def last_result(self) -> Any:
+        return self._run.last_result
+
+    def workflow_info(self) -> Mapping[str, Any]:
+        state = self._run.state
+        return {
+            "definitionId": state["definitionId"],
+            "definitionVersionId": state["definitionVersionId"],
+            "version": state["version"],
+            "name": state["name"],
+        }
+
+    def set_workflow_info(self, key: str, value: str | None) -> None:
+        if key not in ("correlationId", "name"):
+            raise KeyError(key)
+        self._run.state[key] = value
+
+    def now(self) -> dt.datetime:
+        return self._run.clock()
+
+    def current_value(self) -> Any:
+        current: Mapping[str, Any] | None = self._ctx
+        contexts = self._run.contexts
+        while current is not None:
+            props = current["props"]
+            if "currentValue" in props:
+                return props["currentValue"]
+            parent = current["parent"]
+            current = contexts.get(parent) if parent else None
+        return None
