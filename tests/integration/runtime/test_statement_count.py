@@ -36,10 +36,10 @@ from broker.runtime.requests import OutboxMessage
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import Request
+from tests.support.doubles import RecordingSender
 from tests.support.ingress import INVOICE_KEYS, make_pki, settings_for, write_config
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.workflows import set_output, workflow, write_workflow
-from tests.support.doubles import RecordingSender
 
 pytestmark = pytest.mark.postgres
 
