@@ -1,4 +1,4 @@
-"""The engine's front door: start, resume, retry and cancel workflow instances.
+"""The engine's entry point: start, resume, retry and cancel workflow instances.
 
 Each call takes JSON state (or a definition, to start), runs the interpreter until only waits
 remain, and returns a ``RunResult``. The engine holds no per-instance memory between calls; the
@@ -37,7 +37,7 @@ def _utc_now() -> dt.datetime:
 
 @dataclasses.dataclass(frozen=True)
 class EngineServices:
-    """The doors to the outside: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+    """The ports to the outside: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
 
     http: HttpClient | None = None
     mailer: Mailer | None = None

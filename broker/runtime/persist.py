@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from broker.errors import Conflict
 from broker.redaction import redact_text
-from broker.runtime import deadletters, ids, journal, outbox
+from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_TASK
 from broker.runtime.retry import policy_for
 from broker.runtime.statuses import finish_request
@@ -160,7 +160,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
     _save_children(session, target, result.child_instances, now)
     if exhausted is not None:
-        deadletters.record(
+        dead_letters.record(
             session,
             dead_letter_id=ids.dead_letter_id_for(
                 "request", f"{target.instance_id}:{saved.checkpoint}"

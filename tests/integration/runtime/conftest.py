@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime.process import make_publisher
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines
 from tests.conftest import PG_ADMIN_URL, REDIS_URL, require_service

@@ -13,7 +13,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.process import make_publisher
 from broker.runtime.publisher import CelerySender, Publisher
 from broker.runtime.requests import (
     NullPublisher,
@@ -25,6 +24,7 @@ from broker.runtime.requests import (
     set_paused,
     submit,
 )
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow

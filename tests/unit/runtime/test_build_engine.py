@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from broker.runtime.effects import RecordedHttp, RecordedMailer
-from broker.runtime.process import Runtime
 from broker.runtime.runner import build_engine
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 
 
