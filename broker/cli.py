@@ -1,4 +1,4 @@
-"""The ``broker`` command: the operator's door.
+"""The ``broker`` command: the operator's command line.
 
 Subcommands live next to what they operate (``broker.store.commands``, ``broker.certs``, ...) and
 are imported only when called, so ``broker --help`` stays fast. Exit codes: 0 success, 1 the

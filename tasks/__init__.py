@@ -1,11 +1,11 @@
 """The Celery application: ``celery -A tasks worker|beat|flower``.
 
-Task bodies here are thin doors onto ``broker.runtime``: open a transaction, take the lock, call
+Task bodies here are thin adapters onto ``broker.runtime``: open a transaction, take the lock, call
 the runtime, map errors. ``broker`` never imports this package.
 """
 
 from broker.runtime.locks import warn_if_local_locks
-from broker.runtime.process import Runtime, set_runtime
+from broker.runtime.wiring import Runtime, set_runtime
 from broker.settings import get_settings
 from tasks.celery_app import create_app
 

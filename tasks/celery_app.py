@@ -27,7 +27,7 @@ from broker.runtime.celery_config import (
     WEBHOOK_QUEUE,
     create_celery,
 )
-from broker.runtime.process import Runtime, get_runtime
+from broker.runtime.wiring import Runtime, get_runtime
 from broker.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -129,8 +129,8 @@ def _configure_logging(loglevel: Any = None, **_: Any) -> None:
 setup_logging.connect(_configure_logging)
 
 
-#: While the database is unreachable a door is retried soon, with a capped backoff, instead of
-#: failing and waiting for the relay's lease (the outbox row stays open either way).
+#: While the database is unreachable a task adapter is retried soon, with a capped backoff,
+#: instead of failing and waiting for the relay's lease (the outbox row stays open either way).
 STORE_RETRY = {
     "autoretry_for": (StoreUnavailable,),
     "retry_backoff": 1,
@@ -140,20 +140,20 @@ STORE_RETRY = {
 }
 
 
-def door(name: str, **options: Any) -> Callable[[F], F]:
-    """``shared_task`` with a type: registers a task door under ``name`` on every app."""
+def task(name: str, **options: Any) -> Callable[[F], F]:
+    """``shared_task`` with a type: registers a task adapter under ``name`` on every app."""
     return cast(Callable[[F], F], shared_task(name=name, **options))
 
 
-def workflow_door(name: str, **options: Any) -> Callable[[F], F]:
-    """A door that runs workflow steps: retried quickly while the database is down."""
-    return door(name, **{**STORE_RETRY, **options})
+def workflow_task(name: str, **options: Any) -> Callable[[F], F]:
+    """A task adapter that runs workflow steps: retried quickly while the database is down."""
+    return task(name, **{**STORE_RETRY, **options})
 
 
 class StepTask(Task):  # type: ignore[misc]
-    """A door that runs one workflow step. When Celery's hard time limit kills the step's process,
-    this runs in the worker's main process (on a Celery that reports it) and records the fault,
-    in case the step's own watchdog could not (``broker.runtime.ceiling``)."""
+    """A task adapter that runs one workflow step. When Celery's hard time limit kills the
+    step's process, this runs in the worker's main process (on a Celery that reports it) and
+    records the fault, in case the step's own watchdog could not (``broker.runtime.ceiling``)."""
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
@@ -182,9 +182,9 @@ class StepTask(Task):  # type: ignore[misc]
             logger.error("fault of killed step %s not recorded", task_id, exc_info=True)
 
 
-def step_door(name: str, **options: Any) -> Callable[[F], F]:
-    """A workflow door that runs one step: under the step ceiling (``STEP_TASKS``)."""
-    return workflow_door(name, base=StepTask, **options)
+def step_task(name: str, **options: Any) -> Callable[[F], F]:
+    """A workflow task adapter that runs one step: under the step ceiling (``STEP_TASKS``)."""
+    return workflow_task(name, base=StepTask, **options)
 
 
 def maintenance_job(fn: F) -> F:

@@ -13,11 +13,11 @@ from broker.runtime.celery_config import (
     RECOVER_STALLED,
     RELAY_OUTBOX,
 )
-from broker.runtime.process import get_runtime
-from tasks.celery_app import door, maintenance_job
+from broker.runtime.wiring import get_runtime
+from tasks.celery_app import maintenance_job, task
 
 
-@door(name=RELAY_OUTBOX)
+@task(name=RELAY_OUTBOX)
 @maintenance_job
 def relay_outbox() -> dict[str, Any]:
     rt = get_runtime()
@@ -30,26 +30,26 @@ def relay_outbox() -> dict[str, Any]:
     }
 
 
-@door(name=PROCESS_BOOKMARK_QUEUE)
+@task(name=PROCESS_BOOKMARK_QUEUE)
 @maintenance_job
 def process_bookmark_queue() -> dict[str, Any]:
     report = bookmarks.process_queue(get_runtime())
     return {"matched": report.matched, "expired": report.expired, "failed": report.failed}
 
 
-@door(name=FIRE_TIMERS)
+@task(name=FIRE_TIMERS)
 @maintenance_job
 def fire_timers() -> int:
     return bookmarks.fire_timers(get_runtime())
 
 
-@door(name=RECOVER_STALLED)
+@task(name=RECOVER_STALLED)
 @maintenance_job
 def recover_stalled() -> int:
-    return len(recovery.recover(get_runtime()))
+    return len(recovery.run_recovery(get_runtime()))
 
 
-@door(name=PURGE)
+@task(name=PURGE)
 @maintenance_job
 def purge() -> dict[str, int]:
     report = recovery.purge(get_runtime())

@@ -1,15 +1,15 @@
-"""Task doors of webhooks: one delivery attempt, and the clients.json sync (a beat job)."""
+"""Task adapters of webhooks: one delivery attempt, and the clients.json sync (a beat job)."""
 
 from __future__ import annotations
 
 from broker.runtime import webhook_delivery, webhooks
 from broker.runtime.celery_config import DELIVER_WEBHOOK, SYNC_WEBHOOKS
-from broker.runtime.process import get_runtime
+from broker.runtime.wiring import get_runtime
 from broker.store.db import transaction
-from tasks.celery_app import door, maintenance_job, workflow_door
+from tasks.celery_app import maintenance_job, task, workflow_task
 
 
-@workflow_door(name=DELIVER_WEBHOOK)
+@workflow_task(name=DELIVER_WEBHOOK)
 def deliver_webhook(delivery_id: str, outbox_id: str | None = None) -> str:
     rt = get_runtime()
     return webhook_delivery.deliver(
@@ -17,7 +17,7 @@ def deliver_webhook(delivery_id: str, outbox_id: str | None = None) -> str:
     )
 
 
-@door(name=SYNC_WEBHOOKS)
+@task(name=SYNC_WEBHOOKS)
 @maintenance_job
 def sync_webhooks() -> int:
     rt = get_runtime()

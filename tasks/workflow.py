@@ -1,8 +1,8 @@
-"""Task doors that run workflows: a few lines each, all logic in ``broker.runtime``.
+"""Task adapters that run workflows: a few lines each, all logic in ``broker.runtime``.
 
 Each is idempotent (docs/design.md, section 4) and takes the consumed outbox row's id, which is
 also the Celery task id: a duplicate delivery finds the row done and returns. While an operator has
-paused the runtime, a door hands its row back to the outbox instead of running it (the relay
+paused the runtime, a task hands its row back to the outbox instead of running it (the relay
 publishes it again after the resume).
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from broker.runtime import outbox, runner, usertasks
 from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
-from broker.runtime.process import get_runtime
-from tasks.celery_app import step_door, workflow_door
+from broker.runtime.wiring import get_runtime
+from tasks.celery_app import step_task, workflow_task
 
-#: what a door answers when the pause held its row back
+#: what a task answers when the pause held its row back
 HELD = "held"
 
 
@@ -23,21 +23,21 @@ def _held(outbox_id: str | None) -> bool:
     return outbox.hold_if_paused(get_runtime().factory, outbox_id)
 
 
-@step_door(name=RUN_REQUEST)
+@step_task(name=RUN_REQUEST)
 def run_request(request_id: str, outbox_id: str | None = None) -> str:
     if _held(outbox_id):
         return HELD
     return runner.run_request(get_runtime(), request_id, outbox_id).value
 
 
-@step_door(name=RUN_CHILD)
+@step_task(name=RUN_CHILD)
 def run_child(instance_id: str, outbox_id: str | None = None) -> str:
     if _held(outbox_id):
         return HELD
     return runner.run_child(get_runtime(), instance_id, outbox_id).value
 
 
-@step_door(name=RESUME_INSTANCE)
+@step_task(name=RESUME_INSTANCE)
 def resume_instance(
     instance_id: str,
     outbox_id: str | None = None,
@@ -57,7 +57,7 @@ def resume_instance(
     ).value
 
 
-@workflow_door(name=RUN_TASK, bind=True)
+@workflow_task(name=RUN_TASK, bind=True)
 def run_task(
     self: Any,
     task_name: str,

@@ -13,7 +13,7 @@ from broker.settings import get_settings
 
 def _console() -> Flask:
     from broker.console.app import create_app
-    from broker.runtime.process import make_publisher
+    from broker.runtime.wiring import make_publisher
     from broker.store import db
 
     settings = get_settings()

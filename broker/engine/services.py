@@ -1,4 +1,4 @@
-"""The doors from the pure engine to the outside world, as protocols.
+"""The ports from the pure engine to the outside world, as protocols.
 
 The engine never opens a socket or a file: activities that send HTTP requests or e-mail call
 these, and the runtime passes real implementations (``broker.outbound``, ``broker.mail``) or test

@@ -65,7 +65,7 @@ class LazyApp:
 
 def _public() -> Flask:
     from broker.ingress.app import create_public_app
-    from broker.runtime.process import make_publisher
+    from broker.runtime.wiring import make_publisher
     from broker.store import db
 
     settings = get_settings()

@@ -22,9 +22,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
-from broker.runtime import deadletters, ids, outbox, schedules, triggers
+from broker.runtime import dead_letters, ids, outbox, schedules, triggers
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -239,7 +239,7 @@ def _failed(
 
 
 def _bury(session: Session, item: BookmarkQueueItem, *, reason: str, error: str) -> None:
-    deadletters.record(
+    dead_letters.record(
         session,
         dead_letter_id=ids.dead_letter_id_for("bookmark", item.id),
         kind="bookmark",

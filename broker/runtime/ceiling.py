@@ -2,7 +2,7 @@
 
 Two things enforce it. The step's heartbeat thread is its watchdog: at the limit it records the
 fault (below) and stops beating; it runs while the engine is stuck in native code, which
-releases the GIL. Celery's hard time limit on the step doors (``celery_config.step_time_limits``,
+releases the GIL. Celery's hard time limit on the step tasks (``celery_config.step_time_limits``,
 the limit plus ``STEP_KILL_GRACE``) then kills the pool child, which the pool replaces; on a
 Celery that reports hard time limits to the task, the parent process records the same fault too,
 for a step whose watchdog could not write it. Recording is idempotent: it happens once, guarded by
@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from broker.runtime import deadletters, ids, journal, outbox
+from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.persist import Target, notify_parent
-from broker.runtime.process import Runtime
 from broker.runtime.statuses import finish_request
+from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import (
     InstanceStatus,
@@ -133,7 +133,7 @@ def fault_overdue_step_txn(
     if instance is not None and instance.parent_id is not None:
         notify_parent(session, _target_of(instance, queue), _NoOutput(), "Faulted", now)
     if request_id is not None or instance is not None:
-        deadletters.record(
+        dead_letters.record(
             session,
             dead_letter_id=ids.dead_letter_id_for(
                 "request",

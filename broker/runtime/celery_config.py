@@ -23,7 +23,7 @@ MAINTENANCE_QUEUE = "broker.maintenance"
 #: webhook deliveries have their own queue: a slow receiver never holds up workflow steps
 WEBHOOK_QUEUE = "broker.webhooks"
 
-# Task names (the contract between the outbox rows and the task doors in ``tasks``).
+# Task names (the contract between the outbox rows and the task adapters in ``tasks``).
 RUN_REQUEST = "broker.run_request"
 RESUME_INSTANCE = "broker.resume_instance"
 RUN_CHILD = "broker.run_child"
@@ -46,7 +46,7 @@ MAINTENANCE_TASKS = (
     PURGE,
     SYNC_WEBHOOKS,
 )
-#: the doors that run one workflow step each: they get the step ceiling
+#: the task adapters that run one workflow step each: they get the step ceiling
 STEP_TASKS = (RUN_REQUEST, RESUME_INSTANCE, RUN_CHILD)
 #: seconds past ``BROKER_STEP_TIME_LIMIT`` before the pool kills a step's process: the step's own
 #: watchdog records the fault at the limit, the kill frees the worker whatever the step is stuck in
@@ -54,7 +54,7 @@ STEP_KILL_GRACE = 5.0
 
 
 def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
-    """Celery's hard time limit of each step door (prefork pool: the child is killed and
+    """Celery's hard time limit of each step task (prefork pool: the child is killed and
     replaced). The soft limit is the runtime's own watchdog (``broker.runtime.ceiling``), which
     also works when the step is stuck in native code, where a soft-limit signal would wait."""
     limit = settings.step_time_limit + STEP_KILL_GRACE
@@ -166,7 +166,7 @@ def configure(app: Celery, settings: Settings) -> None:
 
 
 def create_celery(settings: Settings, *, set_as_current: bool = True) -> Celery:
-    """A configured Celery app; ``tasks`` registers its task doors on the one it builds."""
+    """A configured Celery app; ``tasks`` registers its task adapters on the one it builds."""
     app = Celery("broker", set_as_current=set_as_current)
     configure(app, settings)
     return app

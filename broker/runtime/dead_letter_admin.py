@@ -5,7 +5,7 @@ operator can inspect failures without seeing payloads or secrets. Replay is atom
 letter is marked replayed by a guarded UPDATE and the new work (a bookmark-queue item, or an
 outbox row) is written in the same transaction, so two operators replaying at once create one.
 
-Request and outbox letters are replayed by ``broker.runtime.deadletters``. A bookmark letter
+Request and outbox letters are replayed by ``broker.runtime.dead_letters``. A bookmark letter
 becomes a new bookmark-queue item from these camelCase fields of ``data``, falling back to the
 letter's own columns: name, hash, correlationId, clientKey, instanceId, activityInstanceId,
 bookmarkId, payload, options.
@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
-from broker.runtime import deadletters
+from broker.runtime import dead_letters
 from broker.runtime.paging import newest_first_page
 from broker.runtime.requests import iso
 from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
@@ -110,7 +110,7 @@ def replay(session: Session, letter_id: str, kinds: tuple[str, ...]) -> Replayed
         )
     if letter.kind != DeadLetterKind.BOOKMARK:
         # Requests and outbox rows: the runtime owns how work resumes.
-        done = deadletters.replay(session, letter_id, source="admin")
+        done = dead_letters.replay(session, letter_id, source="admin")
         return Replayed(letter_id, done.outbox_id, done.reason, (done.outbox_id,))
     data = letter.data or {}
     name = data.get("name") or letter.name

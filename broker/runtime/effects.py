@@ -4,7 +4,7 @@ A step is saved in one transaction when the engine returns; a worker that dies b
 the whole step on the next delivery. The engine is deterministic (activity instance ids come from a
 counter in the state), so the redone step reaches the same HTTP call with the same
 ``Idempotency-Key`` and the same e-mail with the same message id. These wrappers of the engine's
-doors record each completed effect under that key in ``step_results``, in a transaction of its own
+ports record each completed effect under that key in ``step_results``, in a transaction of its own
 committed before the engine goes on, and answer the recorded outcome instead of acting again: the
 checkpoint of an effect is the effect itself, and a receiver that ignores ``Idempotency-Key`` still
 sees each call once.

@@ -11,7 +11,7 @@ batch starts with a fence UPDATE on the lease row inside the transaction that cl
 marks rows, so a holder whose lease was taken over cannot commit, and on PostgreSQL the row lock
 makes a takeover wait until a batch that passed the fence has committed.
 
-While an operator has paused the runtime, the relay publishes nothing and the task doors hand
+While an operator has paused the runtime, the relay publishes nothing and the task adapters hand
 their rows back (``hold_if_paused``): queued work waits in SQL, work already running finishes
 (the drain), and after the resume the relay publishes what was held.
 """
@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
 from broker.redaction import redact_optional, redact_text
-from broker.runtime import deadletters, ids
+from broker.runtime import dead_letters, ids
 from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
 from broker.settings import Settings
 from broker.store.db import acquire_lease, fence, release_lease, transaction
@@ -365,7 +365,7 @@ def bury(session: Session, row: OutboxRow) -> None:
     row.state = OutboxState.DEAD.value
     row.finished_at = utcnow()
     row.lease_expires_at = None
-    deadletters.record(
+    dead_letters.record(
         session,
         dead_letter_id=ids.dead_letter_id_for("outbox", row.id),
         kind="outbox",

@@ -1,4 +1,4 @@
-"""What a task door did with the outbox row it consumed (returned by the runtime, logged by
+"""What a task adapter did with the outbox row it consumed (returned by the runtime, logged by
 Celery)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A publish that fails (the transport is down, the process dies) costs latency only: the row stays
 pending and the relay publishes it. The task id is the outbox id, so a duplicate publish is a
-duplicate delivery of the same work, which the task door recognises.
+duplicate delivery of the same work, which the task adapter recognises.
 
 A new submission takes a shorter way (``publish_new``): its row was inserted already dispatched
 with a lease (``Publisher.dispatch_lease``), so the fast path neither reads it back nor marks it;
@@ -123,6 +123,6 @@ class Publisher:
                         session, row.id, lease=self.settings.outbox_lease, only_pending=True
                     )
             except Exception:
-                # Published but not marked: the relay publishes it once more; the task door
+                # Published but not marked: the relay publishes it once more; the task adapter
                 # recognises the duplicate by its outbox id.
                 logger.warning("could not mark outbox row %s dispatched", row.id, exc_info=True)

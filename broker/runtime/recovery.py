@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from broker.runtime import ids, outbox, webhook_delivery
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -46,14 +46,15 @@ BATCH = 200
 OPEN = (OutboxState.PENDING.value, OutboxState.DISPATCHED.value)
 
 
-def recover(rt: Runtime) -> list[str]:
-    """One run of the recovery job (beat); answers the outbox rows written."""
+def run_recovery(rt: Runtime) -> list[str]:
+    """One run of the recovery job (beat): takes its lock, re-dispatches what stalled
+    (``redispatch_stalled``) and publishes the rows; answers the outbox rows written."""
     lock = rt.locks.acquire(RECOVERY_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
     if lock is None:
         return []
     try:
         with transaction(rt.factory) as session:
-            written = recover_stalled(session, rt.settings)
+            written = redispatch_stalled(session, rt.settings)
             publish = outbox.publishable(session, written)
     finally:
         lock.release()
@@ -62,9 +63,12 @@ def recover(rt: Runtime) -> list[str]:
     return written
 
 
-def recover_stalled(
+def redispatch_stalled(
     session: Session, settings: Settings, *, now: dt.datetime | None = None
 ) -> list[str]:
+    """Give a fresh outbox row to each stalled instance (running, silent for
+    ``inactivity_threshold``, no open row) and each request still Queued without one; answers the
+    rows written. Never commits."""
     now = now or utcnow()
     cutoff = now - dt.timedelta(seconds=settings.inactivity_threshold)
     written: list[str] = []

@@ -37,11 +37,11 @@ from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
-from broker.runtime import callbacks, deadletters, ids, outbox
+from broker.runtime import callbacks, dead_letters, ids, outbox
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
 from broker.runtime.retry import RetryPolicy, policy_for
 from broker.runtime.statuses import finish_request, start_processing
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import Request, RequestEvent, RequestStatus
@@ -245,7 +245,7 @@ class _Failure:
             set_to = finish_request(
                 session, self.request_id, sub_status="Faulted", output=None, error=message
             )
-            deadletters.record(
+            dead_letters.record(
                 session,
                 dead_letter_id=ids.dead_letter_id_for(
                     "request", f"remote:{self.request_id}:{replays}"

@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 #: the RuntimeFlag row that pauses new submissions
 PAUSED_FLAG = "paused"
 #: seconds a process trusts the paused flag it last read (``is_paused_cached``): a pause set by
-#: another process reaches the ingress and the task doors within this delay
+#: another process reaches the ingress and the task adapters within this delay
 PAUSED_CACHE_TTL = 1.0
 
 TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
@@ -183,7 +183,7 @@ def submit(
     (transport down, process killed after the commit), the relay republishes the row when the
     lease runs out, as for any dispatched row whose consumer did not finish it.
 
-    ``source`` names the door in the audit event (``console`` for a console user's start).
+    ``source`` names the entry point in the audit event (``console`` for a console user's start).
     """
     client_key = client_id.lower()
     body_hash = submission.body_hash()
@@ -530,7 +530,7 @@ _paused_cache_lock = threading.Lock()
 def is_paused_cached(session: Session, *, ttl: float = PAUSED_CACHE_TTL) -> bool:
     """``is_paused``, read at most once per ``ttl`` seconds per process and database.
 
-    The hot paths (every submission, every task door) ask this; a pause or resume made by another
+    The hot paths (every submission, every task adapter) ask this; a pause or resume made by another
     process is seen within ``ttl``, one made by this process (``set_paused``) at once.
     """
     key = _cache_key(session.get_bind())

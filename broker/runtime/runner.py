@@ -29,9 +29,9 @@ from broker.runtime import ceiling, ids, outbox
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import PENDING_START, Saved, StaleStep, Target, save_step
-from broker.runtime.process import Runtime
 from broker.runtime.remote import dispatch_remote
 from broker.runtime.statuses import finish_request, start_processing
+from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import (
     Bookmark,

@@ -3,7 +3,7 @@
 ``Queued -> Processing -> Completed | Faulted | Cancelled``. Every UPDATE carries the state it
 moves from in its WHERE clause, so a redelivery, a late callback or a duplicate can never move a
 terminal request (the change is ignored and logged); the one way out of Faulted is an operator's
-replay (``deadletters.replay``). Each change also writes its webhook deliveries
+replay (``dead_letters.replay``). Each change also writes its webhook deliveries
 (``webhooks.record_status_change``) in the same transaction. Functions take a session and never
 commit.
 """

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from broker import metrics
 from broker.engine.services import HttpClient
 from broker.errors import BrokerError
-from broker.runtime import deadletters, ids, outbox
+from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.webhook_sender import Plan, Result, send
 from broker.runtime.webhooks.endpoints import REMOVED_FROM_FILE, SOURCE_CALLBACK, live_secrets
@@ -71,7 +71,7 @@ def deliver(
     rng: random.Random | None = None,
     locks: Any = None,
 ) -> str:
-    """Run one attempt of a delivery (the task door's body); answers what happened. Safe to run
+    """Run one attempt of a delivery (the task adapter's body); answers what happened. Safe to run
     twice: a finished outbox row or a delivery no longer pending is not sent again, and with
     ``locks`` (the lock provider) two copies of one attempt running at once (a message published
     again when its lease ran out while the first copy was still sending) send once: the second
@@ -255,7 +255,7 @@ def _bury(
         now,
         None,
     )
-    deadletters.record(
+    dead_letters.record(
         session,
         # one letter per burial: a replayed delivery that fails again gets a new one
         dead_letter_id=ids.dead_letter_id_for(
@@ -311,7 +311,7 @@ def reopen(session: Session, letter: DeadLetter, outbox_id: str, *, now: dt.date
     delivery.next_attempt_at = now
     delivery.retry_until = None  # the first attempt after the replay starts a new horizon
     delivery.created_at = now
-    # the replay's outbox row, under the id deadletters.replay answers
+    # the replay's outbox row, under the id dead_letters.replay answers
     session.add(
         OutboxRow(
             id=outbox_id,

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from broker.errors import ConfigError, StoreUnavailable
+from broker.store import audit
 from broker.store.models import Lease, utcnow
 
 logger = logging.getLogger(__name__)
@@ -145,8 +146,9 @@ os.register_at_fork(after_in_child=_dispose_after_fork)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions bound to ``engine``; objects stay readable after commit (no expiry)."""
-    return sessionmaker(bind=engine, expire_on_commit=False)
+    """Sessions bound to ``engine``; objects stay readable after commit (no expiry), and their
+    committed audit events become log lines (``broker.store.audit``)."""
+    return audit.install(sessionmaker(bind=engine, expire_on_commit=False))
 
 
 @contextmanager

@@ -205,7 +205,7 @@ def test_a_postgres_restart_answers_503_and_loses_no_accepted_request(
                 what="a submission during the outage",
             )
             ready_while_down = readiness(stack)
-            # (reads and the other write door are refused the same way)
+            # (reads and the other write path are refused the same way)
             known = next(a.request_id for a in client.snapshot() if a.request_id)
             others_while_down = [
                 stack.call(DEV, "GET", f"/requests/{known}"),

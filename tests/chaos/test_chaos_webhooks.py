@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from broker.outbound import OutboundHttp
 from broker.runtime import webhooks
-from broker.runtime.process import make_publisher
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import WebhookDelivery

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from broker.runtime.process import make_publisher
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines
 from tests.support.processes import process_env

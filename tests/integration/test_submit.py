@@ -46,7 +46,7 @@ BODY = Submission("InvoiceProcess", {"InvoiceNumber": "INV-1"}, {"amount": 5})
 def test_a_submission_writes_the_request_its_event_and_its_pending_outbox_row(
     factory: sessionmaker[Session],
 ) -> None:
-    # When a client submits (no idempotency key, the default door)
+    # When a client submits (no idempotency key, the default path)
     before = utcnow()
     with transaction(factory) as session:
         done = submit(session, client_id="ClientA", submission=BODY, workflow=Pinned())

@@ -113,7 +113,7 @@ def in_process_runtime(settings: Settings, locks: Path) -> Any:
     """A ``Runtime`` over ``settings`` (migrated and loaded) with no transport: tests call the
     runner, or ``drain``, directly."""
     from broker.runtime.locks import FileLockProvider
-    from broker.runtime.process import Runtime
+    from broker.runtime.wiring import Runtime
 
     factory, registry = prepare(settings)
     return Runtime(

@@ -18,7 +18,7 @@ from broker.runtime.celery_config import (
     WEBHOOK_QUEUE,
     beat_schedule,
 )
-from broker.runtime.process import Runtime, set_runtime
+from broker.runtime.wiring import Runtime, set_runtime
 from broker.settings import Settings
 from tasks.celery_app import _consume_workflow_queues, create_app
 

@@ -25,7 +25,7 @@ from broker.ingress import create_internal_app
 from broker.runtime import ids, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow

@@ -17,7 +17,7 @@ from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact_text
-from broker.runtime import deadletters, ids, journal, outbox
+from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import RESUME_INSTANCE
 from broker.runtime.persist.commands import notify_parent, save_children, save_commands
 from broker.runtime.persist.target import Saved, StaleStep, Target
@@ -110,7 +110,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
     save_children(session, target, result.child_instances, now)
     if exhausted is not None:
-        deadletters.record(
+        dead_letters.record(
             session,
             dead_letter_id=ids.dead_letter_id_for(
                 "request", f"{target.instance_id}:{saved.checkpoint}"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime.process import make_publisher
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env

@@ -25,9 +25,9 @@ from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.persist import Target
-from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel_instances, set_paused
 from broker.runtime.status import runtime_view
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (

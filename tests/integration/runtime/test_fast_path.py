@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.process import make_publisher
 from broker.runtime.publisher import CelerySender, Publisher
 from broker.runtime.requests import (
     NullPublisher,
@@ -23,6 +22,7 @@ from broker.runtime.requests import (
     set_paused,
     submit,
 )
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
-from broker.runtime import deadletters, ids, outbox
+from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.publisher import Publisher
 from broker.runtime.requests import set_paused
@@ -172,7 +172,7 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
         assert dead_row.finished_at is not None
         assert dead_row.lease_expires_at is None
         # When an operator replays it, the same task is written as a new pending row
-        replayed = deadletters.replay(session, letter.id)
+        replayed = dead_letters.replay(session, letter.id)
     outbox.relay(settings, factory, sender, locks)
     assert sender.sent[-1] == replayed.outbox_id
     with transaction(factory, write=False) as session:

@@ -1,4 +1,4 @@
-"""Pausing the runtime, on SQLite and PostgreSQL: the relay publishes nothing, task doors hand
+"""Pausing the runtime, on SQLite and PostgreSQL: the relay publishes nothing, task adapters hand
 their rows back, submissions are refused; after the resume the held work is published."""
 
 from __future__ import annotations
@@ -98,20 +98,20 @@ def test_relay_publishes_nothing_while_paused_and_everything_after_resume(
     assert sender.sent == ["r1"]
 
 
-def test_task_door_hands_its_row_back_while_paused(
+def test_task_adapter_hands_its_row_back_while_paused(
     settings: Settings, factory: sessionmaker[Session]
 ) -> None:
     # Given a row already published to a worker
     add_row(factory, "r1")
     with transaction(factory) as session:
         outbox.mark_dispatched(session, "r1", lease=60, only_pending=True)
-    # When the runtime is running, the door may run it
+    # When the runtime is running, the task adapter may run it
     assert outbox.hold_if_paused(factory, "r1") is False
     assert state_of(factory, "r1")[0] == "dispatched"
     # When the runtime is paused
     pause(factory, True)
     held = outbox.hold_if_paused(factory, "r1")
-    # Then the door must not run it: the row is pending again, due a little later
+    # Then the task adapter must not run it: the row is pending again, due a little later
     assert held is True
     assert state_of(factory, "r1") == ("pending", "runtime paused")
     with transaction(factory, write=False) as session:
@@ -123,7 +123,7 @@ def test_task_door_hands_its_row_back_while_paused(
 
 
 @pytest.mark.parametrize("paused", [True, False])
-def test_task_door_trusts_a_fresh_cached_flag_either_way(
+def test_task_adapter_trusts_a_fresh_cached_flag_either_way(
     factory: sessionmaker[Session], paused: bool
 ) -> None:
     # Given a dispatched row and a flag this process read a moment ago
@@ -135,7 +135,7 @@ def test_task_door_trusts_a_fresh_cached_flag_either_way(
     with transaction(factory, write=False) as session:
         assert is_paused_cached(session) is paused
     assert paused_if_known(factory) is paused
-    # When the door asks, Then it answers from the cache: hold (and hand back) only if paused
+    # When the adapter asks, Then it answers from the cache: hold (and hand back) only if paused
     assert outbox.hold_if_paused(factory, "r1") is paused
     assert state_of(factory, "r1")[0] == ("pending" if paused else "dispatched")
 

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from broker.logs import JsonFormatter, TextFormatter
 from broker.redaction import redact_headers, redact_text, redact_url
 from broker.runtime import requests as runtime_requests
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (

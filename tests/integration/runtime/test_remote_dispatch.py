@@ -20,10 +20,10 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import RetryLater, WorkflowFault
-from broker.runtime import deadletters, runner
+from broker.runtime import dead_letters, runner
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
 from broker.runtime.remote import FAILED_EVENT, post
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request, RequestEvent, utcnow
@@ -101,7 +101,7 @@ def failures(rt: Runtime, request_id: str) -> list[str]:
         )
 
 
-def dead_letters(rt: Runtime, request_id: str) -> list[DeadLetter]:
+def letters_of(rt: Runtime, request_id: str) -> list[DeadLetter]:
     with transaction(rt.factory, write=False) as session:
         letters = session.scalars(
             select(DeadLetter)
@@ -146,7 +146,7 @@ def test_a_dispatch_answered_503_is_retried_then_waits_for_the_callback(
     assert [path for path, _key in sink.calls] == [DISPATCH_PATH, DISPATCH_PATH]
     assert request_status(rt.factory, request_id) == "Processing"
     assert event_types(rt.factory, request_id)[-2:] == ["RequestProcessing", "RequestDispatched"]
-    assert dead_letters(rt, request_id) == []
+    assert letters_of(rt, request_id) == []
     # And the callback completes it
     with transaction(rt.factory) as session:
         runner.complete_from_callback(session, request_id, "Completed", {"remote": True}, None)
@@ -171,7 +171,7 @@ def test_a_refused_dispatch_is_retried_until_its_attempts_run_out_then_dead_lett
     assert "cannot be reached" in detail
     assert "gave up after 3 attempts" in detail
     assert f"http://***@127.0.0.1:{port}{MASKED}" in detail
-    [letter] = dead_letters(rt, request_id)
+    [letter] = letters_of(rt, request_id)
     assert (letter.kind, letter.reason, letter.attempts, letter.replayable) == (
         "request",
         "Exhausted",
@@ -180,12 +180,12 @@ def test_a_refused_dispatch_is_retried_until_its_attempts_run_out_then_dead_lett
     )
     # When an operator replays it while Elsa is still down
     with transaction(rt.factory) as session:
-        deadletters.replay(session, letter.id)
+        dead_letters.replay(session, letter.id)
     drain(rt)
     # Then it gets three fresh attempts and a dead letter of its own, replayable again
     assert request_status(rt.factory, request_id) == "Faulted"
     assert len(failures(rt, request_id)) == 6
-    letters = dead_letters(rt, request_id)
+    letters = letters_of(rt, request_id)
     assert len(letters) == 2
     assert [letter.replayable for letter in letters] == [False, True]
 
@@ -205,13 +205,13 @@ def test_a_dispatch_answered_404_faults_at_once_naming_the_masked_url(
     detail = error_detail(rt, request_id)
     where = f"http://***@127.0.0.1:{sink.port}{MASKED}"
     assert detail == f"remote dispatch failed: Elsa at {where} answered HTTP 404"
-    [letter] = dead_letters(rt, request_id)
+    [letter] = letters_of(rt, request_id)
     assert (letter.reason, letter.attempts, letter.replayable) == ("Failed", 1, True)
     # And a second delivery of the same task changes nothing and calls no one
     runner.run_request(rt, request_id, row_id)
     assert len(sink.calls) == 1
     assert request_status(rt.factory, request_id) == "Faulted"
-    assert len(dead_letters(rt, request_id)) == 1
+    assert len(letters_of(rt, request_id)) == 1
 
 
 def test_a_dispatch_that_times_out_is_retried_then_dead_lettered(make_rt: MakeRuntime) -> None:
@@ -231,7 +231,7 @@ def test_a_dispatch_that_times_out_is_retried_then_dead_lettered(make_rt: MakeRu
     assert request_status(rt.factory, request_id) == "Faulted"
     assert len(failures(rt, request_id)) == 2
     assert "did not answer within 0.3s" in error_detail(rt, request_id)
-    assert [letter.reason for letter in dead_letters(rt, request_id)] == ["Exhausted"]
+    assert [letter.reason for letter in letters_of(rt, request_id)] == ["Exhausted"]
 
 
 # The classification of answers ------------------------------------------------------------------

@@ -17,11 +17,11 @@ import pytest
 from celery import Celery
 from sqlalchemy import func, select, update
 
-from broker.runtime import deadletters, ids, recovery, runner, usertasks
+from broker.runtime import dead_letters, ids, recovery, runner, usertasks
 from broker.runtime.celery_config import RUN_CHILD, RUN_TASK
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -183,8 +183,8 @@ def test_the_purge_run_twice_removes_once_and_then_finds_nothing(rt: Runtime) ->
             .where(WorkflowInstance.sub_status == "Suspended")
             .values(status="Finished", sub_status="Finished", finished_at=long_ago)
         )
-        deadletters.record(session, dead_letter_id="old", kind="outbox", reason="Undeliverable")
-        deadletters.record(session, dead_letter_id="new", kind="outbox", reason="Undeliverable")
+        dead_letters.record(session, dead_letter_id="old", kind="outbox", reason="Undeliverable")
+        dead_letters.record(session, dead_letter_id="new", kind="outbox", reason="Undeliverable")
         session.flush()
         session.execute(
             update(DeadLetter)

@@ -18,12 +18,12 @@ from sqlalchemy import select, update
 
 from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
-from broker.runtime import bookmarks, deadletters, effects, ids, recovery, runner
+from broker.runtime import bookmarks, dead_letters, effects, ids, recovery, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
 from broker.runtime.requests import cancel, request_view
 from broker.runtime.statuses import finish_request
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -143,7 +143,7 @@ def test_a_step_redone_after_a_crash_replays_its_completed_call_instead_of_calli
 def test_recorded_effects_replay_completed_outcomes_and_retry_transient_failures(
     rt: Runtime,
 ) -> None:
-    # Given an HTTP door that fails transiently once, and a mailer, both recorded for i1
+    # Given an HTTP client that fails transiently once, and a mailer, both recorded for i1
     class Flaky:
         calls = 0
 
@@ -358,9 +358,9 @@ def test_recovery_redispatches_stalled_instances_and_forgotten_requests(
         session.execute(update(WorkflowInstance).values(heartbeat_at=long_ago))
     # When recovery runs twice
     with transaction(rt.factory) as session:
-        first = recovery.recover_stalled(session, rt.settings)
+        first = recovery.redispatch_stalled(session, rt.settings)
     with transaction(rt.factory) as session:
-        second = recovery.recover_stalled(session, rt.settings)
+        second = recovery.redispatch_stalled(session, rt.settings)
     # Then each got one new row, and the second run added nothing
     rows = {r.task_name: r for r in _rows(rt, first)}
     assert set(rows) == {"broker.run_request", "broker.resume_instance"}
@@ -405,7 +405,7 @@ def test_replaying_a_request_that_is_not_faulted_conflicts(rt: Runtime) -> None:
     request_id, row_id = submit(rt, "Call")
     runner.run_request(rt, request_id, row_id)
     with transaction(rt.factory) as session:
-        deadletters.record(
+        dead_letters.record(
             session,
             dead_letter_id="dl-1",
             kind="request",
@@ -414,7 +414,7 @@ def test_replaying_a_request_that_is_not_faulted_conflicts(rt: Runtime) -> None:
             instance_id=ids.instance_id_for_request(request_id),
         )
     with pytest.raises(Conflict), transaction(rt.factory) as session:
-        deadletters.replay(session, "dl-1")
+        dead_letters.replay(session, "dl-1")
     assert request_status(rt.factory, request_id) == "Completed"
 
 
@@ -425,7 +425,7 @@ def test_purge_clears_old_state_but_keeps_what_replay_needs(rt: Runtime) -> None
     long_ago = utcnow() - dt.timedelta(seconds=rt.settings.result_retention + 5)
     with transaction(rt.factory) as session:
         session.execute(update(WorkflowInstance).values(finished_at=long_ago))
-        deadletters.record(session, dead_letter_id="old", kind="outbox", reason="Undeliverable")
+        dead_letters.record(session, dead_letter_id="old", kind="outbox", reason="Undeliverable")
         session.flush()
         session.execute(
             update(DeadLetter).values(

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import Conflict, Unauthenticated
-from broker.runtime import callbacks, deadletters, ids, journal
+from broker.runtime import callbacks, dead_letters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
-from broker.runtime.process import make_publisher
 from broker.runtime.runner import complete_from_callback
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
@@ -113,7 +113,7 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
     # When the sink is fixed and an operator replays the dead letter
     stack.sink.fail["/broken"] = 0
     with transaction(stack.factory) as session:
-        replayed = deadletters.replay(session, letter.id)
+        replayed = dead_letters.replay(session, letter.id)
     stack.publisher.publish([replayed.outbox_id])
     # Then the same record completes, with the replay in its audit trail
     wait_status(stack, request_id, "Completed")
@@ -124,7 +124,7 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
     ]
     # And the dead letter cannot be replayed twice
     with transaction(stack.factory) as session, pytest.raises(Conflict):
-        deadletters.replay(session, letter.id)
+        dead_letters.replay(session, letter.id)
 
 
 def test_an_event_resumes_a_suspended_request(stack: Stack) -> None:

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from broker.runtime import deadletters, ids, runner
+from broker.runtime import dead_letters, ids, runner
 from broker.runtime.ceiling import FAULT_CODE
 from broker.runtime.celery_config import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime, make_publisher
+from broker.runtime.wiring import Runtime, make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -166,7 +166,7 @@ def test_the_dead_letter_of_a_first_step_replays_the_request_from_its_start(rt: 
             select(DeadLetter).where(DeadLetter.request_id == request_id)
         ).one()
         # When an operator replays its dead letter
-        replayed = deadletters.replay(session, letter.id)
+        replayed = dead_letters.replay(session, letter.id)
     # Then the request is Processing again and its first step is published once more
     assert request_status(rt.factory, request_id) == "Processing"
     with transaction(rt.factory, write=False) as session:

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import select
 
 from broker.runtime import bookmarks, runner, schedules
-from broker.runtime.process import Runtime
 from broker.runtime.triggers import SYSTEM_CLIENT
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.outbound import OutboundHttp
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import webhooks
-from broker.runtime.process import make_publisher
+from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint

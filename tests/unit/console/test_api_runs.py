@@ -20,8 +20,8 @@ from broker.runtime import requests as runtime_requests
 from broker.runtime import runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.process import Runtime
 from broker.runtime.publisher import Publisher
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.models import (
     OutboxRow,

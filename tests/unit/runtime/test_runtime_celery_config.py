@@ -1,5 +1,5 @@
 """Celery configuration: reliability settings, routes, beat schedule, the atomic filesystem
-transport, task doors and RunTask's allowlist."""
+transport, task adapters and RunTask's allowlist."""
 
 from __future__ import annotations
 
@@ -71,6 +71,6 @@ def test_run_task_calls_only_tasks_from_the_listed_modules(settings: Settings) -
     assert is_callable(listed, fake_task("acme.resize", "acme.jobs.images"))
     assert not is_callable(listed, fake_task("evil", "acme.jobsx"))
     assert not is_callable(listed, fake_task("os.system", "os"))
-    # The broker's own doors and Celery's built-ins are never callable from a workflow
+    # The broker's own tasks and Celery's built-ins are never callable from a workflow
     assert not is_callable(listed, fake_task("broker.purge", "tasks.maintenance"))
     assert not is_callable(listed, fake_task("celery.chord_unlock", "celery.app.builtins"))

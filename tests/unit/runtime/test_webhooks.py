@@ -1,6 +1,6 @@
 """Webhooks in process: deliveries written with status changes, signed attempts to a real
 receiver on loopback, retries, dead letters, replay, endpoint sync (SQLite, no worker: the test
-runs each due attempt as the worker's task door would)."""
+runs each due attempt as the worker's task adapter would)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.client_entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
 from broker.outbound import OutboundHttp
-from broker.runtime import deadletters, webhook_delivery, webhook_sender, webhooks
+from broker.runtime import dead_letters, webhook_delivery, webhook_sender, webhooks
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.requests import Submission, cancel, submit
@@ -103,7 +103,7 @@ def run_due(
     *,
     until_idle: float = 10.0,
 ) -> list[str]:
-    """Run every due webhook attempt as the task door would, until none is pending."""
+    """Run every due webhook attempt as the task adapter would, until none is pending."""
     outcomes: list[str] = []
     deadline = time.monotonic() + until_idle
     while time.monotonic() < deadline:
@@ -259,7 +259,7 @@ def test_a_receiver_that_never_answers_ends_as_a_webhook_dead_letter_that_replay
         # When the receiver is back and the operator replays the dead letter
         receiver.default = 204
         with db.transaction(factory) as session:
-            deadletters.replay(session, letter.id)
+            dead_letters.replay(session, letter.id)
         assert run_due(settings, factory, http) == ["delivered"]
         last = receiver.received()[-1]
     # Then the same event arrives, verified, under the same webhook-id; the endpoint is enabled
@@ -344,7 +344,7 @@ def test_a_replayed_request_tells_of_processing_again(
     request_id = new_request(factory)
     with db.transaction(factory) as session:
         finish_request(session, request_id, sub_status="Faulted", output=None, error="boom")
-        deadletters.record(
+        dead_letters.record(
             session,
             dead_letter_id="dl-1",
             kind="request",
@@ -352,7 +352,7 @@ def test_a_replayed_request_tells_of_processing_again(
             request_id=request_id,
         )
     with db.transaction(factory) as session:
-        deadletters.replay(session, "dl-1")
+        dead_letters.replay(session, "dl-1")
     with db.transaction(factory, write=False) as session:
         events = session.scalars(select(WebhookDelivery.event_type)).all()
     assert events == ["request.processing"]
@@ -632,7 +632,7 @@ def test_the_purge_removes_finished_deliveries_after_the_retention_but_keeps_pen
 def test_the_beat_job_syncs_clients_json_into_the_database(
     wh_settings: Settings, factory: sessionmaker[Session], tmp_path: Path
 ) -> None:
-    from broker.runtime.process import Runtime, set_runtime
+    from broker.runtime.wiring import Runtime, set_runtime
     from tasks.webhooks import sync_webhooks
 
     clients = tmp_path / "clients.json"

@@ -4,6 +4,10 @@ Every place that records an audit event adds a ``RequestEvent`` row; this module
 into a log line once its transaction has committed (never for a rolled-back one), so the logs and
 the audit history always agree and no call site has to remember to log. Payloads are not logged:
 only the event type, its message and the ids.
+
+Importing this module changes nothing: ``install`` puts the listeners on one session factory, and
+``broker.store.db.make_session_factory`` calls it for every factory it builds (workers, beat, the
+ingress, the console, the command line).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from broker.store.models import RequestEvent
 
@@ -21,14 +25,12 @@ logger = logging.getLogger("broker.audit")
 _PENDING = "broker.audit.pending"
 
 
-@event.listens_for(Session, "before_flush")
 def _collect(session: Session, _context: Any, _instances: Any) -> None:
     new = [obj for obj in session.new if isinstance(obj, RequestEvent)]
     if new:
         session.info.setdefault(_PENDING, []).extend(new)
 
 
-@event.listens_for(Session, "after_commit")
 def _emit(session: Session) -> None:
     for audit in session.info.pop(_PENDING, ()):
         properties = audit.properties or {}
@@ -46,6 +48,22 @@ def _emit(session: Session) -> None:
         )
 
 
-@event.listens_for(Session, "after_rollback")
 def _discard(session: Session) -> None:
     session.info.pop(_PENDING, None)
+
+
+_LISTENERS = (("before_flush", _collect), ("after_commit", _emit), ("after_rollback", _discard))
+
+
+def install(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    """Log the audit events that sessions of ``factory`` commit; safe to call twice. Answers
+    ``factory``."""
+    for name, listener in _LISTENERS:
+        if not event.contains(factory, name, listener):
+            event.listen(factory, name, listener)
+    return factory
+
+
+def installed(factory: sessionmaker[Session]) -> bool:
+    """Whether ``install`` has put the listeners on ``factory``."""
+    return all(event.contains(factory, name, listener) for name, listener in _LISTENERS)

@@ -1,4 +1,4 @@
-"""Task doors and beat jobs while the database is unreachable."""
+"""Task adapters and beat jobs while the database is unreachable."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from tasks.celery_app import StepTask, maintenance_job
         "broker.deliver_webhook",
     ],
 )
-def test_workflow_doors_retry_soon_while_the_database_is_down(name: str) -> None:
-    # Given a door that runs workflow steps
+def test_workflow_tasks_retry_soon_while_the_database_is_down(name: str) -> None:
+    # Given a task adapter that runs workflow steps
     task = app.tasks[name]
     # Then a StoreUnavailable retries it with a short, capped backoff instead of failing it
     assert StoreUnavailable in task.autoretry_for
@@ -54,10 +54,10 @@ def test_a_beat_job_skips_its_tick_with_one_warning_while_the_database_is_down(
 @pytest.mark.parametrize(
     "name", ["broker.run_request", "broker.run_child", "broker.resume_instance"]
 )
-def test_step_doors_have_a_hard_time_limit_just_past_the_step_ceiling(name: str) -> None:
+def test_step_tasks_have_a_hard_time_limit_just_past_the_step_ceiling(name: str) -> None:
     # Given the app built from the settings (BROKER_STEP_TIME_LIMIT, default 300 s)
     limit = get_settings().step_time_limit
-    # Then each step door is killed by the pool STEP_KILL_GRACE seconds after the ceiling
+    # Then each step task is killed by the pool STEP_KILL_GRACE seconds after the ceiling
     task = app.tasks[name]
     assert task.time_limit == limit + STEP_KILL_GRACE
     assert isinstance(task, StepTask)
