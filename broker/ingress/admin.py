@@ -15,7 +15,7 @@ from broker.ingress import dead_letters, instances
 from broker.ingress.auth import authenticate, require_scope
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
-from broker.runtime import requests as runtime
+from broker.runtime.pause import set_paused
 from broker.runtime.status import runtime_view
 from broker.store.models import DeadLetterKind
 
@@ -187,7 +187,7 @@ def resume() -> Response:
 
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
-        runtime.set_paused(session, paused)
+        set_paused(session, paused)
         body = _runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id

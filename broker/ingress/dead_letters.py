@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from broker.errors import Conflict, NotFound
 from broker.ingress.paging import newest_first_page
 from broker.runtime import deadletters
-from broker.runtime.requests import iso
+from broker.runtime.request_queries import iso
 from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
 
 logger = logging.getLogger(__name__)

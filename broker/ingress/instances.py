@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
 from broker.ingress.paging import newest_first_page
-from broker.runtime import requests as runtime
-from broker.runtime.requests import iso
+from broker.runtime import cancellation
+from broker.runtime.request_queries import iso
 from broker.store.models import ActivityExecution, InstanceStatus, WorkflowInstance
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def cancel(session: Session, instance_id: str) -> WorkflowInstance:
         )
     if instance.parent_id is None and instance.request_id:
         try:
-            runtime.cancel(session, instance.request_id, client_id=None, source="admin")
+            cancellation.cancel(session, instance.request_id, client_id=None, source="admin")
         except Conflict:
             logger.warning(
                 "instance %s runs for terminal request %s",
@@ -108,7 +108,7 @@ def cancel(session: Session, instance_id: str) -> WorkflowInstance:
                 instance.request_id,
                 extra={"instance_id": instance_id},
             )
-    runtime.cancel_instances(session, [instance_id])
+    cancellation.cancel_instances(session, [instance_id])
     session.refresh(instance)
     logger.info("workflow instance %s cancelled", instance_id, extra={"instance_id": instance_id})
     return instance

@@ -24,7 +24,8 @@ from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
-from broker.runtime.requests import ListQuery, Submission
+from broker.runtime.request_queries import ListQuery
+from broker.runtime.submission import Submission
 from broker.settings import Settings
 from broker.store.models import RequestStatus
 

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime.celery_config import create_celery
-from broker.runtime.outbox import Sender
+from broker.runtime.ports import Sender
 from broker.runtime.publisher import CelerySender, Publisher
 from broker.settings import Settings, get_settings
 from broker.store.db import make_engine, make_session_factory

@@ -14,13 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import Conflict, RuntimePaused
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
-from broker.runtime.requests import (
-    OutboxMessage,
-    Submission,
-    forget_paused,
-    set_paused,
-    submit,
-)
+from broker.runtime.pause import forget_paused, set_paused
+from broker.runtime.ports import OutboxMessage
+from broker.runtime.submission import Submission, submit
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, Request, RequestEvent, utcnow
 

@@ -23,11 +23,12 @@ from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.ingress import dead_letters
 from broker.runtime import bookmarks, ids, persist, recovery
+from broker.runtime.cancellation import cancel_instances
 from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.pause import set_paused
 from broker.runtime.persist import Target
 from broker.runtime.process import Runtime
-from broker.runtime.requests import cancel_instances, set_paused
 from broker.runtime.status import runtime_view
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade

@@ -13,18 +13,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.pause import forget_paused, is_paused_cached, paused_if_known, set_paused
+from broker.runtime.ports import NullPublisher
 from broker.runtime.process import make_publisher
 from broker.runtime.publisher import CelerySender, Publisher
-from broker.runtime.requests import (
-    NullPublisher,
-    Submission,
-    Submitted,
-    forget_paused,
-    is_paused_cached,
-    paused_if_known,
-    set_paused,
-    submit,
-)
+from broker.runtime.submission import Submission, Submitted, submit
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow

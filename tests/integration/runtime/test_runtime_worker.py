@@ -11,8 +11,8 @@ from sqlalchemy import select
 from broker.errors import Conflict, Unauthenticated
 from broker.runtime import callbacks, deadletters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
+from broker.runtime.callbacks import complete_from_callback
 from broker.runtime.process import make_publisher
-from broker.runtime.runner import complete_from_callback
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.process import Runtime
-from broker.runtime.runner import build_engine
+from broker.runtime.steps import build_engine
 from broker.settings import Settings
 
 
