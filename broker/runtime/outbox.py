@@ -34,7 +34,7 @@ from broker.errors import LockLost
 from broker.redaction import redact_optional, redact_text
 from broker.runtime import deadletters, ids
 from broker.runtime.pause import is_paused, is_paused_cached, paused_if_known
-from broker.runtime.ports import LockProvider, Sender
+from broker.runtime.ports import Lock, LockProvider, Sender
 from broker.settings import Settings
 from broker.store.db import acquire_lease, fence, release_lease, transaction
 from broker.store.models import OutboxRow, OutboxState, table_of, utcnow
@@ -404,14 +404,14 @@ def pending_ids(session: Session, outbox_ids: Sequence[str]) -> list[OutboxRow]:
     return list(session.scalars(stmt))
 
 
-def _extend(lock: Any, ttl: float) -> None:
+def _extend(lock: Lock, ttl: float) -> None:
     try:
         lock.extend(ttl)
     except Exception:  # a lock that cannot be extended is still fenced by the SQL lease
         logger.debug("could not extend the outbox relay lock", exc_info=True)
 
 
-def _release(lock: Any) -> None:
+def _release(lock: Lock) -> None:
     try:
         lock.release()
     except Exception:  # expired and taken over: the new holder's lock is not ours to remove

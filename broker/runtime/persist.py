@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
+from broker.engine.results import RunResult
 from broker.errors import Conflict
 from broker.redaction import redact_text
 from broker.runtime import deadletters, ids, journal, outbox
@@ -87,7 +88,7 @@ class Saved:
     retry_scheduled: bool = False
 
 
-def save_step(session: Session, settings: Settings, target: Target, result: Any) -> Saved:
+def save_step(session: Session, settings: Settings, target: Target, result: RunResult) -> Saved:
     """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``."""
     now = utcnow()
     saved = Saved(checkpoint=target.expected_checkpoint + 1)
@@ -159,7 +160,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
     _save_children(session, target, result.child_instances, now)
-    if exhausted is not None:
+    if exhausted is not None and result.retry is not None:  # exhausted implies a retry
         deadletters.record(
             session,
             dead_letter_id=ids.dead_letter_id_for(

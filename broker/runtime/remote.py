@@ -37,6 +37,7 @@ from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
+from broker.registry.versions import PublishedWorkflow
 from broker.runtime import callbacks, deadletters, ids, outbox, statuses
 from broker.runtime.outcome import Outcome
 from broker.runtime.process import Runtime
@@ -55,7 +56,9 @@ REPLAYED_EVENT = statuses.TRANSITIONS[RequestStatus.FAULTED][RequestStatus.PROCE
 TRANSIENT_STATUSES = frozenset({408, 429})
 
 
-def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, published: Any) -> Outcome:
+def dispatch_remote(
+    rt: Runtime, request_id: str, outbox_id: str | None, published: PublishedWorkflow
+) -> Outcome:
     settings = rt.settings
     log = {"request_id": request_id, "outbox_id": outbox_id}
     with transaction(rt.factory) as session:
@@ -189,7 +192,7 @@ class _Failure:
     rt: Runtime
     request_id: str
     outbox_id: str | None
-    published: Any
+    published: PublishedWorkflow
     request_type: str
     submitted_at: dt.datetime
 

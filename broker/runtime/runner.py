@@ -12,15 +12,16 @@ heartbeat, save, publish) is ``steps.advance``; a remote executor's result comes
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from broker import metrics
 from broker.errors import NotFound
+from broker.registry.versions import PublishedWorkflow
 from broker.runtime import ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import PENDING_START, Target
@@ -55,7 +56,9 @@ class _Divert(Exception):
     """Raised by a plan when the request does not run here: its planning transaction is rolled
     back, the lock released, and the caller handles it outside both."""
 
-    def __init__(self, request_type: str, submitted_at: Any, version_id: str | None) -> None:
+    def __init__(
+        self, request_type: str, submitted_at: dt.datetime, version_id: str | None
+    ) -> None:
         super().__init__(version_id)
         self.request_type, self.submitted_at, self.version_id = (
             request_type,
@@ -248,7 +251,7 @@ def resume_instance(
 
 def _target_for(
     instance: WorkflowInstance,
-    published: Any,
+    published: PublishedWorkflow,
     *,
     client_key: str | None,
     request: Request | None = None,

@@ -15,17 +15,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from broker import metrics
 from broker.engine.engine import Engine, EngineServices
+from broker.engine.results import RunResult
 from broker.runtime import ceiling, outbox
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import Saved, StaleStep, Target, save_step
+from broker.runtime.ports import Lock
 from broker.runtime.process import Runtime
 from broker.store.db import transaction
 from broker.store.models import (
@@ -50,7 +51,7 @@ class Step:
     step's result can be saved (a request's first step: see ``Opening``)."""
 
     target: Target
-    run: Callable[[Engine], Any]
+    run: Callable[[Engine], RunResult]
     open: Callable[[Session], bool] | None = None
 
 
@@ -229,7 +230,7 @@ def _hand_back(rt: Runtime, instance_id: str, outbox_id: str | None) -> None:
     )
 
 
-def _record_step(target: Target, saved: Saved, result: Any) -> None:
+def _record_step(target: Target, saved: Saved, result: RunResult) -> None:
     """The metrics of a committed step: activity durations, a scheduled retry, a terminal request.
 
     Recorded only after the commit, so a step rolled back or dropped as stale counts nothing. A
@@ -263,7 +264,7 @@ def _heartbeat(
     rt: Runtime,
     instance_id: str,
     outbox_id: str | None,
-    lock: Any,
+    lock: Lock,
     opening: Opening,
     deadline: float,
     overdue: Callable[[], None],

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks.webhooks import Webhook
 
 from broker import metrics
@@ -32,6 +32,7 @@ from broker.engine.services import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.runtime import deadletters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
+from broker.runtime.ports import LockProvider
 from broker.runtime.webhooks import (
     REMOVED_FROM_FILE,
     SOURCE_CALLBACK,
@@ -113,13 +114,13 @@ def headers_for(plan: Plan, at: dt.datetime) -> dict[str, str]:
 
 def deliver(
     settings: Settings,
-    factory: Any,
+    factory: sessionmaker[Session],
     http: HttpClient,
     delivery_id: str,
     outbox_id: str | None,
     *,
     rng: random.Random | None = None,
-    locks: Any = None,
+    locks: LockProvider | None = None,
 ) -> str:
     """Run one attempt of a delivery (the task door's body); answers what happened. Safe to run
     twice: a finished outbox row or a delivery no longer pending is not sent again, and with
@@ -143,7 +144,7 @@ def deliver(
 
 def _deliver(
     settings: Settings,
-    factory: Any,
+    factory: sessionmaker[Session],
     http: HttpClient,
     delivery_id: str,
     outbox_id: str | None,
