@@ -24,7 +24,7 @@ from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
-from broker.runtime.requests import NullPublisher
+from broker.runtime.ports import NullPublisher
 from broker.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import instance_admin as instances
-from broker.runtime import requests as runtime
+from broker.runtime import request_queries
+from broker.runtime.pause import set_paused
 from broker.runtime.status import runtime_view
 from broker.settings import Settings
 from broker.store import credentials
@@ -168,14 +169,14 @@ def request_list() -> str:
     status = request.args.get("status") or None
     if status is not None and status not in STATUSES:
         raise BadRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
-    query = runtime.ListQuery(
+    query = request_queries.ListQuery(
         status=status,
         request_type=request.args.get("requestType") or None,
         limit=PAGE_SIZE,
         cursor=request.args.get("cursor") or None,
     )
     with store.transaction(_factory(), write=False) as db:
-        items, cursor = runtime.list_requests(db, None, query)
+        items, cursor = request_queries.list_requests(db, None, query)
     return render_template(
         "requests.html", items=items, next_cursor=cursor, status=status, statuses=STATUSES
     )
@@ -185,9 +186,9 @@ def request_list() -> str:
 @require("viewer")
 def request_detail(request_id: str) -> str:
     with store.transaction(_factory(), write=False) as db:
-        record = runtime.get_owned(db, request_id, None)
-        view = runtime.request_view(db, record)
-        events = runtime.list_events(db, request_id, None)
+        record = request_queries.get_owned(db, request_id, None)
+        view = request_queries.request_view(db, record)
+        events = request_queries.list_events(db, request_id, None)
         journal: list[dict[str, Any]] = []
         fault = None
         if record.instance_id:
@@ -300,7 +301,7 @@ def resume() -> BaseResponse:
 def _set_paused(paused: bool) -> BaseResponse:
     _protect_form()
     with store.transaction(_factory()) as db:
-        runtime.set_paused(db, paused)
+        set_paused(db, paused)
     principal = current()
     logger.warning(
         "workflow runtime %s from the console by %s",

@@ -16,8 +16,8 @@ from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import instance_admin as instances
-from broker.runtime import requests as runtime
 from broker.runtime.dead_letter_admin import BOOKMARK, WORK
+from broker.runtime.pause import set_paused
 from broker.runtime.status import runtime_view
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def resume() -> Response:
 
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
-        runtime.set_paused(session, paused)
+        set_paused(session, paused)
         body = _runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id

@@ -16,7 +16,7 @@ from flask import current_app
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import ConfigError
-from broker.runtime.requests import Publisher
+from broker.runtime.ports import PinnedWorkflow, Publisher
 from broker.settings import Settings
 
 EXTENSION = "broker"
@@ -38,17 +38,6 @@ class RuleLike(Protocol):
     def allow_additional_keys(self) -> bool: ...
 
 
-class WorkflowLike(Protocol):
-    @property
-    def definition_id(self) -> str: ...
-    @property
-    def version(self) -> int: ...
-    @property
-    def version_id(self) -> str: ...
-    @property
-    def queue(self) -> str | None: ...
-
-
 class ClientDirectory(Protocol):
     """What the ingress asks of ``broker.clients.ClientRegistry``."""
 
@@ -62,7 +51,7 @@ class ClientDirectory(Protocol):
 class WorkflowDirectory(Protocol):
     """What the ingress asks of ``broker.registry.WorkflowRegistry``."""
 
-    def for_request_type(self, name: str) -> WorkflowLike | None: ...
+    def for_request_type(self, name: str) -> PinnedWorkflow | None: ...
     def get_definition(self, definition_id: str) -> Any: ...
 
 

@@ -20,7 +20,7 @@ from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
 from broker.metrics import record_finished
-from broker.runtime import callbacks, runner
+from broker.runtime import callbacks
 from broker.runtime.celery_config import transport_options
 from broker.settings import Settings
 
@@ -38,7 +38,7 @@ def record_result(request_id: str) -> tuple[str, int]:
         attempt, webhook_id = _authenticate(svc.settings, request_id)
         status, result, error = parse_callback(read_json(svc.settings))
         with transaction() as session:
-            finished = runner.complete_from_callback(
+            finished = callbacks.complete_from_callback(
                 session,
                 request_id,
                 status.value,

@@ -10,13 +10,14 @@ from sqlalchemy.exc import IntegrityError
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
-from broker.ingress.context import WorkflowLike, services, transaction
+from broker.ingress.context import services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
 from broker.ingress.webhooks import outbound
 from broker.rate_limits import SUBMISSIONS
-from broker.runtime import requests as runtime
-from broker.runtime import webhooks
-from broker.runtime.requests import Submission, Submitted
+from broker.runtime import cancellation, request_queries, webhooks
+from broker.runtime import submission as runtime_submission
+from broker.runtime.ports import PinnedWorkflow
+from broker.runtime.submission import Submission, Submitted
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +78,15 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 def _submit(
     client_id: str,
     submission: Submission,
-    workflow: WorkflowLike,
+    workflow: PinnedWorkflow,
     lease: float | None,
     callback_secret: str | None = None,
 ) -> Submitted:
     """Record the submission; with a ``lease``, its row is inserted already dispatched because
-    the caller publishes it right after the commit (see ``runtime.submit``)."""
+    the caller publishes it right after the commit (see ``runtime.submission.submit``)."""
     try:
         with transaction() as session:
-            return runtime.submit(
+            return runtime_submission.submit(
                 session,
                 client_id=client_id,
                 submission=submission,
@@ -104,7 +105,7 @@ def _submit(
             extra={"client_id": client_id},
         )
     with transaction() as session:
-        return runtime.submit(
+        return runtime_submission.submit(
             session,
             client_id=client_id,
             submission=submission,
@@ -119,7 +120,7 @@ def list_requests() -> Response:
     client = authenticate()
     query = list_query()
     with transaction(write=False) as session:
-        items, cursor = runtime.list_requests(session, client.client_id, query)
+        items, cursor = request_queries.list_requests(session, client.client_id, query)
     return jsonify({"items": items, "next": cursor})
 
 
@@ -127,8 +128,8 @@ def list_requests() -> Response:
 def get_request(request_id: str) -> Response:
     client = authenticate()
     with transaction(write=False) as session:
-        view = runtime.request_view(
-            session, runtime.get_owned(session, request_id, client.client_id)
+        view = request_queries.request_view(
+            session, request_queries.get_owned(session, request_id, client.client_id)
         )
     return jsonify(view)
 
@@ -137,7 +138,7 @@ def get_request(request_id: str) -> Response:
 def list_events(request_id: str) -> Response:
     client = authenticate()
     with transaction(write=False) as session:
-        events = runtime.list_events(session, request_id, client.client_id)
+        events = request_queries.list_events(session, request_id, client.client_id)
     return jsonify(events)
 
 
@@ -145,6 +146,8 @@ def list_events(request_id: str) -> Response:
 def cancel(request_id: str) -> tuple[Response, int]:
     client = authenticate()
     with transaction() as session:
-        record = runtime.cancel(session, request_id, client_id=client.client_id, source="ingress")
+        record = cancellation.cancel(
+            session, request_id, client_id=client.client_id, source="ingress"
+        )
         body = {"correlationId": record.id, "status": record.status}
     return jsonify(body), 202

@@ -25,7 +25,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from broker.runtime.enums import RequestStatus
-from broker.runtime.requests import ListQuery, Submission
+from broker.runtime.request_queries import ListQuery
+from broker.runtime.submission import Submission
 from broker.settings import Settings
 
 MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)

@@ -11,9 +11,11 @@ token as Standard Webhooks prescribes::
 
 A callback is therefore good only for its request and only for the request's current dispatch
 attempt; a timestamp more than ``TOLERANCE`` away from now is refused, and so is a ``webhook-id``
-already accepted (see ``runner.complete_from_callback``). During a rotation of the secret both the
+already accepted (see ``complete_from_callback``). During a rotation of the secret both the
 current and the previous secret are live: tokens are minted with the current one and verified
 against both.
+
+``complete_from_callback`` finishes the request from a verified callback, through ``statuses``.
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ import hashlib
 import hmac
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from broker.errors import Unauthenticated
-from broker.store.models import Request
+from broker.errors import BadRequest, Conflict, NotFound, Unauthenticated
+from broker.runtime import statuses
+from broker.runtime.statuses import finish_request
+from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
 
 #: how far a callback's timestamp may be from the broker's clock (fixed by the webhooks package)
 TOLERANCE = dt.timedelta(minutes=5)
 TOKEN_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
 HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+#: the audit event of an accepted remote callback
+CALLBACK_RECEIVED = "CallbackReceived"
 
 
 def current_attempt(session: Session, request_id: str) -> int | None:
@@ -108,3 +115,73 @@ def verify(
         else:
             return given["webhook-id"]
     raise Unauthenticated("Invalid callback signature")
+
+
+# Results ----------------------------------------------------------------------------------------
+
+
+def complete_from_callback(
+    session: Session,
+    request_id: str,
+    status: str,
+    result: Any,
+    error: str | None,
+    *,
+    attempt: int | None = None,
+    webhook_id: str | None = None,
+) -> Request:
+    """Finish a remotely executed request from the executor's callback, in the caller's
+    transaction. ``NotFound`` for an unknown request, ``Conflict`` (409) when it is already
+    terminal (a late or duplicate callback changes nothing), ``BadRequest`` for a bad status.
+
+    The internal listener passes the dispatch ``attempt`` the callback's signature was verified
+    for and its ``webhook_id``: ``Unauthenticated`` when the request has been dispatched again
+    since, or when a callback with that id was already accepted (a replay). The id is kept in the
+    CallbackReceived audit event."""
+    if status not in (RequestStatus.COMPLETED.value, RequestStatus.FAULTED.value):
+        raise BadRequest("status must be Completed or Faulted", field="status")
+    request = session.get(Request, request_id)
+    if request is None:
+        raise NotFound(f"Request '{request_id}' not found")
+    if attempt is not None and request.remote_attempt != attempt:
+        raise Unauthenticated("Callback of an earlier dispatch attempt")
+    if webhook_id is not None and webhook_id in accepted_webhook_ids(session, request_id):
+        raise Unauthenticated("Callback already received (replayed webhook-id)")
+    now = utcnow()
+    sub_status = "Finished" if status == RequestStatus.COMPLETED.value else "Faulted"
+    set_to = finish_request(
+        session,
+        request_id,
+        sub_status=sub_status,
+        output=result,
+        error=error,
+        now=now,
+        source="callback",
+    )
+    if set_to is None:
+        session.refresh(request)
+        raise Conflict(f"Request '{request_id}' is already {request.status}", status=request.status)
+    statuses.note(
+        session,
+        request_id,
+        CALLBACK_RECEIVED,
+        source="callback",
+        message=f"Remote executor reported {status}",
+        properties={"status": status, "attempt": attempt, "webhookId": webhook_id},
+        now=now,
+    )
+    session.flush()
+    session.refresh(request)
+    return request
+
+
+def accepted_webhook_ids(session: Session, request_id: str) -> set[str]:
+    """The ``webhook-id`` of every callback accepted for ``request_id`` (at most one per dispatch
+    attempt, as an accepted callback finishes the request)."""
+    found = session.scalars(
+        select(RequestEvent.properties).where(
+            RequestEvent.request_id == request_id,
+            RequestEvent.event_type == CALLBACK_RECEIVED,
+        )
+    )
+    return {str(p["webhookId"]) for p in found if p and p.get("webhookId")}

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from broker.errors import Conflict, NotFound
 from broker.runtime import dead_letters
 from broker.runtime.paging import newest_first_page
-from broker.runtime.requests import iso
+from broker.runtime.request_queries import iso
 from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from broker.errors import BrokerError, Conflict, NotFound
 from broker.redaction import redact_optional
-from broker.runtime import ids, webhooks
+from broker.runtime import ids, statuses
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.store.models import (
     DeadLetter,
@@ -29,9 +29,6 @@ from broker.store.models import (
     InstanceSubStatus,
     OutboxRow,
     OutboxState,
-    Request,
-    RequestEvent,
-    RequestStatus,
     WorkflowInstance,
     utcnow,
 )
@@ -151,32 +148,11 @@ def _reopen_request(session: Session, letter: DeadLetter, outbox_id: str, *, sou
     data = letter.data or {}
     now = utcnow()
     if letter.request_id is not None:
-        reopened = session.execute(
-            update(Request)
-            .where(Request.id == letter.request_id, Request.status == RequestStatus.FAULTED.value)
-            .values(
-                status=RequestStatus.PROCESSING.value,
-                error_detail=None,
-                completed_at=None,
-                updated_at=now,
-            )
-            .execution_options(synchronize_session=False)
-        ).rowcount  # type: ignore[attr-defined]
-        if not reopened:
+        properties = {"deadLetterId": letter.id, "activityId": letter.activity_id}
+        if not statuses.reopen(
+            session, letter.request_id, source=source, properties=properties, now=now
+        ):
             raise Conflict(f"Request '{letter.request_id}' is no longer Faulted")
-        session.add(
-            RequestEvent(
-                request_id=letter.request_id,
-                timestamp=now,
-                event_type="RequestReplayed",
-                source=source,
-                message="Dead letter replayed; resuming at the failed activity",
-                properties={"deadLetterId": letter.id, "activityId": letter.activity_id},
-            )
-        )
-        webhooks.record_status_change(
-            session, letter.request_id, RequestStatus.PROCESSING.value, now=now
-        )
     if letter.instance_id is not None:
         session.execute(
             update(WorkflowInstance)

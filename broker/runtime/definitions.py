@@ -8,21 +8,25 @@ is stored under a derived one). Parsed versions are cached: a version never chan
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.engine.definition import WorkflowDefinition
 from broker.engine.parser import parse_workflow
+
+if TYPE_CHECKING:
+    from broker.registry import WorkflowRegistry
+    from broker.registry.versions import PublishedWorkflow
 
 
 class RegistryLookup:
     """Implements the engine's ``DefinitionLookup`` over a ``WorkflowRegistry``."""
 
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: WorkflowRegistry) -> None:
         self.registry = registry
         self._parsed: dict[str, WorkflowDefinition] = {}
         self._lock = threading.Lock()
 
-    def parse(self, published: Any) -> WorkflowDefinition:
+    def parse(self, published: PublishedWorkflow) -> WorkflowDefinition:
         """The parsed definition of a ``PublishedWorkflow`` (cached by version id)."""
         with self._lock:
             found = self._parsed.get(published.version_id)

@@ -14,9 +14,9 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
-from broker.runtime import requests as runtime
+from broker.runtime import cancellation
 from broker.runtime.paging import newest_first_page
-from broker.runtime.requests import iso
+from broker.runtime.request_queries import iso
 from broker.store.models import ActivityExecution, InstanceStatus, WorkflowInstance
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def cancel(session: Session, instance_id: str) -> WorkflowInstance:
         )
     if instance.parent_id is None and instance.request_id:
         try:
-            runtime.cancel(session, instance.request_id, client_id=None, source="admin")
+            cancellation.cancel(session, instance.request_id, client_id=None, source="admin")
         except Conflict:
             logger.warning(
                 "instance %s runs for terminal request %s",
@@ -109,7 +109,7 @@ def cancel(session: Session, instance_id: str) -> WorkflowInstance:
                 instance.request_id,
                 extra={"instance_id": instance_id},
             )
-    runtime.cancel_instances(session, [instance_id])
+    cancellation.cancel_instances(session, [instance_id])
     session.refresh(instance)
     logger.info("workflow instance %s cancelled", instance_id, extra={"instance_id": instance_id})
     return instance

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import filelock
 import redis
@@ -39,6 +39,7 @@ import redis.exceptions
 import redis.lock
 
 from broker.errors import ConfigError, LockLost, LockNotAcquired
+from broker.runtime.ports import Lock, LockProvider
 from broker.settings import Settings
 
 if TYPE_CHECKING:  # psycopg comes with the `postgres` extra; imported where a lock uses it
@@ -49,41 +50,6 @@ logger = logging.getLogger(__name__)
 REDIS_PREFIX = "broker:lock:"
 POLL_INTERVAL = 0.05  # seconds between attempts while waiting for a busy lock
 PG_CONNECT_TIMEOUT = 10
-
-
-class Lock(Protocol):
-    """A held lock. ``release`` is idempotent and never removes another holder's lock."""
-
-    name: str
-
-    def owned(self) -> bool:
-        """Whether this holder still holds the lock (False after release or expiry)."""
-
-    def extend(self, ttl: float | None = None) -> None:
-        """Keep the lock ``ttl`` more seconds from now (None: the TTL it was taken with).
-
-        Raises ``LockLost`` when the lock is no longer held by this holder."""
-
-    def release(self) -> None:
-        """Let the next holder in."""
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
-
-
-class LockProvider(Protocol):
-    """Hands out named locks; one per process, safe to share between threads."""
-
-    def acquire(
-        self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0
-    ) -> Lock | None:
-        """Take ``name`` for ``ttl`` seconds (None: ``BROKER_LOCK_TTL``), waiting up to
-        ``timeout`` seconds; None when it stayed busy. Raises ``LockNotAcquired`` when the
-        backend itself is unreachable."""
-
-    def close(self) -> None:
-        """Free the provider's connections (held locks stay valid until released)."""
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import LockLost
 from broker.redaction import redact_optional, redact_text
 from broker.runtime import dead_letters, ids
-from broker.runtime.requests import is_paused, is_paused_cached, paused_if_known
+from broker.runtime.pause import is_paused, is_paused_cached, paused_if_known
+from broker.runtime.ports import Lock, LockProvider, Sender
 from broker.settings import Settings
 from broker.store.db import acquire_lease, fence, release_lease, transaction
 from broker.store.models import OutboxRow, OutboxState, table_of, utcnow
@@ -49,18 +50,8 @@ MAX_BATCHES_PER_RUN = 20
 PAUSED_DELAY = 1.0
 
 
-class Sender(Protocol):
-    """Puts one outbox row's task on the transport (``celery_app.send_task`` in production)."""
-
-    def send(self, row: OutboxRow) -> None: ...
-
-
 #: told (epoch, claimed rows) inside each fenced batch, before the rows are published
 Observer = Callable[[int, list[OutboxRow]], None]
-
-
-class LockProvider(Protocol):
-    def acquire(self, name: str, *, ttl: float, timeout: float) -> Any: ...
 
 
 # Writing and finishing rows -----------------------------------------------------------------------
@@ -413,14 +404,14 @@ def pending_ids(session: Session, outbox_ids: Sequence[str]) -> list[OutboxRow]:
     return list(session.scalars(stmt))
 
 
-def _extend(lock: Any, ttl: float) -> None:
+def _extend(lock: Lock, ttl: float) -> None:
     try:
         lock.extend(ttl)
     except Exception:  # a lock that cannot be extended is still fenced by the SQL lease
         logger.debug("could not extend the outbox relay lock", exc_info=True)
 
 
-def _release(lock: Any) -> None:
+def _release(lock: Lock) -> None:
     try:
         lock.release()
     except Exception:  # expired and taken over: the new holder's lock is not ours to remove

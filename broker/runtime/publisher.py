@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import outbox
-from broker.runtime.requests import OutboxMessage
+from broker.runtime.ports import OutboxMessage, Sender
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow
@@ -56,9 +56,7 @@ class Publisher:
     """``publish(outbox_ids)`` after commit: send each due pending row, then mark it dispatched
     (only if it is still pending: the consumer may already have finished it)."""
 
-    def __init__(
-        self, settings: Settings, factory: sessionmaker[Session], sender: outbox.Sender
-    ) -> None:
+    def __init__(self, settings: Settings, factory: sessionmaker[Session], sender: Sender) -> None:
         self.settings = settings
         self.factory = factory
         self.sender = sender

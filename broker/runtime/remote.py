@@ -2,7 +2,7 @@
 
 The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackToken}`` to
 ``BROKER_ELSA_DISPATCH_URL``; the request stays Processing until the Elsa server calls the internal
-listener back with a body signed by that token (``callbacks``, ``runner.complete_from_callback``).
+listener back with a body signed by that token (``callbacks.complete_from_callback``).
 Each POST is a new dispatch attempt, counted on the request and committed before the POST, with a
 token of its own: only the latest attempt's token is accepted, so a token that leaked from an
 earlier dispatch cannot finish the request.
@@ -37,7 +37,8 @@ from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
-from broker.runtime import callbacks, dead_letters, ids, outbox
+from broker.registry.versions import PublishedWorkflow
+from broker.runtime import callbacks, dead_letters, ids, outbox, statuses
 from broker.runtime.outcome import Outcome
 from broker.runtime.retry import RetryPolicy, policy_for
 from broker.runtime.statuses import finish_request, start_processing
@@ -50,12 +51,14 @@ logger = logging.getLogger(__name__)
 
 DISPATCHED_EVENT = "RequestDispatched"
 FAILED_EVENT = "RemoteDispatchFailed"
-REPLAYED_EVENT = "RequestReplayed"
+REPLAYED_EVENT = statuses.TRANSITIONS[RequestStatus.FAULTED][RequestStatus.PROCESSING]
 #: answers below 500 that still mean "try again later"
 TRANSIENT_STATUSES = frozenset({408, 429})
 
 
-def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, published: Any) -> Outcome:
+def dispatch_remote(
+    rt: Runtime, request_id: str, outbox_id: str | None, published: PublishedWorkflow
+) -> Outcome:
     settings = rt.settings
     log = {"request_id": request_id, "outbox_id": outbox_id}
     with transaction(rt.factory) as session:
@@ -94,14 +97,13 @@ def dispatch_remote(rt: Runtime, request_id: str, outbox_id: str | None, publish
         return Outcome.DONE
     with transaction(rt.factory) as session:
         start_processing(session, request_id, None, message="Dispatched to Elsa")
-        session.add(
-            RequestEvent(
-                request_id=request_id,
-                event_type=DISPATCHED_EVENT,
-                source="worker",
-                message=f"Dispatched to {redact_url(settings.elsa_dispatch_url)}",
-                properties={"definitionId": published.definition_id, "attempt": attempt},
-            )
+        statuses.note(
+            session,
+            request_id,
+            DISPATCHED_EVENT,
+            source="worker",
+            message=f"Dispatched to {redact_url(settings.elsa_dispatch_url)}",
+            properties={"definitionId": published.definition_id, "attempt": attempt},
         )
         outbox.mark_done(session, outbox_id)
     logger.info("request %s dispatched to the remote Elsa server", request_id, extra=log)
@@ -190,7 +192,7 @@ class _Failure:
     rt: Runtime
     request_id: str
     outbox_id: str | None
-    published: Any
+    published: PublishedWorkflow
     request_type: str
     submitted_at: dt.datetime
 
@@ -208,15 +210,14 @@ class _Failure:
             return Outcome.DONE
         delay = policy.delay(attempt + 1, hint=hint)
         with transaction(self.rt.factory) as session:
-            session.add(
-                RequestEvent(
-                    request_id=self.request_id,
-                    event_type=FAILED_EVENT,
-                    source="worker",
-                    message=f"attempt {attempt} of {policy.max_attempts}: {error}; "
-                    f"retry in {delay:.1f}s",
-                    properties={"attempt": attempt, "retryIn": round(delay, 3)},
-                )
+            statuses.note(
+                session,
+                self.request_id,
+                FAILED_EVENT,
+                source="worker",
+                message=f"attempt {attempt} of {policy.max_attempts}: {error}; "
+                f"retry in {delay:.1f}s",
+                properties={"attempt": attempt, "retryIn": round(delay, 3)},
             )
             outbox.postpone(session, self.outbox_id, delay=delay, error=error)
         logger.warning(
@@ -233,14 +234,13 @@ class _Failure:
     def fault(self, attempt: int, error: str, reason: str, replays: int) -> None:
         message = f"remote dispatch failed: {error}"
         with transaction(self.rt.factory) as session:
-            session.add(
-                RequestEvent(
-                    request_id=self.request_id,
-                    event_type=FAILED_EVENT,
-                    source="worker",
-                    message=f"attempt {attempt}: {error}",
-                    properties={"attempt": attempt},
-                )
+            statuses.note(
+                session,
+                self.request_id,
+                FAILED_EVENT,
+                source="worker",
+                message=f"attempt {attempt}: {error}",
+                properties={"attempt": attempt},
             )
             set_to = finish_request(
                 session, self.request_id, sub_status="Faulted", output=None, error=message

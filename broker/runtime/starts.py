@@ -23,15 +23,10 @@ from sqlalchemy.orm import Session
 from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime import ids, outbox
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_CHILD
+from broker.runtime.pause import is_paused_cached
 from broker.runtime.persist import PENDING_START
-from broker.runtime.requests import (
-    OutboxMessage,
-    PinnedWorkflow,
-    Publisher,
-    Submission,
-    is_paused_cached,
-    submit,
-)
+from broker.runtime.ports import OutboxMessage, PinnedWorkflow, Publisher
+from broker.runtime.submission import Submission, submit
 from broker.store.models import (
     InstanceStatus,
     InstanceSubStatus,

@@ -8,16 +8,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.metrics import bookmark_queue_counts
-from broker.runtime.requests import PAUSED_FLAG, iso
-from broker.store.models import OutboxRow, OutboxState, RuntimeFlag
+from broker.runtime.pause import is_paused, paused_flag
+from broker.runtime.request_queries import iso
+from broker.store.models import OutboxRow, OutboxState
 
 
 def runtime_view(session: Session) -> dict[str, Any]:
     """The pause flag and the outbox's open work: ``inFlight`` rows were handed to a worker and
     not finished yet, ``pending`` rows wait to be published. Paused with nothing in flight is
     drained: no workflow step runs anywhere."""
-    flag = session.get(RuntimeFlag, PAUSED_FLAG)
-    paused = bool(flag is not None and flag.value)
+    paused = is_paused(session)
+    flag = paused_flag(session)
     counts: dict[str, int] = {
         str(state): int(count)
         for state, count in session.execute(

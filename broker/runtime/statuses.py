@@ -1,20 +1,25 @@
-"""Request status transitions, each with its audit event, guarded in the UPDATE itself.
+"""Request status transitions: the allowed moves as data, and the one function that makes them.
 
-``Queued -> Processing -> Completed | Faulted | Cancelled``. Every UPDATE carries the state it
-moves from in its WHERE clause, so a redelivery, a late callback or a duplicate can never move a
-terminal request (the change is ignored and logged); the one way out of Faulted is an operator's
-replay (``dead_letters.replay``). Each change also writes its webhook deliveries
-(``webhooks.record_status_change``) in the same transaction. Functions take a session and never
+``Queued -> Processing -> Completed | Faulted | Cancelled`` (``TRANSITIONS``). Every move is one
+UPDATE that carries the statuses it may leave in its WHERE clause, so a redelivery, a late callback
+or a duplicate can never move a terminal request (the change is ignored, or refused with
+``Conflict`` where a caller asked for it); the one way out of Faulted is an operator's replay
+(``dead_letters.replay``). Each move writes its audit event and its webhook deliveries
+(``webhooks.record_status_change``) in the same transaction. Audit events that change no status
+(a dispatch, a callback received) are written by ``note``. Functions take a session and never
 commit.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from typing import Any
+from collections.abc import Collection, Mapping
+from types import MappingProxyType
+from typing import Any, Final
 
-from sqlalchemy import and_, bindparam, update
+from sqlalchemy import Update, bindparam, update
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact_optional
@@ -30,35 +35,129 @@ from broker.store.models import (
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = tuple(s.value for s in RequestStatus if s.terminal)
+QUEUED, PROCESSING = RequestStatus.QUEUED, RequestStatus.PROCESSING
+COMPLETED, FAULTED, CANCELLED = (
+    RequestStatus.COMPLETED,
+    RequestStatus.FAULTED,
+    RequestStatus.CANCELLED,
+)
+
+#: the status a new request is inserted with, and the audit event of its submission
+INITIAL: Final = QUEUED
+SUBMITTED_EVENT: Final = "RequestSubmitted"
+
+_FINISHES = {
+    COMPLETED: "RequestCompleted",
+    FAULTED: "RequestFaulted",
+    CANCELLED: "RequestCancelled",
+}
+
+#: each status -> the statuses it may move to, with the audit event of that move. A terminal
+#: status moves nowhere, except Faulted, which an operator's replay reopens.
+TRANSITIONS: Final[Mapping[RequestStatus, Mapping[RequestStatus, str]]] = MappingProxyType(
+    {
+        QUEUED: MappingProxyType({PROCESSING: "RequestProcessing", **_FINISHES}),
+        PROCESSING: MappingProxyType(dict(_FINISHES)),
+        COMPLETED: MappingProxyType({}),
+        FAULTED: MappingProxyType({PROCESSING: "RequestReplayed"}),
+        CANCELLED: MappingProxyType({}),
+    }
+)
+
+TERMINAL: Final = tuple(s.value for s in RequestStatus if s.terminal)
+#: the statuses a request may finish from
+ACTIVE: Final = tuple(s for s in RequestStatus if not s.terminal)
 
 _REQUESTS = table_of(Request)
-# Built once (see ``table_of``): every request runs these. Each moves a request only from the
-# states it may leave, so a redelivery or a late callback changes nothing.
-_NOT_TERMINAL = and_(*(_REQUESTS.c.status != status for status in TERMINAL))
-_FINISH = {
-    column: update(_REQUESTS)
-    .where(_REQUESTS.c.id == bindparam("request_id"), _NOT_TERMINAL)
-    .values(
-        status=bindparam("status"),
-        updated_at=bindparam("now"),
-        completed_at=bindparam("now"),
-        **({column: bindparam(column)} if column else {}),
+
+
+def event_of(leaving: Collection[RequestStatus], to: RequestStatus) -> str:
+    """The audit event of moving from any of ``leaving`` to ``to``; ``ValueError`` when one of
+    them may not move there, or when they would record different events."""
+    events = {TRANSITIONS[status].get(to) for status in leaving}
+    if len(events) != 1 or None in events:
+        raise ValueError(f"no single transition from {sorted(leaving)} to {to}")
+    return str(events.pop())
+
+
+@functools.cache
+def _statement(
+    leaving: tuple[RequestStatus, ...], to: RequestStatus, columns: tuple[str, ...]
+) -> Update:
+    # Built once per kind of move (see ``table_of``): every request runs these.
+    event_of(leaving, to)
+    status = _REQUESTS.c.status
+    guard = (
+        status == leaving[0].value if len(leaving) == 1 else status.in_([s.value for s in leaving])
     )
-    for column in ("result", "error_detail", None)
-}
-_START = (
-    update(_REQUESTS)
-    .where(
-        _REQUESTS.c.id == bindparam("request_id"),
-        _REQUESTS.c.status == RequestStatus.QUEUED.value,
+    return (
+        update(_REQUESTS)
+        .where(_REQUESTS.c.id == bindparam("request_id"), guard)
+        .values(
+            status=to.value,
+            updated_at=bindparam("now"),
+            **{column: bindparam(column) for column in columns},
+        )
     )
-    .values(
-        status=RequestStatus.PROCESSING.value,
-        instance_id=bindparam("instance_id"),
-        updated_at=bindparam("now"),
+
+
+def move(
+    session: Session,
+    request_id: str,
+    to: RequestStatus,
+    *,
+    leaving: Collection[RequestStatus],
+    source: str,
+    values: Mapping[str, Any] | None = None,
+    message: str | None = None,
+    properties: dict[str, Any] | None = None,
+    now: dt.datetime | None = None,
+) -> bool:
+    """Move a request from one of ``leaving`` to ``to`` (guarded in the UPDATE), writing the
+    ``values`` columns too, then its audit event and its webhook deliveries; False when the
+    request was in none of ``leaving`` (nothing is written then).
+
+    The one place a request's status changes after its insert."""
+    now = now or utcnow()
+    values = values or {}
+    statement = _statement(tuple(leaving), to, tuple(values))
+    params = {"request_id": request_id, "now": now, **values}
+    if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
+        return False
+    note(
+        session,
+        request_id,
+        event_of(leaving, to),
+        source=source,
+        message=message,
+        properties=properties,
+        now=now,
     )
-)
+    webhooks.record_status_change(session, request_id, to.value, now=now)
+    return True
+
+
+def note(
+    session: Session,
+    request_id: str,
+    event_type: str,
+    *,
+    source: str,
+    message: str | None = None,
+    properties: dict[str, Any] | None = None,
+    now: dt.datetime | None = None,
+) -> None:
+    """Add one audit event of ``request_id`` (a status change's, or one that changes none)."""
+    session.add(
+        RequestEvent(
+            request_id=request_id,
+            timestamp=now or utcnow(),
+            event_type=event_type,
+            source=source,
+            message=message,
+            properties=properties,
+        )
+    )
 
 
 def finish_request(
@@ -71,41 +170,39 @@ def finish_request(
     now: dt.datetime | None = None,
     source: str = "worker",
 ) -> str | None:
-    """Move a request to its terminal status (guarded); answers the status set, or None when the
-    request was already terminal (the change is then ignored and logged)."""
+    """Move a request to the terminal status of its workflow's ``sub_status`` (guarded); answers
+    the status set, or None when the request was already terminal (the change is then ignored
+    and logged)."""
     now = now or utcnow()
     error = redact_optional(error)  # errorDetail and the audit event are client-readable
-    column: str | None
+    values: dict[str, Any] = {"completed_at": now}
     if sub_status == InstanceSubStatus.FINISHED.value:
-        status, event, column, value = RequestStatus.COMPLETED, "RequestCompleted", "result", output
+        status = COMPLETED
+        values["result"] = output
     elif sub_status == InstanceSubStatus.CANCELLED.value:
-        status, event, column, value = RequestStatus.CANCELLED, "RequestCancelled", None, None
+        status = CANCELLED
     else:
-        status, event = RequestStatus.FAULTED, "RequestFaulted"
-        column, value = "error_detail", error or "Faulted"
-    params = {"request_id": request_id, "status": status.value, "now": now}
-    if column is not None:
-        params[column] = value
-    changed = session.execute(_FINISH[column], params).rowcount  # type: ignore[attr-defined]
-    if not changed:
+        status = FAULTED
+        values["error_detail"] = error or "Faulted"
+    moved = move(
+        session,
+        request_id,
+        status,
+        leaving=ACTIVE,
+        source=source,
+        values=values,
+        message=error if status is FAULTED else None,
+        properties={"status": status.value},
+        now=now,
+    )
+    if not moved:
         logger.warning(
             "request %s is already terminal; %s ignored",
             request_id,
-            event,
+            event_of(ACTIVE, status),
             extra={"request_id": request_id},
         )
         return None
-    session.add(
-        RequestEvent(
-            request_id=request_id,
-            timestamp=now,
-            event_type=event,
-            source=source,
-            message=error if status is RequestStatus.FAULTED else None,
-            properties={"status": status.value},
-        )
-    )
-    webhooks.record_status_change(session, request_id, status.value, now=now)
     return status.value
 
 
@@ -119,20 +216,52 @@ def start_processing(
 ) -> bool:
     """Queued -> Processing with a RequestProcessing event; False when it was not Queued.
     ``now``: when processing started, if that was before this write (a deferred opening)."""
-    now = now or utcnow()
-    changed = session.execute(
-        _START, {"request_id": request_id, "instance_id": instance_id, "now": now}
-    ).rowcount  # type: ignore[attr-defined]
-    if changed:
-        session.add(
-            RequestEvent(
-                request_id=request_id,
-                timestamp=now,
-                event_type="RequestProcessing",
-                source="worker",
-                message=message,
-                properties={"instanceId": instance_id} if instance_id else None,
-            )
-        )
-        webhooks.record_status_change(session, request_id, RequestStatus.PROCESSING.value, now=now)
-    return bool(changed)
+    return move(
+        session,
+        request_id,
+        PROCESSING,
+        leaving=(QUEUED,),
+        source="worker",
+        values={"instance_id": instance_id},
+        message=message,
+        properties={"instanceId": instance_id} if instance_id else None,
+        now=now,
+    )
+
+
+def cancel(session: Session, request_id: str, *, source: str, now: dt.datetime) -> bool:
+    """Queued or Processing -> Cancelled, asked by a client or an operator through ``source``;
+    False when the request was already terminal."""
+    return move(
+        session,
+        request_id,
+        CANCELLED,
+        leaving=ACTIVE,
+        source=source,
+        values={"completed_at": now},
+        message=f"Cancelled through the {source}",
+        now=now,
+    )
+
+
+def reopen(
+    session: Session,
+    request_id: str,
+    *,
+    source: str,
+    properties: dict[str, Any],
+    now: dt.datetime,
+) -> bool:
+    """Faulted -> Processing for an operator's replay of its dead letter (the only way out of
+    Faulted); False when the request is no longer Faulted."""
+    return move(
+        session,
+        request_id,
+        PROCESSING,
+        leaving=(FAULTED,),
+        source=source,
+        values={"error_detail": None, "completed_at": None},
+        message="Dead letter replayed; resuming at the failed activity",
+        properties=properties,
+        now=now,
+    )

@@ -31,15 +31,13 @@ from sqlalchemy.orm import Session
 
 from broker.errors import ActivationRefused
 from broker.registry.triggers import EVENT, index_triggers
-from broker.runtime import ids, outbox
+from broker.runtime import ids, outbox, statuses
 from broker.runtime.activation import check_activation
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.persist import PENDING_START
 from broker.store.models import (
     BookmarkQueueItem,
     Request,
-    RequestEvent,
-    RequestStatus,
     RequestTypeRule,
     StepResult,
     WorkflowInstance,
@@ -116,7 +114,7 @@ def start_workflow(
             request_type_key=request_type.lower(),
             keys=dict(start.keys),
             payload=start.payload if isinstance(start.payload, dict) else None,
-            status=RequestStatus.QUEUED.value,
+            status=statuses.INITIAL.value,
             definition_id=workflow.definition_id,
             definition_version=workflow.version,
             definition_version_id=workflow.version_id,
@@ -124,22 +122,21 @@ def start_workflow(
             updated_at=now,
         )
     )
-    session.add(
-        RequestEvent(
-            request_id=request_id,
-            timestamp=now,
-            event_type="RequestSubmitted",
-            source=start.source,
-            message=f"Started by trigger {start.trigger_name} ({start.activity_id})",
-            properties={
-                "requestType": request_type,
-                "definitionId": workflow.definition_id,
-                "version": workflow.version,
-                "trigger": start.trigger_name,
-                "activityId": start.activity_id,
-                "correlationId": correlation_id,
-            },
-        )
+    statuses.note(
+        session,
+        request_id,
+        statuses.SUBMITTED_EVENT,
+        source=start.source,
+        message=f"Started by trigger {start.trigger_name} ({start.activity_id})",
+        properties={
+            "requestType": request_type,
+            "definitionId": workflow.definition_id,
+            "version": workflow.version,
+            "trigger": start.trigger_name,
+            "activityId": start.activity_id,
+            "correlationId": correlation_id,
+        },
+        now=now,
     )
     instance_id = ids.instance_id_for_request(request_id)
     trigger = {"activityId": start.activity_id, **start.trigger}
@@ -221,7 +218,7 @@ def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | N
             return response, True
         if instance_status == "Finished":
             return None, True
-    return None, status is not None and RequestStatus(status).terminal
+    return None, status in statuses.TERMINAL
 
 
 def event_starts(

@@ -22,13 +22,14 @@ import random
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics
 from broker.engine.services import HttpClient
 from broker.errors import BrokerError
 from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
+from broker.runtime.ports import LockProvider
 from broker.runtime.webhook_sender import Plan, Result, send
 from broker.runtime.webhooks.endpoints import REMOVED_FROM_FILE, SOURCE_CALLBACK, live_secrets
 from broker.runtime.webhooks.events import enqueue_attempt
@@ -63,13 +64,13 @@ OUTCOME_DEAD = "dead"
 
 def deliver(
     settings: Settings,
-    factory: Any,
+    factory: sessionmaker[Session],
     http: HttpClient,
     delivery_id: str,
     outbox_id: str | None,
     *,
     rng: random.Random | None = None,
-    locks: Any = None,
+    locks: LockProvider | None = None,
 ) -> str:
     """Run one attempt of a delivery (the task adapter's body); answers what happened. Safe to run
     twice: a finished outbox row or a delivery no longer pending is not sent again, and with
@@ -93,7 +94,7 @@ def deliver(
 
 def _deliver(
     settings: Settings,
-    factory: Any,
+    factory: sessionmaker[Session],
     http: HttpClient,
     delivery_id: str,
     outbox_id: str | None,

@@ -13,15 +13,25 @@ import functools
 import logging
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime.celery_config import create_celery
-from broker.runtime.outbox import Sender
+from broker.runtime.ports import Sender
 from broker.runtime.publisher import CelerySender, Publisher
 from broker.settings import Settings, get_settings
 from broker.store.db import make_engine, make_session_factory
+
+if TYPE_CHECKING:  # built lazily below: a process pays only for the parts it uses
+    from celery import Celery
+
+    from broker.clients import ClientRegistry
+    from broker.engine.services import Mailer
+    from broker.outbound import OutboundHttp
+    from broker.registry import WorkflowRegistry
+    from broker.runtime.definitions import RegistryLookup
+    from broker.runtime.ports import LockProvider
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +44,17 @@ class Runtime:
         settings: Settings,
         *,
         factory: sessionmaker[Session] | None = None,
-        registry: Any = None,
-        locks: Any = None,
+        registry: WorkflowRegistry | None = None,
+        locks: LockProvider | None = None,
         sender: Sender | None = None,
-        celery_app: Any = None,
-        http: Any = None,
-        mailer: Any = None,
+        celery_app: Celery | None = None,
+        http: OutboundHttp | None = None,
+        mailer: Mailer | None = None,
     ) -> None:
         self.settings = settings
         self._factory = factory
         self._registry = registry
-        self._clients: Any = None
+        self._clients: ClientRegistry | None = None
         self._locks = locks
         self._sender = sender
         self._celery_app = celery_app
@@ -60,7 +70,7 @@ class Runtime:
             return self._factory
 
     @property
-    def registry(self) -> Any:
+    def registry(self) -> WorkflowRegistry:
         with self._lock:
             if self._registry is None:
                 from broker.registry import WorkflowRegistry
@@ -75,7 +85,7 @@ class Runtime:
             return self._registry
 
     @property
-    def locks(self) -> Any:
+    def locks(self) -> LockProvider:
         with self._lock:
             if self._locks is None:
                 from broker.runtime.locks import make_lock_provider
@@ -84,7 +94,7 @@ class Runtime:
             return self._locks
 
     @property
-    def celery_app(self) -> Any:
+    def celery_app(self) -> Celery:
         with self._lock:
             if self._celery_app is None:
                 self._celery_app = create_celery(self.settings, set_as_current=False)
@@ -102,7 +112,7 @@ class Runtime:
         return Publisher(self.settings, self.factory, self.sender)
 
     @property
-    def http(self) -> Any:
+    def http(self) -> OutboundHttp:
         with self._lock:
             if self._http is None:
                 from broker.outbound import OutboundHttp
@@ -111,7 +121,7 @@ class Runtime:
             return self._http
 
     @property
-    def clients(self) -> Any:
+    def clients(self) -> ClientRegistry:
         """The merged client allowlist (files and database: ``broker.clients.ClientRegistry``),
         loaded on first use: triggers check permissions and webhooks find endpoints with it."""
         with self._lock:
@@ -124,7 +134,7 @@ class Runtime:
             return self._clients
 
     @property
-    def mailer(self) -> Any:
+    def mailer(self) -> Mailer:
         with self._lock:
             if self._mailer is None:
                 from broker.mail import make_mailer
@@ -133,7 +143,7 @@ class Runtime:
             return self._mailer
 
     @functools.cached_property
-    def definitions(self) -> Any:
+    def definitions(self) -> RegistryLookup:
         from broker.runtime.definitions import RegistryLookup
 
         return RegistryLookup(self.registry)

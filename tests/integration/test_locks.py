@@ -22,8 +22,6 @@ from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.locks import (
     REDIS_PREFIX,
     FileLockProvider,
-    Lock,
-    LockProvider,
     PostgresLock,
     PostgresLockProvider,
     RedisLock,
@@ -33,6 +31,7 @@ from broker.runtime.locks import (
     make_lock_provider,
     warn_if_local_locks,
 )
+from broker.runtime.ports import Lock, LockProvider
 from broker.settings import Settings
 from tests.support.services import PROJECT_ROOT, free_port
 

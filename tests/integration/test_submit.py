@@ -12,12 +12,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import Conflict, RuntimePaused
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
-from broker.runtime.requests import (
-    OutboxMessage,
-    Submission,
-    set_paused,
-    submit,
-)
+from broker.runtime.pause import set_paused
+from broker.runtime.ports import OutboxMessage
+from broker.runtime.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent, utcnow

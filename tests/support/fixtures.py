@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime.requests import forget_paused
+from broker.runtime.pause import forget_paused
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
 from tests.support.services import (

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import ids
-from broker.runtime.requests import Submission, submit
+from broker.runtime.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, OutboxState, Request, RequestEvent

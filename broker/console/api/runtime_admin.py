@@ -1,7 +1,7 @@
 """Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause.
 
 They call the same functions as the ``/admin`` routes of the mTLS listener (which stay):
-``broker.runtime.dead_letter_admin`` and ``broker.runtime.requests.set_paused``. Viewers read;
+``broker.runtime.dead_letter_admin`` and ``broker.runtime.pause.set_paused``. Viewers read;
 operators replay, delete, pause and resume (Elsa's ``*:bookmark-queue:dead-letters`` and
 ``*:workflow-runtime`` permissions).
 """
@@ -16,7 +16,7 @@ from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
 from broker.ingress.context import services, transaction
 from broker.runtime import dead_letter_admin as dead_letters
-from broker.runtime import requests as runtime
+from broker.runtime import pause as runtime_pause
 from broker.runtime.dead_letter_admin import BOOKMARK
 from broker.runtime.status import runtime_view
 
@@ -97,7 +97,7 @@ def runtime_status() -> dict[str, Any]:
 
 def set_paused(paused: bool) -> dict[str, Any]:
     with transaction() as session:
-        runtime.set_paused(session, paused)
+        runtime_pause.set_paused(session, paused)
         view = runtime_view(session)
     principal = current()
     logger.warning(

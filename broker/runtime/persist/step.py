@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
+from broker.engine.results import RunResult
 from broker.redaction import redact_text
 from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import RESUME_INSTANCE
@@ -37,7 +38,7 @@ from broker.store.models import (
 logger = logging.getLogger(__name__)
 
 
-def save_step(session: Session, settings: Settings, target: Target, result: Any) -> Saved:
+def save_step(session: Session, settings: Settings, target: Target, result: RunResult) -> Saved:
     """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``."""
     now = utcnow()
     saved = Saved(checkpoint=target.expected_checkpoint + 1)
@@ -109,7 +110,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: Any)
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
     save_children(session, target, result.child_instances, now)
-    if exhausted is not None:
+    if exhausted is not None and result.retry is not None:  # exhausted implies a retry
         dead_letters.record(
             session,
             dead_letter_id=ids.dead_letter_id_for(

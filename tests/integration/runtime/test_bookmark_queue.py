@@ -22,10 +22,11 @@ from broker.engine.results import PublishEvent
 from broker.errors import Conflict
 from broker.runtime import bookmarks, ids, persist, recovery
 from broker.runtime import dead_letter_admin as dead_letters
+from broker.runtime.cancellation import cancel_instances
 from broker.runtime.celery_config import DEFAULT_QUEUE
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.pause import set_paused
 from broker.runtime.persist import Target
-from broker.runtime.requests import cancel_instances, set_paused
 from broker.runtime.status import runtime_view
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings

@@ -12,16 +12,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.pause import is_paused_cached, paused_if_known, set_paused
+from broker.runtime.ports import NullPublisher
 from broker.runtime.publisher import CelerySender, Publisher
-from broker.runtime.requests import (
-    NullPublisher,
-    Submission,
-    Submitted,
-    is_paused_cached,
-    paused_if_known,
-    set_paused,
-    submit,
-)
+from broker.runtime.submission import Submission, Submitted, submit
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.runtime import ids, runner
+from broker.runtime import ids, runner, steps
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import OutboxRow, OutboxState, utcnow
@@ -63,8 +63,8 @@ def test_a_step_cut_short_hands_its_row_back_and_frees_the_instance(
             row.lease_expires_at = utcnow() + dt.timedelta(minutes=10)
             row_id = row.id
         # When its step is cut short by the process stopping
-        real_engine = runner.build_engine
-        monkeypatch.setattr(runner, "build_engine", lambda rt, iid: StoppingEngine(error))
+        real_engine = steps.build_engine
+        monkeypatch.setattr(steps, "build_engine", lambda rt, iid: StoppingEngine(error))
         before = utcnow()
         with pytest.raises(type(error)):
             runner.run_request(rt, request_id, row_id)
@@ -84,7 +84,7 @@ def test_a_step_cut_short_hands_its_row_back_and_frees_the_instance(
         assert lock is not None
         lock.release()
         # And the next delivery redoes the step and completes the request, with one effect
-        monkeypatch.setattr(runner, "build_engine", real_engine)
+        monkeypatch.setattr(steps, "build_engine", real_engine)
         drain(rt)
         assert request_status(rt.factory, request_id) == "Completed"
         assert len(sink.keys("/cut")) == 1

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import LockLost
 from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.locks import FileLockProvider
+from broker.runtime.pause import set_paused
 from broker.runtime.publisher import Publisher
-from broker.runtime.requests import set_paused
 from broker.settings import Settings
 from broker.store.db import (
     acquire_lease,

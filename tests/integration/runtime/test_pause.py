@@ -12,14 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import RuntimePaused
 from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.requests import (
-    Submission,
-    forget_paused,
-    is_paused_cached,
-    paused_if_known,
-    set_paused,
-    submit,
-)
+from broker.runtime.pause import forget_paused, is_paused_cached, paused_if_known, set_paused
+from broker.runtime.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, utcnow

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from broker.logs import JsonFormatter, TextFormatter
 from broker.redaction import redact_headers, redact_text, redact_url
-from broker.runtime import requests as runtime_requests
+from broker.runtime import request_queries
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
@@ -120,8 +120,8 @@ def written_texts(rt: Runtime) -> list[str]:
             texts += [event.message or "", json.dumps(event.properties)]
         for record in session.scalars(select(Request)):
             texts += [record.error_detail or "", json.dumps(record.result)]
-            view = runtime_requests.request_view(session, record)
-            events = runtime_requests.list_events(session, record.id, record.client_id)
+            view = request_queries.request_view(session, record)
+            events = request_queries.list_events(session, record.id, record.client_id)
             texts += [json.dumps(view, default=str), json.dumps(events, default=str)]
         for entry in session.scalars(select(ActivityExecution)):
             texts.append(json.dumps(entry.payload))

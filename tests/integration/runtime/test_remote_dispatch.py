@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import RetryLater, WorkflowFault
-from broker.runtime import dead_letters, runner
+from broker.runtime import callbacks, dead_letters, runner
 from broker.runtime.outcome import Outcome
 from broker.runtime.remote import FAILED_EVENT, post
 from broker.runtime.wiring import Runtime
@@ -149,7 +149,7 @@ def test_a_dispatch_answered_503_is_retried_then_waits_for_the_callback(
     assert letters_of(rt, request_id) == []
     # And the callback completes it
     with transaction(rt.factory) as session:
-        runner.complete_from_callback(session, request_id, "Completed", {"remote": True}, None)
+        callbacks.complete_from_callback(session, request_id, "Completed", {"remote": True}, None)
     assert request_status(rt.factory, request_id) == "Completed"
 
 

@@ -18,10 +18,11 @@ from sqlalchemy import select, update
 
 from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
-from broker.runtime import bookmarks, dead_letters, effects, ids, recovery, runner
+from broker.runtime import bookmarks, dead_letters, effects, ids, recovery, runner, steps
+from broker.runtime.cancellation import cancel
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.requests import cancel, request_view
+from broker.runtime.request_queries import request_view
 from broker.runtime.statuses import finish_request
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
@@ -121,18 +122,18 @@ def test_a_step_redone_after_a_crash_replays_its_completed_call_instead_of_calli
 ) -> None:
     # Given a step that called the sink and then died before it was saved
     request_id, row_id = submit(rt, "Call")
-    save = runner.save_step
+    save = steps.save_step
 
     def die(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the worker died")
 
-    monkeypatch.setattr(runner, "save_step", die)
+    monkeypatch.setattr(steps, "save_step", die)
     with pytest.raises(RuntimeError):
         runner.run_request(rt, request_id, row_id)
     assert len(sink.calls) == 1
     assert request_status(rt.factory, request_id) == "Queued"
     # When the task is delivered again
-    monkeypatch.setattr(runner, "save_step", save)
+    monkeypatch.setattr(steps, "save_step", save)
     outcome = runner.run_request(rt, request_id, row_id)
     # Then the step completes with the recorded response: the sink was not called a second time
     assert outcome is Outcome.DONE
@@ -188,11 +189,11 @@ def test_a_busy_instance_postpones_the_row_instead_of_running_it(rt: Runtime) ->
     held = rt.locks.acquire(f"instance:{instance_id}", ttl=30, timeout=0)
     assert held is not None
     try:
-        runner.LOCK_WAIT_SECONDS, saved_wait = 0.1, runner.LOCK_WAIT_SECONDS
+        steps.LOCK_WAIT_SECONDS, saved_wait = 0.1, steps.LOCK_WAIT_SECONDS
         # When the task arrives
         outcome = runner.run_request(rt, request_id, row_id)
     finally:
-        runner.LOCK_WAIT_SECONDS = saved_wait
+        steps.LOCK_WAIT_SECONDS = saved_wait
         held.release()
     # Then its row goes back to pending, due a little later, for the relay
     assert outcome is Outcome.BUSY
@@ -450,7 +451,7 @@ def test_a_request_cancelled_while_its_first_step_runs_unsaved_keeps_nothing_of_
     rt: Runtime, sink: Sink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a first step whose start is not written yet (it would be after 30 s), busy on a call
-    monkeypatch.setattr(runner, "OPEN_DELAY_SECONDS", 30.0)
+    monkeypatch.setattr(steps, "OPEN_DELAY_SECONDS", 30.0)
     sink.delay["/effect"] = 1.0
     request_id, row_id = submit(rt, "Call")
     outcome: list[Outcome] = []

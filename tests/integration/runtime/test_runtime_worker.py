@@ -11,7 +11,7 @@ from sqlalchemy import select
 from broker.errors import Conflict, Unauthenticated
 from broker.runtime import callbacks, dead_letters, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
-from broker.runtime.runner import complete_from_callback
+from broker.runtime.callbacks import complete_from_callback
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -31,7 +31,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.runtime import runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.requests import OutboxMessage
+from broker.runtime.ports import OutboxMessage
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db

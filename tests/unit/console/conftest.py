@@ -26,7 +26,7 @@ from broker.console.app import create_app
 from broker.console.roles import ROLES, Principal
 from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
-from broker.runtime.requests import NullPublisher
+from broker.runtime.ports import NullPublisher
 from broker.settings import Settings
 from broker.store import credentials, db
 from tests.support.console import fake_assets, seed_invoice_request

@@ -16,8 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.console.api import runs
 from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
-from broker.runtime import requests as runtime_requests
-from broker.runtime import runner
+from broker.runtime import pause, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.publisher import Publisher
@@ -346,11 +345,11 @@ def test_running_needs_a_designer_and_a_running_runtime(
     assert client_as(None).post(f"{API}/greeter/dispatch").status_code == 401
     assert client_as("viewer").post(f"{API}/greeter/execute").status_code == 403
     with session_factory.begin() as session:
-        runtime_requests.set_paused(session, True)
-    runtime_requests.forget_paused()
+        pause.set_paused(session, True)
+    pause.forget_paused()
     try:
         assert client_as("designer").post(f"{API}/greeter/dispatch").status_code == 503
         assert client_as("designer").post(f"{API}/hello/dispatch").status_code == 503
     finally:
-        runtime_requests.forget_paused()
+        pause.forget_paused()
     assert counts() == (0, 0, 0)

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_internal_app, create_public_app
 from broker.ingress.auth import PEER_CERT
-from broker.runtime.requests import OutboxMessage
+from broker.runtime.ports import OutboxMessage
 from broker.settings import Settings
 from broker.store import db
 from tests.support.ingress import Pki, make_pki, settings_for, write_config

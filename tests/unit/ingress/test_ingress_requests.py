@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
-from broker.runtime import requests as runtime
+from broker.runtime import request_queries, submission
 from broker.settings import Settings
 from broker.store.models import (
     BookmarkQueueItem,
@@ -244,7 +244,7 @@ def test_concurrent_insert_with_the_same_key_is_resolved_by_the_unique_constrain
 ) -> None:
     # Given another submission with the same key that committed after our lookup missed it
     body = {"requestType": "OpenType"}
-    winner = runtime.Submission("OpenType", {}, None, "race")
+    winner = submission.Submission("OpenType", {}, None, "race")
     with session_factory.begin() as session:
         session.add(
             Request(
@@ -258,14 +258,14 @@ def test_concurrent_insert_with_the_same_key_is_resolved_by_the_unique_constrain
                 body_hash=winner.body_hash(),
             )
         )
-    original = runtime.find_by_idempotency_key
+    original = submission.find_by_idempotency_key
     lookups = {"n": 0}
 
     def late_lookup(session: Session, client_id: str, key: str) -> Request | None:
         lookups["n"] += 1
         return None if lookups["n"] == 1 else original(session, client_id, key)
 
-    monkeypatch.setattr(runtime, "find_by_idempotency_key", late_lookup)
+    monkeypatch.setattr(submission, "find_by_idempotency_key", late_lookup)
     # When our submission hits the unique constraint
     response = client_as("ClientA").post(
         "/requests", json=body, headers={"Idempotency-Key": "race"}
@@ -463,7 +463,7 @@ def test_unexpected_exception_is_a_500_without_details(
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(runtime, "list_requests", explode)
+    monkeypatch.setattr(request_queries, "list_requests", explode)
     response = client_as("ClientA").get("/requests")
     assert response.status_code == 500
     assert "secret" not in response.get_data(as_text=True)

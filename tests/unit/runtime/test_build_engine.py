@@ -11,7 +11,7 @@ from broker.engine.errors import EngineError, InstanceFinished, NothingToRetry, 
 from broker.errors import BrokerError, Conflict, NotFound
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.persist import Target
-from broker.runtime.runner import Step, _run_step, build_engine
+from broker.runtime.steps import Step, _run_step, build_engine
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 

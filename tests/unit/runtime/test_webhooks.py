@@ -22,10 +22,11 @@ from broker.client_entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
 from broker.outbound import OutboundHttp
 from broker.runtime import dead_letters, webhook_delivery, webhook_sender, webhooks
+from broker.runtime.cancellation import cancel
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.requests import Submission, cancel, submit
 from broker.runtime.statuses import finish_request, start_processing
+from broker.runtime.submission import Submission, submit
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import (

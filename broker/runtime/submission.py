@@ -1,0 +1,221 @@
+"""Submitting a request: its row (Queued), its RequestSubmitted event and its outbox row, written
+together in the caller's transaction, and the idempotency key that makes a retried POST answer the
+first record instead of a second one. Functions take the caller's session and never commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from broker.errors import BadRequest, Conflict, RuntimePaused
+from broker.runtime import statuses, webhooks
+from broker.runtime.activation import check_activation
+from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
+from broker.runtime.pause import is_paused_cached
+from broker.runtime.ports import OutboxMessage, PinnedWorkflow
+from broker.runtime.request_queries import request_view
+from broker.store.models import OutboxRow, OutboxState, Request, table_of, utcnow
+
+logger = logging.getLogger(__name__)
+
+# A submission's request and outbox rows, built once (see ``table_of``); its audit event stays
+# an ORM object, which the audit log follows.
+_INSERT_REQUEST = insert(table_of(Request))
+_INSERT_OUTBOX = insert(table_of(OutboxRow))
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A validated ``POST /requests`` body and its idempotency key."""
+
+    request_type: str
+    keys: Mapping[str, str]
+    payload: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+    #: a one-off webhook endpoint for this request's terminal events
+    callback_url: str | None = None
+
+    def body_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the body (what an idempotent retry must repeat)."""
+        body: dict[str, Any] = {
+            "requestType": self.request_type,
+            "keys": dict(self.keys),
+            "payload": self.payload,
+        }
+        if self.callback_url is not None:
+            body["callbackUrl"] = self.callback_url
+        canonical = json.dumps(
+            body,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    """The outcome of a submission: a new record, or the earlier one an idempotency key names."""
+
+    request_id: str
+    created: bool
+    view: dict[str, Any]
+    outbox_ids: tuple[str, ...] = ()
+    #: the same rows, for a fast path that sends them without reading them back
+    messages: tuple[OutboxMessage, ...] = ()
+
+
+def submit(
+    session: Session,
+    *,
+    client_id: str,
+    submission: Submission,
+    workflow: PinnedWorkflow,
+    dispatch_lease: float | None = None,
+    callback_secret: str | None = None,
+    source: str = "ingress",
+) -> Submitted:
+    """Record a new request (Queued), its RequestSubmitted event and its outbox row (and the
+    one-off webhook endpoint of its ``callbackUrl``, signed with ``callback_secret``).
+
+    With an idempotency key already used by this client, answers the earlier record when the body
+    is the same and raises ``Conflict`` when it differs. Raises ``RuntimePaused`` while paused.
+
+    ``dispatch_lease`` (seconds): the caller publishes the row right after the commit
+    (``Publisher.publish_new``), so it is inserted already dispatched with that lease instead of
+    pending; this saves the fast path a read and a write transaction. If the publish is lost
+    (transport down, process killed after the commit), the relay republishes the row when the
+    lease runs out, as for any dispatched row whose consumer did not finish it.
+
+    ``source`` names the door in the audit event (``console`` for a console user's start).
+    """
+    client_key = client_id.lower()
+    body_hash = submission.body_hash()
+    if submission.idempotency_key is not None:
+        earlier = find_by_idempotency_key(session, client_id, submission.idempotency_key)
+        if earlier is not None:
+            if earlier.body_hash != body_hash:
+                raise Conflict(
+                    "Idempotency-Key was already used with a different body",
+                    idempotencyKey=submission.idempotency_key,
+                    correlationId=earlier.id,
+                )
+            logger.info(
+                "idempotent replay of request %s",
+                earlier.id,
+                extra={"request_id": earlier.id, "client_id": client_id},
+            )
+            return Submitted(earlier.id, created=False, view=request_view(session, earlier))
+    if is_paused_cached(session):
+        raise RuntimePaused("The workflow runtime is paused; try again later")
+    request_id = str(uuid.uuid4())
+    check_activation(
+        session,
+        definition_id=workflow.definition_id,
+        # The registry's PublishedWorkflow reads it from options.activationStrategyType.
+        strategy=getattr(workflow, "activation_strategy", "always"),
+        correlation_id=request_id,
+    )
+    now = utcnow()
+    outbox_id = str(uuid.uuid4())
+    queue = workflow.queue or DEFAULT_QUEUE
+    args = {"request_id": request_id}
+    values: dict[str, Any] = {
+        "id": request_id,
+        "client_id": client_id,
+        "client_key": client_key,
+        "request_type": submission.request_type,
+        "request_type_key": submission.request_type.lower(),
+        "keys": dict(submission.keys),
+        "payload": submission.payload,
+        "status": statuses.INITIAL.value,
+        "idempotency_key": submission.idempotency_key,
+        "body_hash": body_hash,
+        "definition_id": workflow.definition_id,
+        "definition_version": workflow.version,
+        "definition_version_id": workflow.version_id,
+        "submitted_at": now,
+        "updated_at": now,
+    }
+    session.execute(_INSERT_REQUEST, values)
+    statuses.note(
+        session,
+        request_id,
+        statuses.SUBMITTED_EVENT,
+        source=source,
+        message=f"Submitted by {client_id}",
+        properties={
+            "requestType": submission.request_type,
+            "definitionId": workflow.definition_id,
+            "version": workflow.version,
+            "idempotencyKey": submission.idempotency_key,
+        },
+        now=now,
+    )
+    row: dict[str, Any] = {
+        "id": outbox_id,
+        "task_name": RUN_REQUEST,
+        "queue": queue,
+        "args": args,
+        "state": OutboxState.PENDING.value,
+        "attempts": 0,
+        "request_id": request_id,
+        "available_at": now,
+        "created_at": now,
+        "dispatched_at": None,
+        "lease_expires_at": None,
+    }
+    if dispatch_lease is not None:
+        # What mark_dispatched would record after the publish, written with the row itself.
+        row["state"] = OutboxState.DISPATCHED.value
+        row["attempts"] = 1
+        row["dispatched_at"] = now
+        row["lease_expires_at"] = now + dt.timedelta(seconds=dispatch_lease)
+    session.execute(_INSERT_OUTBOX, row)
+    if submission.callback_url is not None:
+        if callback_secret is None:
+            raise BadRequest("this client may not name a callbackUrl", field="callbackUrl")
+        webhooks.add_callback(
+            session,
+            client_id=client_id,
+            request_id=request_id,
+            url=submission.callback_url,
+            secret=callback_secret,
+        )
+    session.flush()
+    logger.info(
+        "accepted request %s of type %s",
+        request_id,
+        submission.request_type,
+        extra={
+            "request_id": request_id,
+            "client_id": client_id,
+            "request_type": submission.request_type,
+        },
+    )
+    message = OutboxMessage(outbox_id, RUN_REQUEST, queue, args, request_id)
+    return Submitted(
+        request_id,
+        created=True,
+        view=request_view(session, Request(**values)),
+        outbox_ids=(outbox_id,),
+        messages=(message,),
+    )
+
+
+def find_by_idempotency_key(session: Session, client_id: str, key: str) -> Request | None:
+    return session.scalars(
+        select(Request).where(
+            Request.client_key == client_id.lower(), Request.idempotency_key == key
+        )
+    ).one_or_none()

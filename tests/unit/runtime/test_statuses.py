@@ -1,0 +1,119 @@
+"""The request status state machine: the allowed moves as data, and the guarded move itself."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.runtime import statuses
+from broker.settings import Settings
+from broker.store import db
+from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
+
+Q, P = RequestStatus.QUEUED, RequestStatus.PROCESSING
+C, F, X = RequestStatus.COMPLETED, RequestStatus.FAULTED, RequestStatus.CANCELLED
+
+
+@pytest.fixture
+def factory(settings: Settings) -> sessionmaker[Session]:
+    db.upgrade(settings.database_url)
+    return db.make_session_factory(db.make_engine(settings.database_url))
+
+
+def _insert(factory: sessionmaker[Session], request_id: str, status: RequestStatus) -> None:
+    now = utcnow()
+    with db.transaction(factory) as session:
+        session.add(
+            Request(
+                id=request_id,
+                client_id="ClientA",
+                client_key="clienta",
+                request_type="T",
+                request_type_key="t",
+                keys={},
+                status=status.value,
+                definition_id="d",
+                definition_version=1,
+                definition_version_id="d-v1",
+                submitted_at=now,
+                updated_at=now,
+            )
+        )
+
+
+def _state(factory: sessionmaker[Session], request_id: str) -> tuple[str, list[str]]:
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, request_id)
+        assert record is not None
+        events = session.scalars(
+            select(RequestEvent.event_type).where(RequestEvent.request_id == request_id)
+        ).all()
+        return record.status, list(events)
+
+
+def test_every_status_has_its_moves_and_only_faulted_leaves_a_terminal_status() -> None:
+    assert set(statuses.TRANSITIONS) == set(RequestStatus)
+    for status, moves in statuses.TRANSITIONS.items():
+        if status is F:
+            assert dict(moves) == {P: "RequestReplayed"}
+        elif status.terminal:
+            assert not moves
+        else:
+            assert {C, F, X} <= set(moves)
+    assert statuses.TERMINAL == ("Completed", "Faulted", "Cancelled")
+    assert statuses.INITIAL is Q
+
+
+def test_a_move_not_in_the_table_is_refused_before_any_sql() -> None:
+    with pytest.raises(ValueError, match="no single transition"):
+        statuses.event_of((C,), P)
+    # Processing is reached two ways, with two events: a move must say which
+    with pytest.raises(ValueError, match="no single transition"):
+        statuses.event_of((Q, F), P)
+    assert statuses.event_of((Q,), P) == "RequestProcessing"
+    assert statuses.event_of(statuses.ACTIVE, X) == "RequestCancelled"
+
+
+def test_a_terminal_request_never_moves_and_writes_no_event(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a completed request
+    _insert(factory, "r-1", C)
+    # When a late fault and a cancel arrive
+    with db.transaction(factory) as session:
+        faulted = statuses.finish_request(
+            session, "r-1", sub_status="Faulted", output=None, error="late"
+        )
+        cancelled = statuses.cancel(session, "r-1", source="api", now=utcnow())
+    # Then nothing changed
+    assert faulted is None
+    assert cancelled is False
+    assert _state(factory, "r-1") == ("Completed", [])
+
+
+def test_replay_is_the_one_way_out_of_faulted(factory: sessionmaker[Session]) -> None:
+    # Given a faulted request
+    _insert(factory, "r-2", F)
+    with db.transaction(factory) as session:
+        # When a worker tries to start it, it stays Faulted
+        assert statuses.start_processing(session, "r-2", "i-2") is False
+        # When an operator replays it, it is Processing again with its event
+        reopened = statuses.reopen(session, "r-2", source="admin", properties={}, now=utcnow())
+    assert reopened is True
+    assert _state(factory, "r-2") == ("Processing", ["RequestReplayed"])
+
+
+def test_queued_to_processing_to_completed_writes_one_event_per_move(
+    factory: sessionmaker[Session],
+) -> None:
+    _insert(factory, "r-3", Q)
+    with db.transaction(factory) as session:
+        assert statuses.start_processing(session, "r-3", "i-3") is True
+        # A redelivered start changes nothing
+        assert statuses.start_processing(session, "r-3", "i-3") is False
+        done = statuses.finish_request(
+            session, "r-3", sub_status="Finished", output={"ok": True}, error=None
+        )
+    assert done == "Completed"
+    assert _state(factory, "r-3") == ("Completed", ["RequestProcessing", "RequestCompleted"])
