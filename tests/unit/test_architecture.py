@@ -87,3 +87,29 @@ def test_a_forbidden_import_breaks_its_contract(
     assert result.returncode != 0
     broken = [row for row in result.stdout.splitlines() if row.endswith("BROKEN")]
     assert any(contract in row for row in broken), result.stdout
+
+
+#: a module a newcomer reads in one sitting (docs/design.md section 1); migrations are history
+MAX_MODULE_LINES = 450
+
+
+def oversized_modules(root: Path) -> list[str]:
+    found = []
+    for package in ("broker", "tasks"):
+        for path in sorted((root / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > MAX_MODULE_LINES:
+                found.append(f"{path.relative_to(root)}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    assert oversized_modules(PROJECT_ROOT) == []
+
+
+def test_the_line_limit_notices_a_long_module(tree_copy: Path) -> None:
+    long_module = tree_copy / "broker" / "long_module.py"
+    long_module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert oversized_modules(tree_copy) == [f"broker/long_module.py: {MAX_MODULE_LINES + 1} lines"]
