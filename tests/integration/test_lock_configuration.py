@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from broker.errors import ConfigError, LockNotAcquired
+from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.locks import (
     FileLockProvider,
     PostgresLock,
@@ -156,6 +156,17 @@ def test_a_file_lock_folder_that_cannot_be_created_is_named_in_the_error(tmp_pat
         FileLockProvider(blocked).acquire("relay")
     assert refused.value.message.startswith(f"cannot take file lock 'relay' in {blocked}: ")
     assert refused.value.details == {"name": "relay"}
+
+
+def test_a_released_file_lock_cannot_be_extended_and_says_which(tmp_path: Path) -> None:
+    lock = FileLockProvider(tmp_path).acquire("relay")
+    assert lock is not None
+    lock.extend(30)  # held: nothing to push back, nothing to complain about
+    lock.release()
+    with pytest.raises(LockLost) as lost:
+        lock.extend(30)
+    assert lost.value.message == "file lock 'relay' is no longer held"
+    assert lost.value.details == {"name": "relay"}
 
 
 # The connections behind the locks -----------------------------------------------------------------
