@@ -9,7 +9,6 @@ outcome once. On SQLite and PostgreSQL, in-process, with a recording sender.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.runtime import bookmarks, ids
 from broker.runtime.celery_config import RESUME_INSTANCE
 from broker.runtime.locks import FileLockProvider
-from broker.runtime.process import Runtime
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.db import transaction
 from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
@@ -31,7 +30,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 
 class RecordingSender:
@@ -55,14 +54,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
             BROKER_DEAD_LETTER_TTL="3600",
         )
     )
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    dispose_engines()
 
 
 @pytest.fixture

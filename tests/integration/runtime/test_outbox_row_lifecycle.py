@@ -8,7 +8,6 @@ and PostgreSQL, without a relay or a worker.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import ids, outbox
 from broker.settings import Settings
-from broker.store.db import dispose_engines, make_engine, make_session_factory, transaction, upgrade
+from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, OutboxState, utcnow
-from tests.integration.runtime.harness import runtime_env
+from tests.support.runtime import runtime_env
 
 PENDING, DISPATCHED = OutboxState.PENDING.value, OutboxState.DISPATCHED.value
 DONE, DEAD = OutboxState.DONE.value, OutboxState.DEAD.value
@@ -31,14 +30,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings.from_env(
         runtime_env(tmp_path, database_url=database_url, workflows=tmp_path / "wf")
     )
-
-
-@pytest.fixture
-def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
-    dispose_engines()
-    upgrade(settings.database_url)
-    yield make_session_factory(make_engine(settings.database_url))
-    dispose_engines()
 
 
 def add(factory: sessionmaker[Session], row_id: str, state: str = PENDING, **fields: Any) -> None:
