@@ -47,12 +47,26 @@ SELECTION = (
     "broker.runtime.retry.*",
     "broker.runtime.bookmarks.*",
     "broker.runtime.locks.*",
-    # client authentication and request-type rules
-    "broker.client_entries.*",
-    "broker.clients.*",
+    # client authentication and request-type rules: who a certificate is, what it may submit
+    # (not the registry's file cache, webhook and rate-limit entries: other concerns)
+    "broker.client_entries.x_normalize_*",
+    "broker.client_entries.x__normalize_hex__mutmut_*",
+    "broker.client_entries.x_read_request_types_file__mutmut_*",
+    "broker.client_entries.x__client_from_entry__mutmut_*",
+    "broker.clients.xǁClientRegistryǁauthenticate__mutmut_*",
+    "broker.clients.xǁClientRegistryǁrule_for__mutmut_*",
+    "broker.clients.xǁClientRegistryǁrules_for__mutmut_*",
+    "broker.clients.x__apply_database__mutmut_*",
+    "broker.clients.x__build_view__mutmut_*",
     "broker.ingress.auth.*",
-    # the outbound HTTP guard
-    "broker.outbound.*",
+    # the outbound HTTP guard: where a URL may go, every hop re-checked, the size cap
+    # (not the client's retries, Retry-After parsing or body decoding)
+    "broker.outbound.xǁOutboundHttpǁsend__mutmut_*",
+    "broker.outbound.xǁOutboundHttpǁcheck_url__mutmut_*",
+    "broker.outbound.xǁOutboundHttpǁvet_url__mutmut_*",
+    "broker.outbound.xǁOutboundHttpǁ_open__mutmut_*",
+    "broker.outbound.xǁOutboundHttpǁ_read_body__mutmut_*",
+    "broker.outbound.x__redirected__mutmut_*",
     "broker.outbound_guard.*",
     "broker.urls.*",
 )
