@@ -93,6 +93,12 @@ class Committer:
         self._queue: collections.deque[_Job] = collections.deque()
         self._leading = False
 
+    @property
+    def waiting(self) -> int:
+        """How many submissions wait for the next batch (the one being committed not counted)."""
+        with self._lock:
+            return len(self._queue)
+
     def submit(self, prepare: Prepare, *, idempotency: tuple[str, str] | None = None) -> Submitted:
         """Run ``prepare`` in a shared transaction, write what it answers, commit; answers its
         own outcome or raises its own error. ``idempotency``: (client id, key) of the

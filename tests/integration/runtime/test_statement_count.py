@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
+from broker.ingress.context import EXTENSION
+from broker.ingress.requests import COMMITTER
 from broker.runtime import runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
@@ -39,6 +42,7 @@ from broker.store.models import Request
 from tests.support.doubles import RecordingSender
 from tests.support.ingress import INVOICE_KEYS, make_pki, settings_for, write_config
 from tests.support.runtime import prepare, runtime_env, submit_request
+from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.postgres
@@ -49,11 +53,18 @@ pytestmark = pytest.mark.postgres
 WORKER_STATEMENTS = 12
 WORKER_COMMITS = 2
 WORKER_CHECKOUTS = 2
-#: one accepted ``POST /requests`` at the ingress, measured the same way: 3 INSERTs in one
-#: transaction on one checkout, about 6 round trips
+#: one accepted ``POST /requests`` at the ingress, alone, measured the same way: 3 INSERTs in
+#: one transaction on one checkout, about 6 round trips
 SUBMIT_STATEMENTS = 3
 SUBMIT_COMMITS = 1
 SUBMIT_CHECKOUTS = 1
+#: ``SUBMIT_BATCH`` concurrent ones, which the group committer writes together: the same 3
+#: multi-row INSERTs, one commit and one checkout for the whole batch (3/8 of a statement and
+#: 1/8 of a commit each, about 6/8 of a round trip)
+SUBMIT_BATCH = 8
+SUBMIT_BATCH_STATEMENTS = 3
+SUBMIT_BATCH_COMMITS = 1
+SUBMIT_BATCH_CHECKOUTS = 1
 
 
 @dataclasses.dataclass
@@ -183,15 +194,36 @@ class FastPathPublisher:
         pass
 
 
+class HeldPublisher(FastPathPublisher):
+    """Holds the thread that publishes once ``hold`` is set, until ``release``: that thread is
+    the group committer's leader, so every submission made meanwhile waits for the next batch."""
+
+    def __init__(self) -> None:
+        self.hold, self.held, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        if self.hold.is_set():
+            self.hold.clear()
+            self.held.set()
+            assert self.release.wait(30)
+
+
 @pytest.fixture
-def client(postgres_url: str, tmp_path: Path) -> Iterator[tuple[FlaskClient, Engine]]:
+def publisher() -> HeldPublisher:
+    return HeldPublisher()
+
+
+@pytest.fixture
+def client(
+    postgres_url: str, tmp_path: Path, publisher: HeldPublisher
+) -> Iterator[tuple[FlaskClient, Engine]]:
     db.dispose_engines()
     pki = make_pki(tmp_path / "pki")
     settings = settings_for(tmp_path / "var", pki, write_config(tmp_path / "config", pki))
     settings = settings.replace(database_url=postgres_url)
     db.upgrade(postgres_url)
     factory = db.make_session_factory(db.make_engine(postgres_url))
-    app = create_public_app(settings, session_factory=factory, publisher=FastPathPublisher())
+    app = create_public_app(settings, session_factory=factory, publisher=publisher)
     test_client = app.test_client()
     test_client.environ_base[PEER_CERT] = pki.der("ClientA")  # type: ignore[assignment]
     yield test_client, engine_of(factory)
@@ -215,4 +247,42 @@ def test_a_submission_costs_the_ingress_at_most_todays_statements(
     assert len(count.statements) <= SUBMIT_STATEMENTS, count.summary()
     assert count.commits <= SUBMIT_COMMITS, count.summary()
     assert count.checkouts <= SUBMIT_CHECKOUTS, count.summary()
+    assert count.rollbacks == 0, count.summary()
+
+
+def test_a_batch_of_submissions_costs_the_ingress_at_most_todays_statements(
+    client: tuple[FlaskClient, Engine], publisher: HeldPublisher
+) -> None:
+    test_client, engine = client
+    body = {"requestType": "InvoiceProcess", "keys": INVOICE_KEYS}
+    # Given a warm ingress whose committer is busy with one submission (held in its publish)
+    assert test_client.post("/requests", json=body).status_code == 202
+    publisher.hold.set()
+    first = threading.Thread(target=test_client.post, args=("/requests",), kwargs={"json": body})
+    first.start()
+    assert publisher.held.wait(10)
+    committer = test_client.application.extensions[EXTENSION].extra[COMMITTER]
+    answers: list[int] = []
+
+    def post() -> None:
+        other = test_client.application.test_client()
+        other.environ_base[PEER_CERT] = test_client.environ_base[PEER_CERT]
+        answers.append(other.post("/requests", json=body).status_code)
+
+    # When SUBMIT_BATCH submissions arrive meanwhile, counted from then on
+    with counting(engine) as count:
+        threads = [threading.Thread(target=post) for _ in range(SUBMIT_BATCH)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: committer.waiting == SUBMIT_BATCH, timeout=10)
+        publisher.release.set()
+        for thread in (first, *threads):
+            thread.join(30)
+    # Then each was accepted
+    assert answers == [202] * SUBMIT_BATCH
+    # And together they cost no more statements, commits and checkouts than today
+    print(f"\ningress, {SUBMIT_BATCH} concurrent submissions: " + count.summary())
+    assert len(count.statements) <= SUBMIT_BATCH_STATEMENTS, count.summary()
+    assert count.commits <= SUBMIT_BATCH_COMMITS, count.summary()
+    assert count.checkouts <= SUBMIT_BATCH_CHECKOUTS, count.summary()
     assert count.rollbacks == 0, count.summary()
