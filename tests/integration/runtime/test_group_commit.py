@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import Conflict
@@ -192,13 +193,15 @@ def test_a_conflicting_submission_answers_alone_while_the_others_commit(
     assert conflict.details["correlationId"] == earlier.request_id
     # And the others were created, in the same batch (the clash shares its key with the replay,
     # so it waited for a batch of its own: three commits in all)
-    assert isinstance(new_a, Submitted) and new_a.created
-    assert isinstance(new_b, Submitted) and new_b.created
+    assert isinstance(new_a, Submitted)
+    assert new_a.created
+    assert isinstance(new_b, Submitted)
+    assert new_b.created
     assert (count.commits, count.rollbacks) == (3, 0)
     assert count_rows(factory) == (4, 4, 4)
 
 
-@pytest.mark.parametrize("amount, answer", [(1, "same request"), (2, "conflict")])
+@pytest.mark.parametrize(("amount", "answer"), [(1, "same request"), (2, "conflict")])
 def test_two_submissions_with_one_key_in_a_batch_behave_as_if_sequential(
     factory: sessionmaker[Session], amount: int, answer: str
 ) -> None:
@@ -210,7 +213,8 @@ def test_two_submissions_with_one_key_in_a_batch_behave_as_if_sequential(
     )
     # Then the first creates the request and the second finds it
     created, then = outcomes
-    assert isinstance(created, Submitted) and created.created
+    assert isinstance(created, Submitted)
+    assert created.created
     if answer == "same request":
         assert isinstance(then, Submitted)
         assert (then.request_id, then.created) == (created.request_id, False)
@@ -247,9 +251,10 @@ def test_a_database_error_of_one_submission_fails_it_alone(
     # Then it alone fails; the others are committed, each in its own transaction after the
     # batch was rolled back
     ok_a, failed, ok_b, ok_c = outcomes
-    assert isinstance(failed, Exception) and "IntegrityError" in type(failed).__name__
+    assert isinstance(failed, IntegrityError)
     for ok in (ok_a, ok_b, ok_c):
-        assert isinstance(ok, Submitted) and ok.created
+        assert isinstance(ok, Submitted)
+        assert ok.created
     assert count.commits == 1 + 3
     assert count_rows(factory) == (5, 5, 5)
 
