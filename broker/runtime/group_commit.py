@@ -6,9 +6,10 @@ nothing to restart after a fork): the first submission that finds no leader lead
 no delay when the ingress is idle; those that arrive meanwhile queue up and the next leader takes
 them all (at most ``max_batch``, optionally after waiting ``window`` seconds for more). A batch
 runs every submission's checks (``submission.prepare``) in one transaction, writes all their
-rows with one multi-row statement per table (``submission.write``), commits, publishes the new
-messages together (``Publisher.publish_new``) and wakes each thread with its own outcome: a
-``202`` still means committed. See docs/design.md section 3.
+rows with one multi-row statement per table (``submission.write``), commits and wakes each
+thread with its own outcome: a ``202`` still means committed. Then it hands the leader role on
+and sends the batch's new messages together (``Publisher.publish_new``), so the next batch's
+transaction overlaps with these sends. See docs/design.md section 3.
 
 One submission's failure is its own: an error raised while preparing it (a repeated
 Idempotency-Key with another body, a pause, a refused activation) answers that submission and the
@@ -121,14 +122,17 @@ class Committer:
         return job.result()
 
     def _lead(self) -> None:
+        created: list[Submitted] = []
         try:
-            self._run(self._take())
+            created = self._run(self._take())
         finally:
             with self._lock:
                 if self._queue:
                     self._queue[0].wake.set()
                 else:
                     self._leading = False
+        # After the hand-over: the next batch's transaction overlaps with this batch's sends.
+        self._send(created)
 
     def _take(self) -> list[_Job]:
         with self._lock:
@@ -142,7 +146,8 @@ class Committer:
             count = min(len(self._queue), self.max_batch)
             return [self._queue.popleft() for _ in range(count)]
 
-    def _run(self, jobs: list[_Job]) -> None:
+    def _run(self, jobs: list[_Job]) -> list[Submitted]:
+        """Commit ``jobs`` and wake each with its outcome; answers what was created."""
         batch, later = _one_per_key(jobs)
         if later:
             with self._lock:
@@ -161,7 +166,7 @@ class Committer:
                     exc_info=True,
                 )
                 created = [done for job in batch if (done := self._alone(job)) is not None]
-            self._send(created)
+            return created
         except BaseException as error:
             for job in batch:
                 if job.outcome is None and job.error is None:

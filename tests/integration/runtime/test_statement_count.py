@@ -32,6 +32,7 @@ from broker.ingress.auth import PEER_CERT
 from broker.ingress.context import EXTENSION
 from broker.ingress.requests import COMMITTER
 from broker.runtime import runner
+from broker.runtime.group_commit import Committer
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.ports import OutboxMessage
@@ -42,7 +43,6 @@ from broker.store.models import Request
 from tests.support.doubles import RecordingSender
 from tests.support.ingress import INVOICE_KEYS, make_pki, settings_for, write_config
 from tests.support.runtime import prepare, runtime_env, submit_request
-from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.postgres
@@ -194,36 +194,15 @@ class FastPathPublisher:
         pass
 
 
-class HeldPublisher(FastPathPublisher):
-    """Holds the thread that publishes once ``hold`` is set, until ``release``: that thread is
-    the group committer's leader, so every submission made meanwhile waits for the next batch."""
-
-    def __init__(self) -> None:
-        self.hold, self.held, self.release = threading.Event(), threading.Event(), threading.Event()
-
-    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
-        if self.hold.is_set():
-            self.hold.clear()
-            self.held.set()
-            assert self.release.wait(30)
-
-
 @pytest.fixture
-def publisher() -> HeldPublisher:
-    return HeldPublisher()
-
-
-@pytest.fixture
-def client(
-    postgres_url: str, tmp_path: Path, publisher: HeldPublisher
-) -> Iterator[tuple[FlaskClient, Engine]]:
+def client(postgres_url: str, tmp_path: Path) -> Iterator[tuple[FlaskClient, Engine]]:
     db.dispose_engines()
     pki = make_pki(tmp_path / "pki")
     settings = settings_for(tmp_path / "var", pki, write_config(tmp_path / "config", pki))
     settings = settings.replace(database_url=postgres_url)
     db.upgrade(postgres_url)
     factory = db.make_session_factory(db.make_engine(postgres_url))
-    app = create_public_app(settings, session_factory=factory, publisher=publisher)
+    app = create_public_app(settings, session_factory=factory, publisher=FastPathPublisher())
     test_client = app.test_client()
     test_client.environ_base[PEER_CERT] = pki.der("ClientA")  # type: ignore[assignment]
     yield test_client, engine_of(factory)
@@ -251,17 +230,16 @@ def test_a_submission_costs_the_ingress_at_most_todays_statements(
 
 
 def test_a_batch_of_submissions_costs_the_ingress_at_most_todays_statements(
-    client: tuple[FlaskClient, Engine], publisher: HeldPublisher
+    client: tuple[FlaskClient, Engine],
 ) -> None:
     test_client, engine = client
     body = {"requestType": "InvoiceProcess", "keys": INVOICE_KEYS}
-    # Given a warm ingress whose committer is busy with one submission (held in its publish)
+    # Given a warm ingress whose committer waits for SUBMIT_BATCH submissions before it commits
     assert test_client.post("/requests", json=body).status_code == 202
-    publisher.hold.set()
-    first = threading.Thread(target=test_client.post, args=("/requests",), kwargs={"json": body})
-    first.start()
-    assert publisher.held.wait(10)
-    committer = test_client.application.extensions[EXTENSION].extra[COMMITTER]
+    extra = test_client.application.extensions[EXTENSION].extra
+    extra[COMMITTER] = Committer(
+        extra[COMMITTER].factory, max_batch=SUBMIT_BATCH, window=30, publish=lambda _: None
+    )
     answers: list[int] = []
 
     def post() -> None:
@@ -269,15 +247,13 @@ def test_a_batch_of_submissions_costs_the_ingress_at_most_todays_statements(
         other.environ_base[PEER_CERT] = test_client.environ_base[PEER_CERT]
         answers.append(other.post("/requests", json=body).status_code)
 
-    # When SUBMIT_BATCH submissions arrive meanwhile, counted from then on
+    # When SUBMIT_BATCH submissions arrive together, counted
     with counting(engine) as count:
         threads = [threading.Thread(target=post) for _ in range(SUBMIT_BATCH)]
         for thread in threads:
             thread.start()
-        wait_until(lambda: committer.waiting == SUBMIT_BATCH, timeout=10)
-        publisher.release.set()
-        for thread in (first, *threads):
-            thread.join(30)
+        for thread in threads:
+            thread.join(60)
     # Then each was accepted
     assert answers == [202] * SUBMIT_BATCH
     # And together they cost no more statements, commits and checkouts than today
