@@ -196,6 +196,7 @@ class Committer:
                 else:
                     job.outcome = outcome
             submission.write(session, [rows for _, rows in prepared])
+        logger.debug("committed %d submissions together", len(batch))
         for job, rows in prepared:
             job.outcome = rows.submitted
         return [rows.submitted for _, rows in prepared]
