@@ -144,6 +144,11 @@ KEYS: tuple[Key, ...] = (
       "`postgresql://...` (the broker's database) or `file://DIR`; empty: the Redis of the lock "
       "or queue URL if either is one, else the database with PostgreSQL locks, else "
       "`var/ratelimits`"),
+    K("BROKER_SUBMIT_BATCH_MAX", "submit_batch_max", "64", _int,
+      "most submissions of one ingress process committed together in one transaction"),
+    K("BROKER_SUBMIT_BATCH_WINDOW", "submit_batch_window", "0", _float,
+      "seconds a submission waits for others to share its transaction (bounded by "
+      "`BROKER_SUBMIT_BATCH_MAX`); 0: none, those that arrived during the previous commit"),
     # Console (Elsa Studio, the console pages and the Elsa API)
     K("BROKER_CONSOLE_BIND", "console_bind", "127.0.0.1:5090", _str,
       "console listener (Elsa Studio, the console pages, `/elsa/api`)"),
@@ -301,6 +306,8 @@ class Settings:
     rate_limit_submissions: Rate
     rate_limit_events: Rate
     rate_limit_url: str
+    submit_batch_max: int
+    submit_batch_window: float
     distributed: bool
     allow_local_locks: bool
     log_level: str

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy.exc import IntegrityError
 
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
+from broker.ingress.context import Services, services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
 from broker.ingress.webhooks import outbound
 from broker.rate_limits import SUBMISSIONS
 from broker.runtime import cancellation, request_queries, webhooks
 from broker.runtime import submission as runtime_submission
-from broker.runtime.ports import PinnedWorkflow
-from broker.runtime.submission import Submission, Submitted
+from broker.runtime.group_commit import Committer
 
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("requests", __name__)
+
+COMMITTER = "committer"  # the key of the group committer in ``Services.extra``
+_committer_lock = threading.Lock()
 
 
 @bp.post("/requests")
@@ -58,61 +61,45 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         secret = webhooks.callback_secret_of(client)
         webhooks.check_url(submission.callback_url, outbound(), field="callbackUrl")
     lease = svc.publisher.dispatch_lease
-    outcome = _submit(client.client_id, submission, workflow, lease, secret)
+    outcome = committer(svc).submit(
+        functools.partial(
+            runtime_submission.prepare,
+            client_id=client.client_id,
+            submission=submission,
+            workflow=workflow,
+            dispatch_lease=lease,
+            callback_secret=secret,
+        ),
+        idempotency=(
+            None
+            if submission.idempotency_key is None
+            else (client.client_id, submission.idempotency_key)
+        ),
+    )
     if not outcome.created:
         return jsonify(outcome.view), 200
     metrics.record_accepted(rule.request_type)
-    try:
-        svc.publisher.publish_new(outcome.messages)
-    except Exception:
-        # Committed is accepted: the relay publishes what the fast path could not.
-        logger.exception(
-            "fast-path publish failed for request %s; the relay will retry",
-            outcome.request_id,
-            extra={"request_id": outcome.request_id},
-        )
     body = {"correlationId": outcome.request_id, "status": outcome.view["status"]}
     return jsonify(body), 202, {"Location": f"/requests/{outcome.request_id}"}
 
 
-def _submit(
-    client_id: str,
-    submission: Submission,
-    workflow: PinnedWorkflow,
-    lease: float | None,
-    callback_secret: str | None = None,
-) -> Submitted:
-    """Record the submission; with a ``lease``, its row is inserted already dispatched because
-    the caller publishes it right after the commit (see ``runtime.submission.submit``)."""
-    try:
-        with transaction() as session:
-            return runtime_submission.submit(
-                session,
-                client_id=client_id,
-                submission=submission,
-                workflow=workflow,
-                dispatch_lease=lease,
-                callback_secret=callback_secret,
-            )
-    except IntegrityError:
-        if submission.idempotency_key is None:
-            raise
-        # Another submission with this key committed between our lookup and our insert: the
-        # unique constraint stopped ours; the second pass finds theirs (200 or 409).
-        logger.info(
-            "idempotency key raced for client %s; answering the winner",
-            client_id,
-            extra={"client_id": client_id},
-        )
-    with transaction() as session:
-        return runtime_submission.submit(
-            session,
-            client_id=client_id,
-            submission=submission,
-            workflow=workflow,
-            dispatch_lease=lease,
-            callback_secret=callback_secret,
-        )
+def committer(svc: Services) -> Committer:
+    """The app's group committer of submissions (one per app, so one per worker process):
+    concurrent submissions share a transaction, and their fast-path messages go out together
+    after its commit (``broker.runtime.group_commit``)."""
+    found = svc.extra.get(COMMITTER)
+    if found is None:
+        with _committer_lock:
+            found = svc.extra.get(COMMITTER)
+            if found is None:
+                found = svc.extra[COMMITTER] = Committer(
+                    svc.session_factory,
+                    max_batch=svc.settings.submit_batch_max,
+                    window=svc.settings.submit_batch_window,
+                    publish=svc.publisher.publish_new,
+                )
+    assert isinstance(found, Committer)
+    return found
 
 
 @bp.get("/requests")

@@ -9,6 +9,7 @@ import binascii
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import and_, or_, select
@@ -51,6 +52,30 @@ def request_view(session: Session, record: Request) -> dict[str, Any]:
             # What Correlate and SetName made of the instance (the request's id never changes).
             "instanceName": instance.name if instance is not None else None,
             "instanceCorrelationId": instance.correlation_id if instance is not None else None,
+        },
+    }
+
+
+def new_request_view(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``request_view`` of a request being inserted with these column values (no instance yet),
+    built without a mapped object."""
+    return {
+        "correlationId": values["id"],
+        "clientId": values["client_id"],
+        "requestType": values["request_type"],
+        "keys": values["keys"],
+        "status": values["status"],
+        "result": None,
+        "errorDetail": None,
+        "submittedAt": iso(values["submitted_at"]),
+        "updatedAt": iso(values["updated_at"]),
+        "workflow": {
+            "definitionId": values["definition_id"],
+            "version": values["definition_version"],
+            "instanceId": None,
+            "subStatus": None,
+            "instanceName": None,
+            "instanceCorrelationId": None,
         },
     }
 

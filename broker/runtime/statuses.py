@@ -19,11 +19,12 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from sqlalchemy import Update, bindparam, update
+from sqlalchemy import Update, bindparam, insert, update
 from sqlalchemy.orm import Session
 
-from broker.redaction import redact_optional
+from broker.redaction import redact, redact_optional
 from broker.runtime import webhooks
+from broker.store import audit
 from broker.store.models import (
     InstanceSubStatus,
     Request,
@@ -158,6 +159,37 @@ def note(
             properties=properties,
         )
     )
+
+
+_INSERT_EVENT = insert(table_of(RequestEvent))
+
+
+def event_row(
+    request_id: str,
+    event_type: str,
+    *,
+    source: str,
+    message: str | None = None,
+    properties: dict[str, Any] | None = None,
+    now: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """The row of one audit event, for ``add_events``: redacted as ``RequestEvent`` redacts."""
+    return {
+        "request_id": request_id,
+        "timestamp": now or utcnow(),
+        "event_type": event_type,
+        "source": source,
+        "message": redact_optional(message),
+        "properties": None if properties is None else redact(properties),
+    }
+
+
+def add_events(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Insert audit events built by ``event_row`` with one multi-row statement (what ``note``
+    does one ORM object at a time); they are logged once the transaction commits."""
+    if rows:
+        session.execute(_INSERT_EVENT, rows)
+        audit.add_pending(session, rows)
 
 
 def finish_request(

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -23,13 +23,13 @@ from broker.runtime.activation import check_activation
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.pause import is_paused_cached
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow
-from broker.runtime.request_queries import request_view
+from broker.runtime.request_queries import new_request_view, request_view
 from broker.store.models import OutboxRow, OutboxState, Request, table_of, utcnow
 
 logger = logging.getLogger(__name__)
 
-# A submission's request and outbox rows, built once (see ``table_of``); its audit event stays
-# an ORM object, which the audit log follows.
+# A submission's request and outbox rows, built once (see ``table_of``) and run with a list of
+# rows (one multi-row statement for a whole batch).
 _INSERT_REQUEST = insert(table_of(Request))
 _INSERT_OUTBOX = insert(table_of(OutboxRow))
 
@@ -75,6 +75,19 @@ class Submitted:
     messages: tuple[OutboxMessage, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A new submission's rows, checked and built but not written yet (``write`` inserts them,
+    many submissions' at once)."""
+
+    request: dict[str, Any]
+    event: dict[str, Any]
+    outbox: dict[str, Any]
+    #: the one-off webhook endpoint of a ``callbackUrl``: (url, signing secret)
+    callback: tuple[str, str] | None
+    submitted: Submitted
+
+
 def submit(
     session: Session,
     *,
@@ -98,7 +111,37 @@ def submit(
     lease runs out, as for any dispatched row whose consumer did not finish it.
 
     ``source`` names the door in the audit event (``console`` for a console user's start).
+    ``prepare`` and ``write`` are the same in two halves, for a caller that writes many
+    submissions together (``broker.runtime.group_commit``).
     """
+    prepared = prepare(
+        session,
+        client_id=client_id,
+        submission=submission,
+        workflow=workflow,
+        dispatch_lease=dispatch_lease,
+        callback_secret=callback_secret,
+        source=source,
+    )
+    if isinstance(prepared, Submitted):
+        return prepared
+    write(session, [prepared])
+    return prepared.submitted
+
+
+def prepare(
+    session: Session,
+    *,
+    client_id: str,
+    submission: Submission,
+    workflow: PinnedWorkflow,
+    dispatch_lease: float | None = None,
+    callback_secret: str | None = None,
+    source: str = "ingress",
+) -> Prepared | Submitted:
+    """The checks and reads of ``submit``, and the rows it would write: answers the earlier
+    record (``Submitted`` with ``created=False``) for an idempotent replay, else the new rows to
+    hand to ``write`` in the same transaction. Raises what ``submit`` raises; writes nothing."""
     client_key = client_id.lower()
     body_hash = submission.body_hash()
     if submission.idempotency_key is not None:
@@ -118,6 +161,11 @@ def submit(
             return Submitted(earlier.id, created=False, view=request_view(session, earlier))
     if is_paused_cached(session):
         raise RuntimePaused("The workflow runtime is paused; try again later")
+    callback = None
+    if submission.callback_url is not None:
+        if callback_secret is None:
+            raise BadRequest("this client may not name a callbackUrl", field="callbackUrl")
+        callback = (submission.callback_url, callback_secret)
     request_id = str(uuid.uuid4())
     check_activation(
         session,
@@ -147,9 +195,7 @@ def submit(
         "submitted_at": now,
         "updated_at": now,
     }
-    session.execute(_INSERT_REQUEST, values)
-    statuses.note(
-        session,
+    event = statuses.event_row(
         request_id,
         statuses.SUBMITTED_EVENT,
         source=source,
@@ -181,36 +227,47 @@ def submit(
         row["attempts"] = 1
         row["dispatched_at"] = now
         row["lease_expires_at"] = now + dt.timedelta(seconds=dispatch_lease)
-    session.execute(_INSERT_OUTBOX, row)
-    if submission.callback_url is not None:
-        if callback_secret is None:
-            raise BadRequest("this client may not name a callbackUrl", field="callbackUrl")
-        webhooks.add_callback(
-            session,
-            client_id=client_id,
-            request_id=request_id,
-            url=submission.callback_url,
-            secret=callback_secret,
-        )
-    session.flush()
-    logger.info(
-        "accepted request %s of type %s",
-        request_id,
-        submission.request_type,
-        extra={
-            "request_id": request_id,
-            "client_id": client_id,
-            "request_type": submission.request_type,
-        },
-    )
     message = OutboxMessage(outbox_id, RUN_REQUEST, queue, args, request_id)
-    return Submitted(
+    submitted = Submitted(
         request_id,
         created=True,
-        view=request_view(session, Request(**values)),
+        view=new_request_view(values),
         outbox_ids=(outbox_id,),
         messages=(message,),
     )
+    return Prepared(values, event, row, callback, submitted)
+
+
+def write(session: Session, batch: Sequence[Prepared]) -> None:
+    """Insert the rows of prepared submissions: one multi-row statement per table."""
+    if not batch:
+        return
+    session.execute(_INSERT_REQUEST, [prepared.request for prepared in batch])
+    statuses.add_events(session, [prepared.event for prepared in batch])
+    session.execute(_INSERT_OUTBOX, [prepared.outbox for prepared in batch])
+    for prepared in batch:
+        if prepared.callback is not None:
+            url, secret = prepared.callback
+            webhooks.add_callback(
+                session,
+                client_id=prepared.request["client_id"],
+                request_id=prepared.submitted.request_id,
+                url=url,
+                secret=secret,
+            )
+    if any(prepared.callback is not None for prepared in batch):
+        session.flush()
+    for prepared in batch:
+        logger.info(
+            "accepted request %s of type %s",
+            prepared.submitted.request_id,
+            prepared.request["request_type"],
+            extra={
+                "request_id": prepared.submitted.request_id,
+                "client_id": prepared.request["client_id"],
+                "request_type": prepared.request["request_type"],
+            },
+        )
 
 
 def find_by_idempotency_key(session: Session, client_id: str, key: str) -> Request | None:

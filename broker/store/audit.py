@@ -13,6 +13,7 @@ ingress, the console, the command line).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import event
@@ -31,19 +32,38 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
         session.info.setdefault(_PENDING, []).extend(new)
 
 
+def add_pending(session: Session, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Log these audit event rows, inserted without the ORM (a multi-row statement), when the
+    session's transaction commits, as the listeners do for ``RequestEvent`` objects."""
+    session.info.setdefault(_PENDING, []).extend(rows)
+
+
+def _fields(audit: RequestEvent | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(audit, Mapping):
+        return audit
+    return {
+        "event_type": audit.event_type,
+        "message": audit.message,
+        "request_id": audit.request_id,
+        "properties": audit.properties,
+        "source": audit.source,
+    }
+
+
 def _emit(session: Session) -> None:
-    for audit in session.info.pop(_PENDING, ()):
-        properties = audit.properties or {}
+    for pending in session.info.pop(_PENDING, ()):
+        audit = _fields(pending)
+        properties = audit["properties"] or {}
         logger.info(
             "%s: %s",
-            audit.event_type,
-            audit.message or "-",
+            audit["event_type"],
+            audit["message"] or "-",
             extra={
-                "event_type": audit.event_type,
-                "request_id": audit.request_id,
-                "correlation_id": audit.request_id,  # a request's correlation id is its id
+                "event_type": audit["event_type"],
+                "request_id": audit["request_id"],
+                "correlation_id": audit["request_id"],  # a request's correlation id is its id
                 "instance_id": properties.get("instanceId"),
-                "source": audit.source,
+                "source": audit["source"],
             },
         )
 

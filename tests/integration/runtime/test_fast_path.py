@@ -189,3 +189,61 @@ def test_the_ingress_publisher_sends_no_task_sent_event(
     # Then its Celery app does not emit the task-sent event (the workers' events remain)
     assert isinstance(publisher.sender, CelerySender)
     assert publisher.sender.app.conf.task_send_sent_event is False
+
+
+@pytest.mark.parametrize("transport", ["filesystem", "redis"])
+def test_a_batch_of_new_submissions_is_sent_together_on_one_producer(
+    settings: Settings,
+    factory: sessionmaker[Session],
+    transport: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    # Given the ingress's real publisher on a real transport
+    if transport == "redis":
+        settings = settings.replace(queue_url=str(request.getfixturevalue("redis_url")))
+    publisher = make_publisher(settings, factory)
+    assert isinstance(publisher.sender, CelerySender)
+    app = publisher.sender.app
+    # And three submissions committed together, as the group committer writes them
+    with transaction(factory) as session:
+        done = [submit_one_in(session, settings.outbox_lease) for _ in range(3)]
+    messages = [message for submitted in done for message in submitted.messages]
+    # When the fast path publishes them in one call
+    acquired: list[object] = []
+    real = app.producer_or_acquire
+
+    def counted(producer: object = None) -> object:
+        acquired.append(producer)
+        return real(producer)
+
+    app.producer_or_acquire = counted  # type: ignore[method-assign]
+    try:
+        publisher.publish_new(messages)
+    finally:
+        app.producer_or_acquire = real  # type: ignore[method-assign]
+    # Then one producer was acquired, and each send reused it
+    assert acquired[0] is None
+    assert len(acquired) == 1 + len(messages)
+    assert len({id(producer) for producer in acquired[1:]}) == 1
+    # And the three tasks are on their queue, each under its outbox id
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(Pinned.queue)
+        received = []
+        for _ in messages:
+            message = queue.get(timeout=5)
+            received.append(message.headers["id"])
+            message.ack()
+        queue.close()
+    assert sorted(received) == sorted(m.outbox_id for m in messages)
+    # And none was handed back to the relay
+    assert {row_of(factory, m.outbox_id).state for m in messages} == {"dispatched"}
+
+
+def submit_one_in(session: Session, lease: float | None) -> Submitted:
+    return submit(
+        session,
+        client_id="TestClient",
+        submission=Submission(request_type="Approval", keys={}),
+        workflow=Pinned(),
+        dispatch_lease=lease,
+    )

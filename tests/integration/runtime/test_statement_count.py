@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
+from broker.ingress.context import EXTENSION
+from broker.ingress.requests import COMMITTER
 from broker.runtime import runner
+from broker.runtime.group_commit import Committer
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
 from broker.runtime.ports import OutboxMessage
@@ -49,11 +53,18 @@ pytestmark = pytest.mark.postgres
 WORKER_STATEMENTS = 12
 WORKER_COMMITS = 2
 WORKER_CHECKOUTS = 2
-#: one accepted ``POST /requests`` at the ingress, measured the same way: 3 INSERTs in one
-#: transaction on one checkout, about 6 round trips
+#: one accepted ``POST /requests`` at the ingress, alone, measured the same way: 3 INSERTs in
+#: one transaction on one checkout, about 6 round trips
 SUBMIT_STATEMENTS = 3
 SUBMIT_COMMITS = 1
 SUBMIT_CHECKOUTS = 1
+#: ``SUBMIT_BATCH`` concurrent ones, which the group committer writes together: the same 3
+#: multi-row INSERTs, one commit and one checkout for the whole batch (3/8 of a statement and
+#: 1/8 of a commit each, about 6/8 of a round trip)
+SUBMIT_BATCH = 8
+SUBMIT_BATCH_STATEMENTS = 3
+SUBMIT_BATCH_COMMITS = 1
+SUBMIT_BATCH_CHECKOUTS = 1
 
 
 @dataclasses.dataclass
@@ -215,4 +226,39 @@ def test_a_submission_costs_the_ingress_at_most_todays_statements(
     assert len(count.statements) <= SUBMIT_STATEMENTS, count.summary()
     assert count.commits <= SUBMIT_COMMITS, count.summary()
     assert count.checkouts <= SUBMIT_CHECKOUTS, count.summary()
+    assert count.rollbacks == 0, count.summary()
+
+
+def test_a_batch_of_submissions_costs_the_ingress_at_most_todays_statements(
+    client: tuple[FlaskClient, Engine],
+) -> None:
+    test_client, engine = client
+    body = {"requestType": "InvoiceProcess", "keys": INVOICE_KEYS}
+    # Given a warm ingress whose committer waits for SUBMIT_BATCH submissions before it commits
+    assert test_client.post("/requests", json=body).status_code == 202
+    extra = test_client.application.extensions[EXTENSION].extra
+    extra[COMMITTER] = Committer(
+        extra[COMMITTER].factory, max_batch=SUBMIT_BATCH, window=30, publish=lambda _: None
+    )
+    answers: list[int] = []
+
+    def post() -> None:
+        other = test_client.application.test_client()
+        other.environ_base[PEER_CERT] = test_client.environ_base[PEER_CERT]
+        answers.append(other.post("/requests", json=body).status_code)
+
+    # When SUBMIT_BATCH submissions arrive together, counted
+    with counting(engine) as count:
+        threads = [threading.Thread(target=post) for _ in range(SUBMIT_BATCH)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    # Then each was accepted
+    assert answers == [202] * SUBMIT_BATCH
+    # And together they cost no more statements, commits and checkouts than today
+    print(f"\ningress, {SUBMIT_BATCH} concurrent submissions: " + count.summary())
+    assert len(count.statements) <= SUBMIT_BATCH_STATEMENTS, count.summary()
+    assert count.commits <= SUBMIT_BATCH_COMMITS, count.summary()
+    assert count.checkouts <= SUBMIT_BATCH_CHECKOUTS, count.summary()
     assert count.rollbacks == 0, count.summary()

@@ -1,0 +1,311 @@
+"""The group committer on SQLite and PostgreSQL: concurrent submissions share one transaction,
+each gets its own outcome, one submission's failure stays its own, and nothing is answered before
+its commit.
+
+Batches are made deterministic with a first submission that holds the leader role until every
+other one is waiting: those then make up the next batch together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.errors import Conflict
+from broker.runtime import submission
+from broker.runtime.group_commit import Committer, Prepare
+from broker.runtime.ports import OutboxMessage
+from broker.runtime.submission import Prepared, Submission, Submitted
+from broker.settings import Settings
+from broker.store.db import transaction
+from broker.store.models import OutboxRow, Request, RequestEvent
+from tests.support.waits import wait_until
+
+
+class Pinned:
+    definition_id = "approval"
+    version = 1
+    version_id = "approval-v1"
+    queue: str | None = None
+
+
+@pytest.fixture
+def settings(settings: Settings, database_url: str) -> Settings:
+    """The suite's settings on each database, so ``factory`` runs on SQLite and PostgreSQL."""
+    return settings.replace(database_url=database_url)
+
+
+@dataclasses.dataclass
+class Published:
+    """Stands in for ``Publisher.publish_new``: records each call and what was committed then."""
+
+    factory: sessionmaker[Session]
+    calls: list[list[OutboxMessage]] = dataclasses.field(default_factory=list)
+    committed_when_sent: list[bool] = dataclasses.field(default_factory=list)
+
+    def __call__(self, messages: Sequence[OutboxMessage]) -> None:
+        self.calls.append(list(messages))
+        ids = [message.request_id for message in messages]
+        with transaction(self.factory, write=False) as session:
+            found = session.scalar(select(func.count()).where(Request.id.in_(ids)))
+        self.committed_when_sent.append(found == len(ids))
+
+
+@dataclasses.dataclass
+class Transactions:
+    commits: int = 0
+    rollbacks: int = 0
+
+
+@contextlib.contextmanager
+def counting(factory: sessionmaker[Session]) -> Iterator[Transactions]:
+    engine = factory.kw["bind"]
+    assert isinstance(engine, Engine)
+    count = Transactions()
+
+    def on_commit(_conn: Any) -> None:
+        count.commits += 1
+
+    def on_rollback(_conn: Any) -> None:
+        count.rollbacks += 1
+
+    event.listen(engine, "commit", on_commit)
+    event.listen(engine, "rollback", on_rollback)
+    try:
+        yield count
+    finally:
+        event.remove(engine, "commit", on_commit)
+        event.remove(engine, "rollback", on_rollback)
+
+
+def body(n: int, key: str | None = None, amount: int = 1) -> Submission:
+    return Submission("Approval", {"n": str(n)}, {"amount": amount}, idempotency_key=key)
+
+
+def preparing(what: Submission, client_id: str = "ClientA") -> Prepare:
+    return functools.partial(
+        submission.prepare, client_id=client_id, submission=what, workflow=Pinned()
+    )
+
+
+def key_of(what: Submission, client_id: str = "ClientA") -> tuple[str, str] | None:
+    return None if what.idempotency_key is None else (client_id, what.idempotency_key)
+
+
+def together(
+    committer: Committer, prepares: Sequence[tuple[Prepare, tuple[str, str] | None]]
+) -> list[Submitted | Exception]:
+    """Submit ``prepares`` from one thread each while a first submission holds the leader role,
+    so they all wait and make up the next batch; answers each one's outcome or error."""
+    release, entered = threading.Event(), threading.Event()
+    first = preparing(body(0))
+
+    def held(session: Session) -> Prepared | Submitted:
+        entered.set()
+        assert release.wait(30)
+        return first(session)
+
+    outcomes: list[Submitted | Exception | None] = [None] * len(prepares)
+
+    def run(index: int, prepare: Prepare, key: tuple[str, str] | None) -> None:
+        try:
+            outcomes[index] = committer.submit(prepare, idempotency=key)
+        except Exception as error:
+            outcomes[index] = error
+
+    leader = threading.Thread(target=committer.submit, args=(held,))
+    leader.start()
+    assert entered.wait(10)
+    threads = [
+        threading.Thread(target=run, args=(index, prepare, key))
+        for index, (prepare, key) in enumerate(prepares)
+    ]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: committer.waiting == len(prepares), timeout=10)
+    release.set()
+    for thread in (leader, *threads):
+        thread.join(30)
+    assert all(outcome is not None for outcome in outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def count_rows(factory: sessionmaker[Session]) -> tuple[int, int, int]:
+    with transaction(factory, write=False) as session:
+        return (
+            session.scalar(select(func.count()).select_from(Request)) or 0,
+            session.scalar(select(func.count()).select_from(RequestEvent)) or 0,
+            session.scalar(select(func.count()).select_from(OutboxRow)) or 0,
+        )
+
+
+def test_concurrent_submissions_share_one_transaction_and_each_gets_its_own_outcome(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a committer whose publish records what it sends
+    published = Published(factory)
+    committer = Committer(factory, publish=published)
+    # When eight submissions arrive while a commit is under way
+    whats = [body(n) for n in range(1, 9)]
+    with counting(factory) as count:
+        outcomes = together(committer, [(preparing(what), None) for what in whats])
+    # Then each got its own new request
+    assert all(isinstance(outcome, Submitted) and outcome.created for outcome in outcomes)
+    done = [outcome for outcome in outcomes if isinstance(outcome, Submitted)]
+    assert [d.view["keys"] for d in done] == [dict(what.keys) for what in whats]
+    assert len({d.request_id for d in done}) == 8
+    # And the nine submissions cost two commits: the first one's, and the batch's (the others
+    # are the checks of ``published``, one read each)
+    assert (count.commits - len(published.calls), count.rollbacks) == (2, 0)
+    # And every request, audit event and outbox row is there
+    assert count_rows(factory) == (9, 9, 9)
+    # And the batch's messages went out together, after its commit
+    assert sorted(len(call) for call in published.calls) == [1, 8]
+    assert published.committed_when_sent == [True, True]
+    (batch,) = [call for call in published.calls if len(call) == 8]
+    assert {m.request_id for m in batch} == {d.request_id for d in done}
+
+
+def test_a_conflicting_submission_answers_alone_while_the_others_commit(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a request submitted earlier under the Idempotency-Key "k-1"
+    committer = Committer(factory)
+    earlier = committer.submit(preparing(body(1, "k-1")), idempotency=("ClientA", "k-1"))
+    # When a batch holds a replay of it, another body under its key and two new submissions
+    replay, clash = body(1, "k-1"), body(1, "k-1", amount=2)
+    whats = [body(2), replay, clash, body(3)]
+    with counting(factory) as count:
+        outcomes = together(committer, [(preparing(w), key_of(w)) for w in whats])
+    # Then the replay answers the earlier request, the other body a conflict
+    new_a, again, conflict, new_b = outcomes
+    assert isinstance(again, Submitted)
+    assert (again.request_id, again.created) == (earlier.request_id, False)
+    assert isinstance(conflict, Conflict)
+    assert conflict.details["correlationId"] == earlier.request_id
+    # And the others were created, in the same batch (the clash shares its key with the replay,
+    # so it waited for a batch of its own: three commits in all)
+    assert isinstance(new_a, Submitted)
+    assert new_a.created
+    assert isinstance(new_b, Submitted)
+    assert new_b.created
+    assert (count.commits, count.rollbacks) == (3, 0)
+    assert count_rows(factory) == (4, 4, 4)
+
+
+@pytest.mark.parametrize(("amount", "answer"), [(1, "same request"), (2, "conflict")])
+def test_two_submissions_with_one_key_in_a_batch_behave_as_if_sequential(
+    factory: sessionmaker[Session], amount: int, answer: str
+) -> None:
+    # When two submissions under the same Idempotency-Key arrive in one batch
+    committer = Committer(factory)
+    first, second = body(1, "k-9"), body(1, "k-9", amount=amount)
+    outcomes = together(
+        committer, [(preparing(first), key_of(first)), (preparing(second), key_of(second))]
+    )
+    # Then the first creates the request and the second finds it
+    created, then = outcomes
+    assert isinstance(created, Submitted)
+    assert created.created
+    if answer == "same request":
+        assert isinstance(then, Submitted)
+        assert (then.request_id, then.created) == (created.request_id, False)
+        assert then.view["correlationId"] == created.request_id
+    else:
+        assert isinstance(then, Conflict)
+    assert count_rows(factory) == (2, 2, 2)
+
+
+def test_a_database_error_of_one_submission_fails_it_alone(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a request already recorded
+    committer = Committer(factory)
+    existing = committer.submit(preparing(body(1)))
+    # And a submission whose row collides with it (its primary key), a failure of the database
+    normal = preparing(body(2))
+
+    def colliding(session: Session) -> Prepared | Submitted:
+        prepared = normal(session)
+        assert isinstance(prepared, Prepared)
+        prepared.request["id"] = existing.request_id
+        return prepared
+
+    # When it arrives in a batch with three others
+    prepares: list[tuple[Prepare, tuple[str, str] | None]] = [
+        (preparing(body(3)), None),
+        (colliding, None),
+        (preparing(body(4)), None),
+        (preparing(body(5)), None),
+    ]
+    with counting(factory) as count:
+        outcomes = together(committer, prepares)
+    # Then it alone fails; the others are committed, each in its own transaction after the
+    # batch was rolled back
+    ok_a, failed, ok_b, ok_c = outcomes
+    assert isinstance(failed, IntegrityError)
+    for ok in (ok_a, ok_b, ok_c):
+        assert isinstance(ok, Submitted)
+        assert ok.created
+    assert count.commits == 1 + 3
+    assert count_rows(factory) == (5, 5, 5)
+
+
+def test_nothing_is_answered_before_its_commit(factory: sessionmaker[Session]) -> None:
+    # Given a database whose commits fail
+    published = Published(factory)
+    committer = Committer(factory, publish=published)
+    engine = factory.kw["bind"]
+    failing = threading.Event()
+
+    def refuse(_conn: Any) -> None:
+        if failing.is_set():
+            raise RuntimeError("commit failed")
+
+    event.listen(engine, "commit", refuse)
+    try:
+        release, entered = threading.Event(), threading.Event()
+        first = preparing(body(0))
+
+        def held(session: Session) -> Prepared | Submitted:
+            entered.set()
+            assert release.wait(30)
+            return first(session)
+
+        errors: list[Exception] = []
+
+        def run(prepare: Prepare) -> None:
+            try:
+                committer.submit(prepare)
+            except Exception as error:
+                errors.append(error)
+
+        leader = threading.Thread(target=run, args=(held,))
+        leader.start()
+        assert entered.wait(10)
+        threads = [threading.Thread(target=run, args=(preparing(body(n)),)) for n in range(1, 5)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: committer.waiting == 4, timeout=10)
+        # When the batch of four commits while commits fail
+        failing.set()
+        release.set()
+        for thread in (leader, *threads):
+            thread.join(30)
+    finally:
+        event.remove(engine, "commit", refuse)
+    # Then every one of them (and the first) got an error, nothing of them remains and nothing
+    # was sent
+    assert len(errors) == 5
+    assert all("commit failed" in str(error) for error in errors)
+    assert count_rows(factory) == (0, 0, 0)
+    assert published.calls == []
