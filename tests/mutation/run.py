@@ -35,9 +35,8 @@ EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 SELECTION = (
     # request status transitions, submit and idempotency (invariants 1 and 2)
     "broker.runtime.statuses.*",
-    "broker.runtime.submission.x_submit__mutmut_*",
-    "broker.runtime.submission.*ǁSubmissionǁbody_hash__mutmut_*",
-    "broker.runtime.submission.x_find_by_idempotency_key__mutmut_*",
+    "broker.runtime.submission.*",
+    "broker.runtime.group_commit.*",
     # the outbox and the relay's fence
     "broker.runtime.outbox.*",
     "broker.store.db.x_acquire_lease__mutmut_*",
