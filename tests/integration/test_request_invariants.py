@@ -25,8 +25,8 @@ from broker.ingress.auth import PEER_CERT
 from broker.runtime import statuses
 from broker.settings import Settings
 from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent, utcnow
+from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
-from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]
 

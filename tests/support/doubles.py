@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from broker.runtime.ports import OutboxMessage
 from broker.store.models import OutboxRow
 
 
@@ -20,3 +23,20 @@ class NoSender:
 
     def send(self, row: OutboxRow) -> None:
         """Nothing to do: ``drain`` runs every unfinished row."""
+
+
+class RecordingPublisher:
+    """Stands in for the publisher: remembers which outbox rows it was asked to publish after a
+    commit. Rows stay pending (``dispatch_lease`` None): in-process tests have no relay to cover a
+    lost publish."""
+
+    dispatch_lease: float | None = None
+
+    def __init__(self) -> None:
+        self.published: list[str] = []
+
+    def publish(self, outbox_ids: Sequence[str]) -> None:
+        self.published.extend(outbox_ids)
+
+    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
+        self.published.extend(m.outbox_id for m in messages)

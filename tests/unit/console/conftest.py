@@ -30,20 +30,11 @@ from broker.runtime.ports import NullPublisher
 from broker.settings import Settings
 from broker.store import credentials, db
 from tests.support.console import fake_assets, seed_invoice_request
+from tests.support.doubles import RecordingPublisher
 from tests.support.services import PROJECT_ROOT
 
 ROLE_HEADER = "X-Test-Role"
 PASSWORD = "correct horse battery staple"
-
-
-class RecordingPublisher:
-    """Remembers what the console asked to publish after a commit."""
-
-    def __init__(self) -> None:
-        self.published: list[str] = []
-
-    def publish(self, outbox_ids: list[str]) -> None:
-        self.published.extend(outbox_ids)
 
 
 @dataclasses.dataclass(frozen=True)

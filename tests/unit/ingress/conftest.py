@@ -3,7 +3,7 @@ public and internal apps, and test clients that present a certificate as the mid
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,26 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_internal_app, create_public_app
 from broker.ingress.auth import PEER_CERT
-from broker.runtime.ports import OutboxMessage
 from broker.settings import Settings
 from broker.store import db
+from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import Pki, make_pki, settings_for, write_config
-
-
-class RecordingPublisher:
-    """Remembers what the ingress asked to publish after commit."""
-
-    #: rows stay pending (the in-process tests have no relay to cover a lost publish)
-    dispatch_lease: float | None = None
-
-    def __init__(self) -> None:
-        self.published: list[str] = []
-
-    def publish(self, outbox_ids: Sequence[str]) -> None:
-        self.published.extend(outbox_ids)
-
-    def publish_new(self, messages: Sequence[OutboxMessage]) -> None:
-        self.published.extend(m.outbox_id for m in messages)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from broker.store.models import (
     RequestEvent,
     WorkflowInstance,
 )
-from tests.unit.ingress.conftest import RecordingPublisher
+from tests.support.doubles import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]
 

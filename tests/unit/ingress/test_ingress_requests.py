@@ -26,9 +26,9 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki
 from tests.support.services import free_port
-from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]
 

@@ -18,8 +18,8 @@ from broker.ingress import create_public_app
 from broker.runtime import webhooks
 from broker.settings import Settings
 from broker.store.models import Request, WebhookEndpoint
+from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki
-from tests.unit.ingress.conftest import RecordingPublisher
 
 ClientAs = Callable[[str], FlaskClient]
 LOOPBACK = "http://127.0.0.1:8099/hook"
