@@ -24,7 +24,8 @@ from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
-from broker.runtime.ports import NullPublisher
+from broker.registry.workflows import WorkflowRegistry
+from broker.runtime.ports import NullPublisher, Publisher
 from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -48,16 +49,14 @@ def create_app(
     settings: Settings,
     *,
     session_factory: sessionmaker[Session] | None = None,
-    registry: Any = None,
-    publisher: Any = None,
+    registry: WorkflowRegistry | None = None,
+    publisher: Publisher | None = None,
 ) -> Flask:
     """The console: Studio, the console pages, identity and (when present) the Elsa API."""
     from broker.store import db
 
     factory = session_factory or db.make_session_factory(db.make_engine(settings.database_url))
     if registry is None:
-        from broker.registry import WorkflowRegistry
-
         registry = WorkflowRegistry(settings, factory)
         registry.load()
         if settings.watch_workflows:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from flask import current_app, g, request, session
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.console.roles import Principal, Role
 from broker.console.tokens import Holder, TokenIssuer
+from broker.registry.workflows import WorkflowRegistry
+from broker.runtime.ports import Publisher
 from broker.store import credentials
 from broker.store import db as store
 
@@ -44,8 +46,10 @@ class ConsoleContext:
     session_factory: sessionmaker[Session]
     tokens: TokenIssuer
     session_lifetime: int
-    registry: Any = None  # broker.registry.WorkflowRegistry (diagrams of request workflows)
-    publisher: Any = None  # broker.runtime.publisher.Publisher (fast path after a replay)
+    #: the workflows (diagrams of request workflows)
+    registry: WorkflowRegistry | None = None
+    #: the fast path after a replay
+    publisher: Publisher | None = None
 
 
 def context() -> ConsoleContext:

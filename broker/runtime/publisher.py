@@ -67,7 +67,7 @@ class CelerySender:
         return errors
 
 
-class Publisher:
+class OutboxPublisher:
     """``publish(outbox_ids)`` after commit: send each due pending row, then mark it dispatched
     (only if it is still pending: the consumer may already have finished it)."""
 

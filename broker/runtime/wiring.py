@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime.celery_config import create_celery
 from broker.runtime.ports import Sender
-from broker.runtime.publisher import CelerySender, Publisher
+from broker.runtime.publisher import CelerySender, OutboxPublisher
 from broker.settings import Settings, get_settings
 from broker.store.db import make_engine, make_session_factory
 
@@ -108,8 +108,8 @@ class Runtime:
             return self._sender
 
     @property
-    def publisher(self) -> Publisher:
-        return Publisher(self.settings, self.factory, self.sender)
+    def publisher(self) -> OutboxPublisher:
+        return OutboxPublisher(self.settings, self.factory, self.sender)
 
     @property
     def http(self) -> OutboundHttp:
@@ -176,7 +176,7 @@ def set_runtime(runtime: Runtime | None) -> None:
         _current_pid = os.getpid() if runtime is not None else None
 
 
-def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> Publisher:
+def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> OutboxPublisher:
     """The fast-path publisher for the ingress: its own Celery app, configured like the workers'.
 
     Without the task-sent event: the ingress sends one task per submission and the event is a
@@ -184,4 +184,4 @@ def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> Publis
     """
     app = create_celery(settings, set_as_current=False)
     app.conf.task_send_sent_event = False
-    return Publisher(settings, factory, CelerySender(app))
+    return OutboxPublisher(settings, factory, CelerySender(app))

@@ -14,7 +14,7 @@ from broker.runtime import outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.pause import is_paused_cached, paused_if_known, set_paused
 from broker.runtime.ports import NullPublisher
-from broker.runtime.publisher import CelerySender, Publisher
+from broker.runtime.publisher import CelerySender, OutboxPublisher
 from broker.runtime.submission import Submission, Submitted, submit
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
@@ -79,7 +79,7 @@ def test_a_fast_path_submission_is_inserted_dispatched_and_sent_as_written(
 ) -> None:
     # Given a publisher that takes the fast path
     sender = RecordingSender()
-    publisher = Publisher(settings, factory, sender)
+    publisher = OutboxPublisher(settings, factory, sender)
     # When a submission is recorded with its lease and published
     submitted = submit_one(factory, publisher.dispatch_lease)
     publisher.publish_new(submitted.messages)
@@ -145,7 +145,7 @@ def test_a_failed_fast_path_send_hands_the_row_back_to_the_relay_at_once(
     submitted = submit_one(factory, settings.outbox_lease)
     (outbox_id,) = submitted.outbox_ids
     # When the fast path fails to send it
-    Publisher(settings, factory, RecordingSender(fail=True)).publish_new(submitted.messages)
+    OutboxPublisher(settings, factory, RecordingSender(fail=True)).publish_new(submitted.messages)
     # Then the row is pending again, due now, and the next relay run publishes it
     row = row_of(factory, outbox_id)
     assert row.state == "pending"

@@ -18,7 +18,7 @@ from broker.errors import LockLost
 from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.pause import set_paused
-from broker.runtime.publisher import Publisher
+from broker.runtime.publisher import OutboxPublisher
 from broker.settings import Settings
 from broker.store.db import (
     acquire_lease,
@@ -463,7 +463,7 @@ def test_the_fast_path_marks_only_rows_that_are_still_pending(
         outbox.mark_done(session, second)
     sender = RecordingSender()
     # When the fast path publishes both
-    Publisher(settings, factory, sender).publish([first, second])
+    OutboxPublisher(settings, factory, sender).publish([first, second])
     # Then only the pending one was sent and marked dispatched; the done one stays done
     assert sender.sent == [first]
     assert states(factory) == {first: ("dispatched", 1), second: ("done", 0)}
@@ -473,7 +473,7 @@ def test_a_failed_fast_path_publish_leaves_the_row_to_the_relay(
     settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
 ) -> None:
     (row_id,) = add_rows(factory, 1)
-    Publisher(settings, factory, RecordingSender(fail=True)).publish([row_id])
+    OutboxPublisher(settings, factory, RecordingSender(fail=True)).publish([row_id])
     assert states(factory)[row_id] == ("pending", 0)
     sender = RecordingSender()
     outbox.relay(settings, factory, sender, locks)

@@ -19,7 +19,7 @@ from broker.registry import WorkflowRegistry
 from broker.runtime import pause, runner
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.outcome import Outcome
-from broker.runtime.publisher import Publisher
+from broker.runtime.publisher import OutboxPublisher
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.models import (
@@ -71,7 +71,7 @@ def publishing_app(
     """The API app with a real fast-path publisher whose transport records what it sends."""
     svc: Services = api_app.extensions[EXTENSION]
     api_app.extensions[EXTENSION] = dataclasses.replace(
-        svc, publisher=Publisher(console_settings, session_factory, sender)
+        svc, publisher=OutboxPublisher(console_settings, session_factory, sender)
     )
     return api_app
 
