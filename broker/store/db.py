@@ -184,6 +184,35 @@ def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterat
         session.close()
 
 
+def holds_across_waits(session: Session) -> bool:
+    """Whether a transaction that has only read may stay open while its caller waits (runs a
+    workflow step) and then write: on PostgreSQL yes (its reads take no row locks, and under
+    READ COMMITTED each later statement sees what others committed meanwhile); on SQLite no (a
+    read transaction cannot become a writer once another connection has written)."""
+    return session.get_bind().dialect.name != "sqlite"
+
+
+def before_wait(session: Session) -> None:
+    """Before the caller of a ``transaction(write=False)`` that will write later waits: on SQLite,
+    end the read part (commit), so others may write meanwhile; elsewhere nothing, the one
+    transaction stays open (``holds_across_waits``). Objects read stay readable (no expiry)."""
+    if not holds_across_waits(session) and session.in_transaction():
+        session.commit()
+
+
+def begin_writing(session: Session) -> None:
+    """Before the first write of a ``transaction(write=False)``: on SQLite, end the read part and
+    begin again with ``BEGIN IMMEDIATE`` (the write lock, taken up front); elsewhere nothing."""
+    if holds_across_waits(session):
+        return
+    if session.in_transaction():
+        session.commit()
+    try:
+        session.connection(execution_options={BEGIN_OPTION: "IMMEDIATE"})
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        raise _unavailable(error) from error
+
+
 def _reason(error: exc.DBAPIError) -> str:
     return str(error.orig).strip().splitlines()[0] if error.orig else type(error).__name__
 

@@ -476,6 +476,47 @@ def test_a_request_cancelled_while_its_first_step_runs_unsaved_keeps_nothing_of_
         assert session.get(WorkflowInstance, ids.instance_id_for_request(request_id)) is None
 
 
+def test_steps_running_together_share_the_process_heartbeat_thread(
+    rt: Runtime, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two requests whose steps each take a second and a half, and a watch on new threads
+    sink.delay["/effect"] = 1.5
+    submitted = [submit(rt, "Call") for _ in range(2)]
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    workers = [
+        threading.Thread(target=runner.run_request, args=(rt, request_id, row_id))
+        for request_id, row_id in submitted
+    ]
+    for worker in workers:
+        worker.start()
+    monkeypatch.setattr(threading.Thread, "start", start)
+    try:
+        # When both run long enough to be beaten (their start is written by the heartbeat)
+        for request_id, _ in submitted:
+            wait_until(
+                lambda r=request_id: request_status(rt.factory, r) == "Processing",  # type: ignore[misc]
+                timeout=10,
+                what="the start to be written",
+            )
+    finally:
+        for worker in workers:
+            worker.join(15)
+    # Then both completed, beaten by the one heartbeat thread of the process: no thread was
+    # started per step (at most the process's heartbeat, on its first step; the sink serves each
+    # call on a thread of its own)
+    assert [request_status(rt.factory, r) for r, _ in submitted] == ["Completed", "Completed"]
+    ours = [name for name in started if not name.endswith("(process_request_thread)")]
+    assert ours in ([], ["heartbeat"])
+    beating = [t for t in threading.enumerate() if t.name.startswith("heartbeat")]
+    assert [t.name for t in beating] == ["heartbeat"]
+
+
 def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: Sink) -> None:
     # Given a step whose HTTP call takes three seconds
     sink.delay["/effect"] = 3.0
