@@ -2,7 +2,8 @@
 
 A step registers itself while its engine runs (``beating``) and is unregistered when the engine
 returns. The thread keeps, for each registered step: its ``Opening``, written once the step runs
-longer than its open delay (``steps.OPEN_DELAY_SECONDS``); then, every interval, the instance's
+longer than its open delay (``steps.OPEN_DELAY_SECONDS``), when it also ends the step's held
+read transaction (``release``); then, every interval, the instance's
 ``heartbeat_at``, the outbox row's lease and the instance lock's TTL; and its deadline, the step
 ceiling: at the deadline the thread calls the step's ``overdue`` (the watchdog of
 ``broker.runtime.ceiling``, which records the fault) and stops beating it. The thread is started
@@ -65,7 +66,11 @@ class Beating:
     deadline: float
     overdue: Callable[[], None]
     interval: float
+    #: when the thread wakes next for this step, and when its next beat is due
     due: float
+    next_beat: float
+    #: called at the first wake (after the open delay): the step runs long
+    release: Callable[[], None] | None = None
     stopped: bool = False
     #: held while the thread works for this step, so unregistering waits for that work
     busy: threading.Lock = dataclasses.field(default_factory=threading.Lock)
@@ -94,15 +99,16 @@ class Heartbeat:
         overdue: Callable[[], None],
         *,
         open_delay: float,
+        release: Callable[[], None] | None = None,
     ) -> Beating:
-        """Beat for this step from now on, until ``unregister``; a pending ``opening`` is written
-        after ``open_delay`` seconds."""
+        """Beat for this step from now on, until ``unregister``; after ``open_delay`` seconds a
+        pending ``opening`` is written and ``release`` called (the step runs long)."""
         interval = max(MIN_INTERVAL, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
         now = time.monotonic()
-        first = open_delay if opening.pending else interval
         step = Beating(
             rt, instance_id, outbox_id, lock, opening, deadline, overdue, interval,
-            due=min(now + first, deadline),
+            due=min(now + open_delay, deadline), next_beat=min(now + interval, deadline),
+            release=release,
         )  # fmt: skip
         with self._wake:
             self._steps.add(step)
@@ -143,6 +149,12 @@ class Heartbeat:
 
     def _beat(self, step: Beating) -> None:
         now = time.monotonic()
+        if step.release is not None:
+            release, step.release = step.release, None
+            try:
+                release()
+            except Exception:
+                logger.warning("instance %s: release failed", step.instance_id, exc_info=True)
         if step.opening.pending:
             try:
                 step.opening.write_now(step.rt)
@@ -159,6 +171,10 @@ class Heartbeat:
                     "fault of overdue instance %s not recorded", step.instance_id, exc_info=True
                 )
             return
+        if now < step.next_beat:  # woke for the open delay, before the first beat
+            with self._wake:
+                step.due = step.next_beat
+            return
         try:
             with transaction(step.rt.factory) as session:
                 session.execute(_BEAT_INSTANCE, {"instance_id": step.instance_id, "now": utcnow()})
@@ -171,7 +187,7 @@ class Heartbeat:
 
     def _reschedule(self, step: Beating, now: float) -> None:
         with self._wake:
-            step.due = min(now + step.interval, step.deadline)
+            step.due = step.next_beat = min(now + step.interval, step.deadline)
 
     def _drop(self, step: Beating) -> None:
         """The step is over its deadline: beat it no more (its fault is being recorded)."""
@@ -209,12 +225,14 @@ def beating(
     overdue: Callable[[], None],
     *,
     open_delay: float,
+    release: Callable[[], None] | None = None,
 ) -> Iterator[None]:
     """Beat for a step while the ``with`` block runs its engine (see the module docstring)."""
     heartbeat = _HEARTBEAT
     step = heartbeat.register(
-        rt, instance_id, outbox_id, lock, opening, deadline, overdue, open_delay=open_delay
-    )
+        rt, instance_id, outbox_id, lock, opening, deadline, overdue,
+        open_delay=open_delay, release=release,
+    )  # fmt: skip
     try:
         yield
     finally:

@@ -112,8 +112,11 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 started=started,
             )
         elif request.status == RequestStatus.QUEUED.value:
+            # An instance opened without its request (not written by this runtime): open the
+            # request now, committed before the engine runs, as the start would have been.
             begin_writing(session)
             start_processing(session, request_id, instance_id)
+            session.commit()
         definition = rt.definitions.parse(published)
         target = Target(
             instance_id=instance_id,

@@ -28,7 +28,7 @@ from broker.engine.api import Engine, EngineServices
 from broker.engine.errors import EngineError, UnknownBookmark
 from broker.engine.results import RunResult
 from broker.errors import Conflict, NotFound
-from broker.runtime import ceiling, outbox
+from broker.runtime import ceiling, outbox, webhooks
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.heartbeat import beating
 from broker.runtime.outcome import Outcome
@@ -42,14 +42,16 @@ from broker.runtime.persist import (
     save_step,
 )
 from broker.runtime.wiring import Runtime
-from broker.store.db import before_wait, begin_writing, transaction
+from broker.store.db import HeldRead, before_wait, begin_writing, transaction
 from broker.store.models import (
     BookmarkQueueItem,
     OutboxRow,
     OutboxState,
     Request,
     StepResult,
+    WebhookEndpoint,
     WorkflowInstance,
+    table_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -75,7 +77,9 @@ class Step:
 @dataclasses.dataclass(frozen=True)
 class Reads:
     """What a plan reads, in one statement: whether the outbox row is finished already, the
-    instance, the request (named, or the instance's) and the instance's pending start."""
+    instance, the request (named, or the instance's) and the instance's pending start. The
+    request's webhook endpoints come along too, for the status changes the save writes in the
+    same transaction (``webhooks.known_endpoints``)."""
 
     outbox_finished: bool
     instance: WorkflowInstance | None
@@ -84,8 +88,9 @@ class Reads:
 
 
 _ONE = select(literal(1).label("one")).subquery("one")
+_ENDPOINTS = table_of(WebhookEndpoint)
 # Built once (see ``table_of``): every task runs it. One row, whatever exists: outer joins from a
-# one-row base, each on a primary key.
+# one-row base, each on a primary key; one more row per further webhook endpoint of the request.
 _READS = (
     select(
         select(OutboxRow.state)
@@ -95,6 +100,8 @@ _READS = (
         WorkflowInstance,
         Request,
         StepResult,
+        _ENDPOINTS.c.id.label("endpoint_id"),
+        _ENDPOINTS.c.events.label("endpoint_events"),
     )
     .select_from(_ONE)
     .outerjoin(WorkflowInstance, WorkflowInstance.id == bindparam("instance_id"))
@@ -110,6 +117,7 @@ _READS = (
             StepResult.step_key == PENDING_START,
         ),
     )
+    .outerjoin(_ENDPOINTS, webhooks.endpoints_condition(_ENDPOINTS, table_of(Request)))
 )
 _FINISHED = (OutboxState.DONE.value, OutboxState.DEAD.value)
 
@@ -119,9 +127,13 @@ def read_step(
 ) -> Reads:
     """What the plan of a step on ``instance_id`` reads, in one round trip; ``request_id``: the
     request to read when the instance may not exist yet (else the instance's)."""
-    row = session.execute(
+    rows = session.execute(
         _READS, {"outbox_id": outbox_id, "instance_id": instance_id, "request_id": request_id}
-    ).one()
+    ).all()
+    row = rows[0]
+    if row.Request is not None:
+        endpoints = [(r.endpoint_id, r.endpoint_events) for r in rows if r.endpoint_id is not None]
+        webhooks.known_endpoints(session, row.Request.id, endpoints)
     return Reads(
         outbox_finished=row.outbox_state in _FINISHED,
         instance=row.WorkflowInstance,
@@ -220,8 +232,9 @@ def advance(
     try:
         try:
             # One transaction reads, runs the step and saves it (on SQLite: one to read, one to
-            # save, see ``before_wait``). Its reads lock nothing, and every write the save makes
-            # is guarded (the instance's checkpoint, a request still Queued or not terminal), so
+            # save, see ``before_wait``; for a step that runs long, the heartbeat ends the read
+            # part, ``HeldRead``). Its reads lock nothing, and every write the save makes is
+            # guarded (the instance's checkpoint, a request still Queued or not terminal), so
             # whatever changed while the engine ran makes the save fail as stale, never overwrite.
             with transaction(rt.factory, write=False) as session:
                 reads = read_step(session, instance_id, outbox_id, request_id)
@@ -235,6 +248,7 @@ def advance(
                     logger.info("nothing to do for instance %s", instance_id, extra=log)
                     return Outcome.SKIPPED
                 before_wait(session)
+                held = HeldRead(session)
                 opening = Opening(step.start)
 
                 def overdue() -> None:
@@ -248,9 +262,10 @@ def advance(
 
                 with beating(
                     rt, instance_id, outbox_id, lock, opening, deadline, overdue,
-                    open_delay=OPEN_DELAY_SECONDS,
+                    open_delay=OPEN_DELAY_SECONDS, release=held.end,
                 ):  # fmt: skip
                     result = _run_step(step, build_engine(rt, instance_id))
+                held.take_back()
                 start = opening.settle()
                 begin_writing(session)
                 # The save reads nothing it wrote itself, so its new rows (the audit events above

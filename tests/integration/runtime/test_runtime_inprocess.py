@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
@@ -515,6 +516,36 @@ def test_steps_running_together_share_the_process_heartbeat_thread(
     assert ours in ([], ["heartbeat"])
     beating = [t for t in threading.enumerate() if t.name.startswith("heartbeat")]
     assert [t.name for t in beating] == ["heartbeat"]
+
+
+def test_a_step_that_runs_long_holds_no_transaction_open_while_it_runs(
+    rt: Runtime, sink: Sink
+) -> None:
+    # Given a step whose HTTP call takes two seconds, on PostgreSQL (where a short step reads,
+    # runs and saves in one transaction)
+    if rt.settings.database_url.startswith("sqlite"):
+        pytest.skip("on SQLite the read part always ends before the engine runs")
+    sink.delay["/effect"] = 2.0
+    request_id, row_id = submit(rt, "Call")
+    worker = threading.Thread(target=runner.run_request, args=(rt, request_id, row_id))
+    worker.start()
+    try:
+        wait_until(lambda: "/effect" in sink.arrived, timeout=10, what="the call")
+        time.sleep(0.8)
+        # When it is still running, Then no session of the database sits idle in a transaction
+        with transaction(rt.factory, write=False) as session:
+            idle = session.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND state = 'idle in transaction' AND pid <> pg_backend_pid()"
+                    " AND now() - state_change > interval '0.4 seconds'"
+                )
+            ).scalar_one()
+        assert idle == 0
+    finally:
+        worker.join(15)
+    # And the step completed
+    assert request_status(rt.factory, request_id) == "Completed"
 
 
 def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: Sink) -> None:
