@@ -203,6 +203,29 @@ def mark_dispatched(session: Session, outbox_id: str, *, lease: float, only_pend
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+def mark_all_dispatched(session: Session, outbox_ids: Sequence[str], *, lease: float) -> int:
+    """Record the publish of a batch the relay claimed, in one UPDATE: as ``mark_dispatched``
+    with ``only_pending=False`` for each row; answers how many rows it marked."""
+    if not outbox_ids:
+        return 0
+    now = utcnow()
+    result = session.execute(
+        update(OutboxRow)
+        .where(
+            OutboxRow.id.in_(list(outbox_ids)),
+            OutboxRow.state.in_([OutboxState.PENDING.value, OutboxState.DISPATCHED.value]),
+        )
+        .values(
+            state=OutboxState.DISPATCHED.value,
+            attempts=OutboxRow.attempts + 1,
+            dispatched_at=now,
+            lease_expires_at=now + dt.timedelta(seconds=lease),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 # The relay ----------------------------------------------------------------------------------------
 
 
@@ -260,7 +283,8 @@ def relay_batch(
     epoch: int,
     observer: Observer | None = None,
 ) -> RelayReport:
-    """One fenced batch, in the caller's transaction: fence, claim, publish, mark.
+    """One fenced batch, in the caller's transaction: fence, claim the batch (one statement), send
+    its rows, mark the sent ones dispatched (one statement).
 
     Raises ``LockLost`` (before publishing anything) when the lease was taken over.
     """
@@ -272,7 +296,8 @@ def relay_batch(
     rows = claim_due(session, limit=settings.outbox_batch_size)
     if observer is not None:
         observer(epoch, rows)
-    published = dead = failed = 0
+    dead = failed = 0
+    sent: list[str] = []
     for row in rows:
         if row.attempts >= settings.max_outbox_delivery_attempts:
             bury(session, row)
@@ -291,9 +316,10 @@ def relay_batch(
             row.last_error = f"publish failed: {error}"
             failed += 1
             break
-        mark_dispatched(session, row.id, lease=settings.outbox_lease, only_pending=False)
-        published += 1
-    return RelayReport(published=published, dead=dead, failed=failed, epoch=epoch)
+        sent.append(row.id)
+    # The rows sent are marked together, in the fenced transaction that claimed them.
+    mark_all_dispatched(session, sent, lease=settings.outbox_lease)
+    return RelayReport(published=len(sent), dead=dead, failed=failed, epoch=epoch)
 
 
 def relay(

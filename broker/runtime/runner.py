@@ -14,9 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable
 
-from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from broker import metrics
@@ -24,12 +22,12 @@ from broker.errors import NotFound
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime import ids, outbox
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import PENDING_START, Target
+from broker.runtime.persist import Start, Target
 from broker.runtime.remote import dispatch_remote
 from broker.runtime.statuses import finish_request, start_processing
-from broker.runtime.steps import Step, advance
+from broker.runtime.steps import Reads, Step, advance
 from broker.runtime.wiring import Runtime
-from broker.store.db import transaction
+from broker.store.db import begin_writing, transaction
 from broker.store.models import (
     Bookmark,
     BookmarkQueueItem,
@@ -37,16 +35,11 @@ from broker.store.models import (
     InstanceSubStatus,
     Request,
     RequestStatus,
-    StepResult,
     WorkflowInstance,
-    table_of,
     utcnow,
 )
 
 logger = logging.getLogger(__name__)
-
-#: a request's instance row, written by its ``Opening`` (built once, see ``table_of``)
-_INSERT_INSTANCE = insert(table_of(WorkflowInstance))
 
 
 # Entry points (one per task) ----------------------------------------------------------------------
@@ -73,19 +66,20 @@ BULK_DISPATCH = "Elsa.BulkDispatchWorkflows"
 def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
     """Start the workflow of a request (``broker.run_request``).
 
-    The request is read once, in the planning transaction under the instance lock: a request whose
-    version is unknown (faulted) or that runs on a remote executor leaves it through ``_Divert``.
+    The request is read once, with the rest of the plan's reads under the instance lock: a request
+    whose version is unknown (faulted) or that runs on a remote executor leaves the step's
+    transaction through ``_Divert``.
     """
     instance_id = ids.instance_id_for_request(request_id)
 
-    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+    def plan(session: Session, reads: Reads) -> Step | None:
+        instance, request = reads.instance, reads.request
         if instance is not None and instance.checkpoint > 0:
             return None  # the first step was saved by an earlier delivery
-        request = session.get(Request, request_id)
         if request is None or RequestStatus(request.status).terminal:
             return None
         # A request a trigger started carries the trigger and its correlation id.
-        pending = session.get(StepResult, (instance_id, PENDING_START))
+        pending = reads.pending
         start = dict(pending.output or {}) if pending is not None else {}
         correlation_id = str(start.get("correlationId") or request_id)
         trigger = start.get("trigger")
@@ -93,37 +87,36 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         published = rt.registry.get_version(version_id) if version_id else None
         if published is None or published.executor == "elsa":
             raise _Divert(request.request_type, request.submitted_at, version_id)
-        open_: Callable[[Session], bool] | None = None
+        opening: Start | None = None
         if instance is None:
-            # Written by ``Opening``: the row exists from then on, so it heartbeats and recovery
-            # sees it; a delivery that finds it at checkpoint 0 redoes the step never saved.
+            # Written by the heartbeat if the step runs long (the row exists from then on, so it
+            # heartbeats and recovery sees it; a delivery that finds it at checkpoint 0 redoes
+            # the step never saved), else by the step's save, in its final state.
             started = utcnow()
-
-            def open_(s: Session) -> bool:
-                if not start_processing(s, request_id, instance_id, now=started):
-                    return False
-                s.execute(
-                    _INSERT_INSTANCE,
-                    {
-                        "id": instance_id,
-                        "definition_id": published.definition_id,
-                        "definition_version_id": published.version_id,
-                        "version": published.version,
-                        "request_id": request_id,
-                        "correlation_id": correlation_id,
-                        "name": published.name,
-                        "status": InstanceStatus.RUNNING.value,
-                        "sub_status": InstanceSubStatus.EXECUTING.value,
-                        "checkpoint": 0,
-                        "heartbeat_at": utcnow(),
-                        "created_at": started,
-                        "updated_at": started,
-                    },
-                )
-                return True
-
-        else:
+            opening = Start(
+                request_id=request_id,
+                row={
+                    "id": instance_id,
+                    "definition_id": published.definition_id,
+                    "definition_version_id": published.version_id,
+                    "version": published.version,
+                    "request_id": request_id,
+                    "correlation_id": correlation_id,
+                    "name": published.name,
+                    "status": InstanceStatus.RUNNING.value,
+                    "sub_status": InstanceSubStatus.EXECUTING.value,
+                    "checkpoint": 0,
+                    "created_at": started,
+                    "updated_at": started,
+                },
+                started=started,
+            )
+        elif request.status == RequestStatus.QUEUED.value:
+            # An instance opened without its request (not written by this runtime): open the
+            # request now, committed before the engine runs, as the start would have been.
+            begin_writing(session)
             start_processing(session, request_id, instance_id)
+            session.commit()
         definition = rt.definitions.parse(published)
         target = Target(
             instance_id=instance_id,
@@ -152,11 +145,11 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 correlation_id=correlation_id,
                 trigger=trigger,
             ),
-            open=open_,
+            start=opening,
         )
 
     try:
-        return advance(rt, instance_id, outbox_id, plan)
+        return advance(rt, instance_id, outbox_id, plan, request_id=request_id)
     except _Divert as divert:
         published = rt.registry.get_version(divert.version_id) if divert.version_id else None
         if published is not None:
@@ -171,12 +164,13 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
     """Start an instance waiting at checkpoint 0 with its start parameters: a child dispatched by
     DispatchWorkflow, or an instance a console user started (``broker.run_child``)."""
 
-    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+    def plan(session: Session, reads: Reads) -> Step | None:
+        instance = reads.instance
         if instance is None or instance.checkpoint != 0:
             return None
         if instance.status != InstanceStatus.RUNNING.value:
             return None  # cancelled (with its parent) before its first step ran
-        pending = session.get(StepResult, (instance_id, PENDING_START))
+        pending = reads.pending
         start = dict(pending.output or {}) if pending is not None else {}
         # A dispatched child runs the definition's current version; an instance started from the
         # console is pinned to the version its user chose.
@@ -216,7 +210,8 @@ def resume_instance(
     """Resume a bookmark with a queued stimulus, or run a failed activity again
     (``broker.resume_instance``)."""
 
-    def plan(session: Session, instance: WorkflowInstance | None) -> Step | None:
+    def plan(session: Session, reads: Reads) -> Step | None:
+        instance = reads.instance
         if instance is None or instance.status != InstanceStatus.RUNNING.value:
             return None
         if instance.state is None:
@@ -224,7 +219,7 @@ def resume_instance(
         published = rt.registry.get_version(instance.definition_version_id)
         if published is None:
             raise NotFound(f"workflow version {instance.definition_version_id!r} is not loaded")
-        request = session.get(Request, instance.request_id) if instance.request_id else None
+        request = reads.request
         if request is not None and RequestStatus(request.status).terminal:
             return None
         target = _target_for(instance, published, client_key=None, request=request)

@@ -118,7 +118,8 @@ def move(
     ``values`` columns too, then its audit event and its webhook deliveries; False when the
     request was in none of ``leaving`` (nothing is written then).
 
-    The one place a request's status changes after its insert."""
+    The one place a request's status changes after its insert, but for ``run_through``, which
+    makes two moves in one UPDATE."""
     now = now or utcnow()
     values = values or {}
     statement = _statement(tuple(leaving), to, tuple(values))
@@ -192,6 +193,21 @@ def add_events(session: Session, rows: list[dict[str, Any]]) -> None:
         audit.add_pending(session, rows)
 
 
+def _finish_of(
+    sub_status: str, output: Any, error: str | None, now: dt.datetime
+) -> tuple[RequestStatus, dict[str, Any], str | None]:
+    """The terminal status of a workflow's ``sub_status``, the columns it writes and the audit
+    message (a fault's redacted error)."""
+    error = redact_optional(error)  # errorDetail and the audit event are client-readable
+    values: dict[str, Any] = {"completed_at": now}
+    if sub_status == InstanceSubStatus.FINISHED.value:
+        return COMPLETED, {**values, "result": output}, None
+    if sub_status == InstanceSubStatus.CANCELLED.value:
+        return CANCELLED, values, None
+    values["error_detail"] = error or "Faulted"
+    return FAULTED, values, error
+
+
 def finish_request(
     session: Session,
     request_id: str,
@@ -206,16 +222,7 @@ def finish_request(
     the status set, or None when the request was already terminal (the change is then ignored
     and logged)."""
     now = now or utcnow()
-    error = redact_optional(error)  # errorDetail and the audit event are client-readable
-    values: dict[str, Any] = {"completed_at": now}
-    if sub_status == InstanceSubStatus.FINISHED.value:
-        status = COMPLETED
-        values["result"] = output
-    elif sub_status == InstanceSubStatus.CANCELLED.value:
-        status = CANCELLED
-    else:
-        status = FAULTED
-        values["error_detail"] = error or "Faulted"
+    status, values, message = _finish_of(sub_status, output, error, now)
     moved = move(
         session,
         request_id,
@@ -223,7 +230,7 @@ def finish_request(
         leaving=ACTIVE,
         source=source,
         values=values,
-        message=error if status is FAULTED else None,
+        message=message,
         properties={"status": status.value},
         now=now,
     )
@@ -235,6 +242,48 @@ def finish_request(
             extra={"request_id": request_id},
         )
         return None
+    return status.value
+
+
+def run_through(
+    session: Session,
+    request_id: str,
+    instance_id: str,
+    *,
+    started: dt.datetime,
+    sub_status: str,
+    output: Any,
+    error: str | None,
+    now: dt.datetime,
+) -> str | None:
+    """Queued -> Processing -> terminal in one UPDATE, for a request whose first step finished
+    before its start was written: both moves' audit events and webhook deliveries are written
+    (the Processing ones at ``started``), as ``start_processing`` then ``finish_request`` would.
+    Answers the status set, or None when the request was no longer Queued (nothing is written)."""
+    status, values, message = _finish_of(sub_status, output, error, now)
+    statement = _statement((QUEUED,), status, ("instance_id", *values))
+    params = {"request_id": request_id, "now": now, "instance_id": instance_id, **values}
+    if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
+        return None
+    note(
+        session,
+        request_id,
+        event_of((QUEUED,), PROCESSING),
+        source="worker",
+        properties={"instanceId": instance_id},
+        now=started,
+    )
+    webhooks.record_status_change(session, request_id, PROCESSING.value, now=started)
+    note(
+        session,
+        request_id,
+        event_of((PROCESSING,), status),
+        source="worker",
+        message=message,
+        properties={"status": status.value},
+        now=now,
+    )
+    webhooks.record_status_change(session, request_id, status.value, now=now)
     return status.value
 
 

@@ -2,7 +2,11 @@
 a heartbeat, save the result atomically with the outbox row marked done, then publish.
 
 The entry points of ``runner`` plan what to run; this module is the path they share (docs/design.md,
-section 4). While the engine runs, a heartbeat thread keeps the instance's ``heartbeat_at``, the
+section 4). What a plan needs (the outbox row's state, the instance, its request, a pending start)
+is read in one statement (``read_step``), in the transaction that later saves the step: on
+PostgreSQL one transaction reads, waits while the engine runs (holding no row lock), and writes,
+so a short request costs one commit (``broker.store.db.before_wait``). While the engine runs, the
+process's heartbeat (``broker.runtime.heartbeat``) keeps the instance's ``heartbeat_at``, the
 outbox row's lease and the lock fresh, writes a long first step's start (``Opening``) and stops at
 the step ceiling; when the worker dies the lease runs out and the relay publishes the row again.
 """
@@ -14,9 +18,9 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from sqlalchemy import update
+from sqlalchemy import String, and_, bindparam, func, literal, select
 from sqlalchemy.orm import Session
 
 from broker import metrics
@@ -24,17 +28,30 @@ from broker.engine.api import Engine, EngineServices
 from broker.engine.errors import EngineError, UnknownBookmark
 from broker.engine.results import RunResult
 from broker.errors import Conflict, NotFound
-from broker.runtime import ceiling, outbox
+from broker.runtime import ceiling, outbox, webhooks
 from broker.runtime.effects import RecordedHttp, RecordedMailer
+from broker.runtime.heartbeat import beating
 from broker.runtime.outcome import Outcome
-from broker.runtime.persist import Saved, StaleStep, Target, save_step
-from broker.runtime.ports import Lock
+from broker.runtime.persist import (
+    PENDING_START,
+    Saved,
+    StaleStep,
+    Start,
+    Target,
+    open_start,
+    save_step,
+)
 from broker.runtime.wiring import Runtime
-from broker.store.db import transaction
+from broker.store.db import HeldRead, before_wait, begin_writing, transaction
 from broker.store.models import (
     BookmarkQueueItem,
+    OutboxRow,
+    OutboxState,
+    Request,
+    StepResult,
+    WebhookEndpoint,
     WorkflowInstance,
-    utcnow,
+    table_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,26 +66,94 @@ OPEN_DELAY_SECONDS = 0.2
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One engine call and the target it saves to; ``open`` writes what must exist before the
-    step's result can be saved (a request's first step: see ``Opening``)."""
+    """One engine call and the target it saves to; ``start``: a request's first step's start, not
+    written yet (see ``Opening``)."""
 
     target: Target
     run: Callable[[Engine], RunResult]
-    open: Callable[[Session], bool] | None = None
+    start: Start | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Reads:
+    """What a plan reads, in one statement: whether the outbox row is finished already, the
+    instance, the request (named, or the instance's) and the instance's pending start. The
+    request's webhook endpoints come along too, for the status changes the save writes in the
+    same transaction (``webhooks.known_endpoints``)."""
+
+    outbox_finished: bool
+    instance: WorkflowInstance | None
+    request: Request | None
+    pending: StepResult | None
+
+
+_ONE = select(literal(1).label("one")).subquery("one")
+_ENDPOINTS = table_of(WebhookEndpoint)
+# Built once (see ``table_of``): every task runs it. One row, whatever exists: outer joins from a
+# one-row base, each on a primary key; one more row per further webhook endpoint of the request.
+_READS = (
+    select(
+        select(OutboxRow.state)
+        .where(OutboxRow.id == bindparam("outbox_id"))
+        .scalar_subquery()
+        .label("outbox_state"),
+        WorkflowInstance,
+        Request,
+        StepResult,
+        _ENDPOINTS.c.id.label("endpoint_id"),
+        _ENDPOINTS.c.events.label("endpoint_events"),
+    )
+    .select_from(_ONE)
+    .outerjoin(WorkflowInstance, WorkflowInstance.id == bindparam("instance_id"))
+    .outerjoin(
+        Request,
+        Request.id
+        == func.coalesce(bindparam("request_id", type_=String), WorkflowInstance.request_id),
+    )
+    .outerjoin(
+        StepResult,
+        and_(
+            StepResult.instance_id == bindparam("instance_id"),
+            StepResult.step_key == PENDING_START,
+        ),
+    )
+    .outerjoin(_ENDPOINTS, webhooks.endpoints_condition(_ENDPOINTS, table_of(Request)))
+)
+_FINISHED = (OutboxState.DONE.value, OutboxState.DEAD.value)
+
+
+def read_step(
+    session: Session, instance_id: str, outbox_id: str | None, request_id: str | None = None
+) -> Reads:
+    """What the plan of a step on ``instance_id`` reads, in one round trip; ``request_id``: the
+    request to read when the instance may not exist yet (else the instance's)."""
+    rows = session.execute(
+        _READS, {"outbox_id": outbox_id, "instance_id": instance_id, "request_id": request_id}
+    ).all()
+    row = rows[0]
+    if row.Request is not None:
+        endpoints = [(r.endpoint_id, r.endpoint_events) for r in rows if r.endpoint_id is not None]
+        webhooks.known_endpoints(session, row.Request.id, endpoints)
+    return Reads(
+        outbox_finished=row.outbox_state in _FINISHED,
+        instance=row.WorkflowInstance,
+        request=row.Request,
+        pending=row.StepResult,
+    )
 
 
 class Opening:
     """The start of a request's first step (its instance row and Queued -> Processing), written
     once: by the heartbeat when the step runs longer than ``OPEN_DELAY_SECONDS`` (clients then see
-    Processing, recovery sees a heartbeat), else in the transaction that saves the step, so a
-    short step commits its start and its result together. Either way the RequestProcessing event
-    carries the time the step started. ``open`` answers False when the request is no longer
-    Queued (cancelled meanwhile): the step's result is then dropped."""
+    Processing, recovery sees a heartbeat), else by the save of the step (``save_step``'s
+    ``start``), so a short step commits its start and its result together. Either way the
+    RequestProcessing event carries the time the step started. ``open_start`` answers False when
+    the request is no longer Queued (cancelled meanwhile): the step's result is then dropped."""
 
-    def __init__(self, open_: Callable[[Session], bool] | None) -> None:
-        self._open = open_
+    def __init__(self, start: Start | None) -> None:
+        self._start = start
         self._lock = threading.Lock()
-        self._state: bool | None = None if open_ is not None else True
+        self._state: bool | None = None if start is not None else True
 
     @property
     def pending(self) -> bool:
@@ -77,24 +162,23 @@ class Opening:
     def write_now(self, rt: Runtime) -> None:
         """From the heartbeat thread: the step runs long, write its start in a transaction."""
         with self._lock:
-            if self._state is not None or self._open is None:
+            if self._state is not None or self._start is None:
                 return
             with transaction(rt.factory) as session:
-                opened = self._open(session)
+                opened = open_start(session, self._start)
             self._state = opened
 
-    def wait(self) -> None:
-        """Wait for a write the heartbeat has in flight (call before opening the saving
-        transaction: on SQLite the two would wait for each other)."""
+    def settle(self) -> Start | None:
+        """Before the save, once the heartbeat stopped: the start the save must write (None when
+        the heartbeat wrote it); raises ``StaleStep`` when the request was no longer Queued.
+        Waits for a write the heartbeat has in flight."""
         with self._lock:
-            pass
-
-    def settle(self, session: Session) -> bool:
-        """In the saving transaction, after ``wait``: write the start unless the heartbeat did;
-        answers whether the step may be saved."""
-        if self._state is None and self._open is not None:
-            self._state = self._open(session)
-        return bool(self._state)
+            if self._state is None:
+                self._state = True  # the save writes it (or rolls back with the step)
+                return self._start
+            if not self._state:
+                raise StaleStep("the request is no longer queued")
+            return None
 
 
 def build_engine(rt: Runtime, instance_id: str) -> Engine:
@@ -122,12 +206,14 @@ def advance(
     rt: Runtime,
     instance_id: str,
     outbox_id: str | None,
-    plan: Callable[[Session, WorkflowInstance | None], Step | None],
+    plan: Callable[[Session, Reads], Step | None],
     *,
     consumed_item: str | None = None,
+    request_id: str | None = None,
 ) -> Outcome:
-    """Lock the instance, plan the step from what is saved, run it, save it with the outbox row
-    marked done, then publish the rows the step wrote."""
+    """Lock the instance, plan the step from what is saved (``read_step``; ``request_id`` as
+    there), run it, save it with the outbox row marked done, then publish the rows the step
+    wrote."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
     # The step ceiling counts from here, as Celery's hard time limit counts from the task's start.
     deadline = time.monotonic() + rt.settings.step_time_limit
@@ -144,39 +230,50 @@ def advance(
         logger.info("instance %s is busy; postponed %s", instance_id, outbox_id, extra=log)
         return Outcome.BUSY
     try:
-        with transaction(rt.factory) as session:
-            if outbox.is_finished(session, outbox_id):
-                return Outcome.SKIPPED
-            instance = session.get(WorkflowInstance, instance_id)
-            step = plan(session, instance)
-            if step is None:
-                outbox.mark_done(session, outbox_id)
-                _consume_item(session, consumed_item)
-                logger.info("nothing to do for instance %s", instance_id, extra=log)
-                return Outcome.SKIPPED
-        opening = Opening(step.open)
-
-        def overdue() -> None:
-            ceiling.fault_overdue_step(
-                rt,
-                instance_id=instance_id,
-                outbox_id=outbox_id,
-                request_id=step.target.request_id,
-                queue=step.target.queue,
-            )
-
-        with _heartbeat(rt, instance_id, outbox_id, lock, opening, deadline, overdue):
-            result = _run_step(step, build_engine(rt, instance_id))
-        opening.wait()
         try:
-            # The save reads nothing it wrote itself, so its new rows (the audit events above
-            # all) go to the database together at the commit, not one flush per statement.
-            with transaction(rt.factory) as session, session.no_autoflush:
-                if not opening.settle(session):
-                    raise StaleStep(f"request of instance {instance_id} is no longer queued")
-                saved = save_step(session, rt.settings, step.target, result)
-                outbox.mark_done(session, outbox_id)
-                _consume_item(session, consumed_item)
+            # One transaction reads, runs the step and saves it (on SQLite: one to read, one to
+            # save, see ``before_wait``; for a step that runs long, the heartbeat ends the read
+            # part, ``HeldRead``). Its reads lock nothing, and every write the save makes is
+            # guarded (the instance's checkpoint, a request still Queued or not terminal), so
+            # whatever changed while the engine ran makes the save fail as stale, never overwrite.
+            with transaction(rt.factory, write=False) as session:
+                reads = read_step(session, instance_id, outbox_id, request_id)
+                if reads.outbox_finished:
+                    return Outcome.SKIPPED
+                step = plan(session, reads)
+                if step is None:
+                    begin_writing(session)
+                    outbox.mark_done(session, outbox_id)
+                    _consume_item(session, consumed_item)
+                    logger.info("nothing to do for instance %s", instance_id, extra=log)
+                    return Outcome.SKIPPED
+                before_wait(session)
+                held = HeldRead(session)
+                opening = Opening(step.start)
+
+                def overdue() -> None:
+                    ceiling.fault_overdue_step(
+                        rt,
+                        instance_id=instance_id,
+                        outbox_id=outbox_id,
+                        request_id=step.target.request_id,
+                        queue=step.target.queue,
+                    )
+
+                with beating(
+                    rt, instance_id, outbox_id, lock, opening, deadline, overdue,
+                    open_delay=OPEN_DELAY_SECONDS, release=held.end,
+                ):  # fmt: skip
+                    result = _run_step(step, build_engine(rt, instance_id))
+                held.take_back()
+                start = opening.settle()
+                begin_writing(session)
+                # The save reads nothing it wrote itself, so its new rows (the audit events above
+                # all) go to the database together at the commit, not one flush per statement.
+                with session.no_autoflush:
+                    saved = save_step(session, rt.settings, step.target, result, start=start)
+                    outbox.mark_done(session, outbox_id)
+                    _consume_item(session, consumed_item)
         except StaleStep:
             logger.warning(
                 "instance %s moved on; this step's result is dropped", instance_id, extra=log
@@ -270,67 +367,3 @@ def _consume_item(session: Session, item_id: str | None) -> None:
         item = session.get(BookmarkQueueItem, item_id)
         if item is not None and item.bookmark_id is not None:
             session.delete(item)
-
-
-@contextlib.contextmanager
-def _heartbeat(
-    rt: Runtime,
-    instance_id: str,
-    outbox_id: str | None,
-    lock: Lock,
-    opening: Opening,
-    deadline: float,
-    overdue: Callable[[], None],
-) -> Iterator[None]:
-    """Beat while the engine runs: a pending opening after ``OPEN_DELAY_SECONDS``, then the
-    instance heartbeat, outbox lease and lock TTL, until the step ends or reaches ``deadline``
-    (``time.monotonic()``): there the beating stops and ``overdue`` records the fault (the
-    watchdog of ``broker.runtime.ceiling``; Celery's hard time limit then replaces the process).
-    """
-    stop = threading.Event()
-    interval = max(0.5, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
-
-    def watch() -> bool:
-        """False once the step is over its deadline (after recording its fault)."""
-        if time.monotonic() < deadline:
-            return True
-        try:
-            overdue()
-        except Exception:
-            logger.error("fault of overdue instance %s not recorded", instance_id, exc_info=True)
-        return False
-
-    def beat() -> None:
-        if opening.pending and not stop.wait(min(OPEN_DELAY_SECONDS, _left(deadline))):
-            try:
-                opening.write_now(rt)
-            except Exception:
-                logger.warning("start of instance %s not written", instance_id, exc_info=True)
-        while not stop.wait(min(interval, _left(deadline))):
-            if not watch():
-                return
-            try:
-                with transaction(rt.factory) as session:
-                    session.execute(
-                        update(WorkflowInstance)
-                        .where(WorkflowInstance.id == instance_id)
-                        .values(heartbeat_at=utcnow())
-                        .execution_options(synchronize_session=False)
-                    )
-                    if outbox_id is not None:
-                        outbox.extend_lease(session, outbox_id, rt.settings.outbox_lease)
-                lock.extend(rt.settings.lock_ttl)
-            except Exception:
-                logger.warning("heartbeat of instance %s failed", instance_id, exc_info=True)
-
-    thread = threading.Thread(target=beat, name=f"heartbeat-{instance_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-
-
-def _left(deadline: float) -> float:
-    return max(deadline - time.monotonic(), 0.0)

@@ -184,6 +184,69 @@ def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterat
         session.close()
 
 
+def holds_across_waits(session: Session) -> bool:
+    """Whether a transaction that has only read may stay open while its caller waits (runs a
+    workflow step) and then write: on PostgreSQL yes (its reads take no row locks, and under
+    READ COMMITTED each later statement sees what others committed meanwhile); on SQLite no (a
+    read transaction cannot become a writer once another connection has written)."""
+    return session.get_bind().dialect.name != "sqlite"
+
+
+def before_wait(session: Session) -> None:
+    """Before the caller of a ``transaction(write=False)`` that will write later waits: on SQLite,
+    end the read part (commit), so others may write meanwhile; elsewhere nothing, the one
+    transaction stays open (``holds_across_waits``). Objects read stay readable (no expiry)."""
+    if not holds_across_waits(session) and session.in_transaction():
+        session.commit()
+
+
+def begin_writing(session: Session) -> None:
+    """Before the first write of a ``transaction(write=False)``: on SQLite, end the read part and
+    begin again with ``BEGIN IMMEDIATE`` (the write lock, taken up front); elsewhere keep the
+    transaction, or begin one when it was ended meanwhile (``HeldRead``). Raises
+    ``StoreUnavailable`` as ``transaction`` does when no connection can be had."""
+    immediate = not holds_across_waits(session)
+    if immediate and session.in_transaction():
+        session.commit()
+    try:
+        session.connection(execution_options={BEGIN_OPTION: "IMMEDIATE"} if immediate else None)
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        raise _unavailable(error) from error
+
+
+class HeldRead:
+    """The read part of a transaction its owner keeps open while it waits (``before_wait``), which
+    another thread ends (``end``) once the wait runs long, so no transaction stays idle for long
+    (PostgreSQL's ``idle_in_transaction_session_timeout`` would end the session). The owner calls
+    ``take_back`` when its wait is over, before it touches the session again: that waits for an
+    ``end`` in flight, and a later ``end`` does nothing. After an ``end`` the session begins a new
+    transaction at its next statement; the objects it read stay readable (no expiry)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._lock = threading.Lock()
+        self._done = False
+
+    def end(self) -> None:
+        """From another thread, while the owner waits: commit the read part (it wrote nothing)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            if not self._session.in_transaction():
+                return
+            try:
+                self._session.commit()
+            except exc.SQLAlchemyError:
+                logger.warning("ending a held read transaction failed", exc_info=True)
+                self._session.close()
+
+    def take_back(self) -> None:
+        """The owner's wait is over: the session is the owner's alone again."""
+        with self._lock:
+            self._done = True
+
+
 def _reason(error: exc.DBAPIError) -> str:
     return str(error.orig).strip().splitlines()[0] if error.orig else type(error).__name__
 

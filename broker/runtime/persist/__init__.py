@@ -13,16 +13,25 @@ types both share.
 """
 
 from broker.runtime.persist.commands import notify_parent, save_children, save_commands
-from broker.runtime.persist.step import save_step
-from broker.runtime.persist.target import PARENT_LINK, PENDING_START, Saved, StaleStep, Target
+from broker.runtime.persist.step import open_start, save_step
+from broker.runtime.persist.target import (
+    PARENT_LINK,
+    PENDING_START,
+    Saved,
+    StaleStep,
+    Start,
+    Target,
+)
 
 __all__ = [
     "PARENT_LINK",
     "PENDING_START",
     "Saved",
     "StaleStep",
+    "Start",
     "Target",
     "notify_parent",
+    "open_start",
     "save_children",
     "save_commands",
     "save_step",

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, select, update
+from sqlalchemy import Integer, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from broker.engine.results import RunResult
@@ -21,9 +21,9 @@ from broker.redaction import redact_text
 from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import RESUME_INSTANCE
 from broker.runtime.persist.commands import notify_parent, save_children, save_commands
-from broker.runtime.persist.target import Saved, StaleStep, Target
+from broker.runtime.persist.target import Saved, StaleStep, Start, Target
 from broker.runtime.retry import policy_for
-from broker.runtime.statuses import finish_request
+from broker.runtime.statuses import finish_request, run_through, start_processing
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,
@@ -38,8 +38,25 @@ from broker.store.models import (
 logger = logging.getLogger(__name__)
 
 
-def save_step(session: Session, settings: Settings, target: Target, result: RunResult) -> Saved:
-    """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``."""
+def open_start(session: Session, start: Start) -> bool:
+    """Write a request's start on its own (a long first step): Queued -> Processing and its
+    instance row at checkpoint 0; False when the request is no longer Queued."""
+    if not start_processing(session, start.request_id, start.row["id"], now=start.started):
+        return False
+    session.execute(_INSERT_INSTANCE, {**start.row, "heartbeat_at": utcnow()})
+    return True
+
+
+def save_step(
+    session: Session,
+    settings: Settings,
+    target: Target,
+    result: RunResult,
+    *,
+    start: Start | None = None,
+) -> Saved:
+    """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``; ``start``: the
+    request's start, not written yet (see ``Start``), which this save writes with the step."""
     now = utcnow()
     saved = Saved(checkpoint=target.expected_checkpoint + 1)
     status, sub_status = str(result.status), str(result.sub_status)
@@ -87,7 +104,11 @@ def save_step(session: Session, settings: Settings, target: Target, result: RunR
             )
     finished = status == InstanceStatus.FINISHED.value
     target = _renamed(target, result.state)
-    _save_instance(session, target, result, status, sub_status, fault, now, finished)
+    values = _instance_values(target, result, status, sub_status, fault, now, finished)
+    if start is None:
+        _save_instance(session, target, values)
+    else:
+        saved.request_status = _open_with(session, start, target, result, values, fault, now)
     # The fence just passed at checkpoint 0: no step of this instance was ever saved, so it has no
     # journal rows, bookmarks or timers yet (only save_step writes them) and needs no lookups.
     fresh = target.expected_checkpoint == 0
@@ -130,7 +151,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: RunR
     if finished:
         if target.parent_id is not None:  # only a child has a parent link to notify
             notify_parent(session, target, result, sub_status, now)
-        if target.request_id is not None:
+        if target.request_id is not None and start is None:
             saved.request_status = finish_request(
                 session,
                 target.request_id,
@@ -139,6 +160,7 @@ def save_step(session: Session, settings: Settings, target: Target, result: RunR
                 error=(fault or {}).get("message"),
                 now=now,
             )
+        if target.request_id is not None:
             saved.finished_at = now
     return saved
 
@@ -200,10 +222,11 @@ _SAVE_INSTANCE = (
         name=bindparam("name"),
     )
 )
+#: a request's instance row, written by its start (``open_start``) or by its first step's save
+_INSERT_INSTANCE = insert(_INSTANCES)
 
 
-def _save_instance(
-    session: Session,
+def _instance_values(
     target: Target,
     result: Any,
     status: str,
@@ -211,32 +234,87 @@ def _save_instance(
     fault: dict[str, Any] | None,
     now: dt.datetime,
     finished: bool,
-) -> None:
-    changed = session.execute(
-        _SAVE_INSTANCE,
-        {
-            "instance_id": target.instance_id,
-            "expected": target.expected_checkpoint,
-            "status": status,
-            "sub_status": sub_status,
-            "state": result.state,
-            "output": result.output,
-            "fault": fault,
-            "checkpoint": target.expected_checkpoint + 1,
-            "now": now,
-            "finished_at": now if finished else None,
-            "incidents": len(result.incidents),
-            "version_id": target.version_id,
-            "version": target.version,
-            "correlation_id": target.correlation_id,
-            "name": target.name,
-        },
-    ).rowcount  # type: ignore[attr-defined]
+) -> dict[str, Any]:
+    """The parameters of ``_SAVE_INSTANCE`` for this step."""
+    return {
+        "instance_id": target.instance_id,
+        "expected": target.expected_checkpoint,
+        "status": status,
+        "sub_status": sub_status,
+        "state": result.state,
+        "output": result.output,
+        "fault": fault,
+        "checkpoint": target.expected_checkpoint + 1,
+        "now": now,
+        "finished_at": now if finished else None,
+        "incidents": len(result.incidents),
+        "version_id": target.version_id,
+        "version": target.version,
+        "correlation_id": target.correlation_id,
+        "name": target.name,
+    }
+
+
+def _save_instance(session: Session, target: Target, values: dict[str, Any]) -> None:
+    changed = session.execute(_SAVE_INSTANCE, values).rowcount  # type: ignore[attr-defined]
     if not changed:
         raise StaleStep(
             f"instance {target.instance_id} moved past checkpoint {target.expected_checkpoint}",
             instance_id=target.instance_id,
         )
+
+
+def _open_with(
+    session: Session,
+    start: Start,
+    target: Target,
+    result: Any,
+    values: dict[str, Any],
+    fault: dict[str, Any] | None,
+    now: dt.datetime,
+) -> str | None:
+    """The first step of a request whose start is not written: the request's moves (guarded on
+    Queued: the fence of this case, as no instance row exists yet), then its instance row inserted
+    in its saved state. Answers the request's terminal status when the step finished it."""
+    instance_id = target.instance_id
+    request_status = None
+    if values["finished_at"] is not None:
+        request_status = run_through(
+            session,
+            start.request_id,
+            instance_id,
+            started=start.started,
+            sub_status=values["sub_status"],
+            output=result.output,
+            error=(fault or {}).get("message"),
+            now=now,
+        )
+        opened = request_status is not None
+    else:
+        opened = start_processing(session, start.request_id, instance_id, now=start.started)
+    if not opened:
+        raise StaleStep(f"request of instance {instance_id} is no longer queued")
+    session.execute(
+        _INSERT_INSTANCE,
+        {
+            **start.row,
+            "status": values["status"],
+            "sub_status": values["sub_status"],
+            "state": values["state"],
+            "output": values["output"],
+            "fault": values["fault"],
+            "checkpoint": values["checkpoint"],
+            "heartbeat_at": now,
+            "updated_at": now,
+            "finished_at": values["finished_at"],
+            "incident_count": values["incidents"],
+            "definition_version_id": values["version_id"],
+            "version": values["version"],
+            "correlation_id": values["correlation_id"],
+            "name": values["name"],
+        },
+    )
+    return request_status
 
 
 def _save_bookmarks(

@@ -44,6 +44,19 @@ class Target:
     submitted_at: dt.datetime | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """The start of a request's first step, not written yet: its instance row at checkpoint 0
+    (``row``, every column) and Queued -> Processing at ``started``. Written on its own
+    (``open_start``) when the step runs long, else by the step's save, which then inserts the
+    row in its saved state and, for a step that finishes the workflow, moves the request from
+    Queued to its end in one UPDATE."""
+
+    request_id: str
+    row: dict[str, Any]
+    started: dt.datetime
+
+
 @dataclasses.dataclass
 class Saved:
     """What the save produced: new outbox rows to publish after commit, the new checkpoint, and

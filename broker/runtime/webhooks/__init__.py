@@ -36,8 +36,10 @@ from broker.runtime.webhooks.endpoints import (
 )
 from broker.runtime.webhooks.events import (
     EVENT_OF_STATUS,
+    endpoints_condition,
     enqueue_attempt,
     event_body,
+    known_endpoints,
     record_status_change,
 )
 
@@ -55,9 +57,11 @@ __all__ = [
     "config_endpoint_id",
     "delete",
     "endpoint_view",
+    "endpoints_condition",
     "enqueue_attempt",
     "event_body",
     "get_owned",
+    "known_endpoints",
     "list_endpoints",
     "live_secrets",
     "new_secret",

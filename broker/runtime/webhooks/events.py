@@ -10,7 +10,7 @@ import logging
 import uuid
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from broker.runtime import ids
@@ -37,18 +37,25 @@ EVENT_OF_STATUS = {
     RequestStatus.CANCELLED.value: "request.cancelled",
 }
 
+
+def endpoints_condition(endpoints: Any, requests: Any) -> Any:
+    """Which endpoints hear of a request's status changes: its client's enabled ones, and a
+    one-off one of this request (the join condition, for a caller that reads them with more)."""
+    return and_(
+        endpoints.c.client_key == requests.c.client_key,
+        endpoints.c.enabled.is_(True),
+        or_(endpoints.c.request_id.is_(None), endpoints.c.request_id == requests.c.id),
+    )
+
+
 _ENDPOINTS = table_of(WebhookEndpoint)
 _REQUESTS = table_of(Request)
 # Built once: every status change runs it. The client's enabled endpoints, its general ones and
 # the one-off callback of this request.
 _ENDPOINTS_OF_REQUEST = (
     select(_ENDPOINTS.c.id, _ENDPOINTS.c.events)
-    .select_from(_ENDPOINTS.join(_REQUESTS, _REQUESTS.c.client_key == _ENDPOINTS.c.client_key))
-    .where(
-        _REQUESTS.c.id == bindparam("request_id"),
-        _ENDPOINTS.c.enabled.is_(True),
-        or_(_ENDPOINTS.c.request_id.is_(None), _ENDPOINTS.c.request_id == _REQUESTS.c.id),
-    )
+    .select_from(_ENDPOINTS.join(_REQUESTS, endpoints_condition(_ENDPOINTS, _REQUESTS)))
+    .where(_REQUESTS.c.id == bindparam("request_id"))
 )
 _CACHE_KEY = "webhook_endpoints_of_request"
 _REQUEST_DATA = select(
@@ -120,16 +127,28 @@ def record_status_change(
     return outbox_ids
 
 
-def _endpoints_of(session: Session, request_id: str) -> list[tuple[str, list[str]]]:
-    """The request's enabled endpoints and their events, read once per transaction (a short
-    first step writes Processing and its end together: one read serves both)."""
+def _cache_of(session: Session) -> dict[str, list[tuple[str, list[str]]]]:
     transaction = session.get_transaction()
     cached: tuple[Any, dict[str, list[tuple[str, list[str]]]]] | None
     cached = session.info.get(_CACHE_KEY)
     if cached is None or cached[0] is not transaction:
         cached = (transaction, {})
         session.info[_CACHE_KEY] = cached
-    by_request = cached[1]
+    return cached[1]
+
+
+def known_endpoints(
+    session: Session, request_id: str, endpoints: list[tuple[str, list[str] | None]]
+) -> None:
+    """Tell this transaction the request's endpoints (read with other rows, under
+    ``endpoints_condition``), so its status changes need not read them again."""
+    _cache_of(session)[request_id] = [(str(id_), list(events or ())) for id_, events in endpoints]
+
+
+def _endpoints_of(session: Session, request_id: str) -> list[tuple[str, list[str]]]:
+    """The request's enabled endpoints and their events, read once per transaction (a short
+    first step writes Processing and its end together: one read serves both)."""
+    by_request = _cache_of(session)
     if request_id not in by_request:
         rows = session.execute(_ENDPOINTS_OF_REQUEST, {"request_id": request_id})
         by_request[request_id] = [(str(row[0]), list(row[1] or ())) for row in rows]

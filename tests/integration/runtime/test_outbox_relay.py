@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
@@ -101,6 +101,38 @@ def test_relay_publishes_every_due_row_once_in_batches(
     rows = states(factory)
     assert all(rows[r] == ("dispatched", 1) for r in due)
     assert all(rows[r] == ("pending", 0) for r in later)
+
+
+def test_a_relay_batch_claims_and_marks_its_rows_in_one_statement_each(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Given a full batch of due rows, and a fenced lease
+    due = add_rows(factory, settings.outbox_batch_size)
+    with transaction(factory) as session:
+        epoch = acquire_lease(session, outbox.RELAY_LEASE, "me", settings.lock_ttl)
+    assert epoch is not None
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    engine = make_engine(settings.database_url)
+    event.listen(engine, "before_cursor_execute", count)
+    # When one batch runs
+    try:
+        with transaction(factory) as session:
+            report = outbox.relay_batch(
+                session, settings, RecordingSender(), owner="me", epoch=epoch
+            )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    # Then all were published, with one claim and one UPDATE for the batch, not one per row
+    assert report.published == len(due)
+    outbox_writes = [s for s in statements if s.lstrip().upper().startswith("UPDATE OUTBOX")]
+    claims = [s for s in statements if "FROM outbox" in s and "outbox.available_at" in s]
+    assert len(outbox_writes) == 1, statements
+    assert len(claims) == 1, statements
+    assert all(state == ("dispatched", 1) for state in states(factory).values())
 
 
 def test_a_dispatched_row_whose_lease_ran_out_is_published_again(

@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
@@ -474,6 +475,77 @@ def test_a_request_cancelled_while_its_first_step_runs_unsaved_keeps_nothing_of_
     assert event_types(rt.factory, request_id) == ["RequestSubmitted", "RequestCancelled"]
     with transaction(rt.factory, write=False) as session:
         assert session.get(WorkflowInstance, ids.instance_id_for_request(request_id)) is None
+
+
+def test_steps_running_together_share_the_process_heartbeat_thread(
+    rt: Runtime, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two requests whose steps each take a second and a half, and a watch on new threads
+    sink.delay["/effect"] = 1.5
+    submitted = [submit(rt, "Call") for _ in range(2)]
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    workers = [
+        threading.Thread(target=runner.run_request, args=(rt, request_id, row_id))
+        for request_id, row_id in submitted
+    ]
+    for worker in workers:
+        worker.start()
+    monkeypatch.setattr(threading.Thread, "start", start)
+    try:
+        # When both run long enough to be beaten (their start is written by the heartbeat)
+        for request_id, _ in submitted:
+            wait_until(
+                lambda r=request_id: request_status(rt.factory, r) == "Processing",  # type: ignore[misc]
+                timeout=10,
+                what="the start to be written",
+            )
+    finally:
+        for worker in workers:
+            worker.join(15)
+    # Then both completed, beaten by the one heartbeat thread of the process: no thread was
+    # started per step (at most the process's heartbeat, on its first step; the sink serves each
+    # call on a thread of its own)
+    assert [request_status(rt.factory, r) for r, _ in submitted] == ["Completed", "Completed"]
+    ours = [name for name in started if not name.endswith("(process_request_thread)")]
+    assert ours in ([], ["heartbeat"])
+    beating = [t for t in threading.enumerate() if t.name.startswith("heartbeat")]
+    assert [t.name for t in beating] == ["heartbeat"]
+
+
+def test_a_step_that_runs_long_holds_no_transaction_open_while_it_runs(
+    rt: Runtime, sink: Sink
+) -> None:
+    # Given a step whose HTTP call takes two seconds, on PostgreSQL (where a short step reads,
+    # runs and saves in one transaction)
+    if rt.settings.database_url.startswith("sqlite"):
+        pytest.skip("on SQLite the read part always ends before the engine runs")
+    sink.delay["/effect"] = 2.0
+    request_id, row_id = submit(rt, "Call")
+    worker = threading.Thread(target=runner.run_request, args=(rt, request_id, row_id))
+    worker.start()
+    try:
+        wait_until(lambda: "/effect" in sink.arrived, timeout=10, what="the call")
+        time.sleep(0.8)
+        # When it is still running, Then no session of the database sits idle in a transaction
+        with transaction(rt.factory, write=False) as session:
+            idle = session.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND state = 'idle in transaction' AND pid <> pg_backend_pid()"
+                    " AND now() - state_change > interval '0.4 seconds'"
+                )
+            ).scalar_one()
+        assert idle == 0
+    finally:
+        worker.join(15)
+    # And the step completed
+    assert request_status(rt.factory, request_id) == "Completed"
 
 
 def test_a_running_step_heartbeats_and_keeps_its_row_leased(rt: Runtime, sink: Sink) -> None:

@@ -47,14 +47,17 @@ from tests.support.workflows import set_output, workflow, write_workflow
 
 pytestmark = pytest.mark.postgres
 
-#: a one-step request run by the worker, measured when this test was written: 12 statements in
-#: 2 transactions on 2 checkouts, about 18 round trips (12 + 2 BEGIN + 2 COMMIT + 2 pings).
-#: Lower these as the worker gets leaner (the goal: one transaction).
-WORKER_STATEMENTS = 12
-WORKER_COMMITS = 2
-WORKER_CHECKOUTS = 2
-#: one accepted ``POST /requests`` at the ingress, alone, measured the same way: 3 INSERTs in
-#: one transaction on one checkout, about 6 round trips
+#: a one-step request run by the worker: 6 statements in 1 transaction on 1 checkout, about 9
+#: round trips (6 + BEGIN + COMMIT + the ping): one read (the outbox row's state, the instance,
+#: the request, a pending start and the webhook endpoints), then the request's UPDATE, the
+#: instance's INSERT in its final state, the journal, the outbox row marked done and the audit
+#: events. It was 12 statements, 2 commits and 2 checkouts (about 18 round trips) before the read
+#: and the save shared one transaction (docs/design.md section 3).
+WORKER_STATEMENTS = 6
+WORKER_COMMITS = 1
+WORKER_CHECKOUTS = 1
+#: one accepted ``POST /requests`` at the ingress, alone, measured the same way: 3 INSERTs in one
+#: transaction on one checkout, about 6 round trips
 SUBMIT_STATEMENTS = 3
 SUBMIT_COMMITS = 1
 SUBMIT_CHECKOUTS = 1
