@@ -171,7 +171,7 @@ def check_definition(definition: WorkflowDefinition, known_type: Callable[[str],
             )
         for name, expression, where in expressions(node):
             kind = expression.get("type")
-            if kind is not None and kind not in SUPPORTED_TYPES:
+            if kind is not None and (not isinstance(kind, str) or kind not in SUPPORTED_TYPES):
                 raise WorkflowDefinitionError(
                     f"unknown expression language {kind!r} in {name!r} "
                     f"(supported: {', '.join(sorted(SUPPORTED_TYPES))})",

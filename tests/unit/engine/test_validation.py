@@ -164,3 +164,21 @@ def test_every_option_check_refuses_a_wrong_type() -> None:
         if key != "commitStrategyName":
             assert check(12345) is not None, key
     assert parse_workflow(load(GOOD)).options == {}
+
+
+@pytest.mark.parametrize("kind", [["JavaScript"], {"name": "Liquid"}, 7])
+def test_a_case_condition_whose_language_is_not_a_name_is_refused_with_its_path(kind: Any) -> None:
+    # Given a Switch whose case condition names its language with something not a string
+    document = load(REFUSED / "unknown-expression-language.json")
+    document["root"]["activities"] = [
+        {
+            "id": "choose",
+            "type": "Elsa.Switch",
+            "cases": [{"label": "odd", "condition": {"type": kind, "value": "true"}}],
+        }
+    ]
+    # When it is validated, then it is refused naming the path (not a TypeError)
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        validate_document(document, file="odd-language.json")
+    assert caught.value.path == "$.root.activities[0].cases[0].condition"
+    assert "unknown expression language" in caught.value.reason
