@@ -9,12 +9,21 @@ from broker.store.models import OutboxRow
 
 
 class RecordingSender:
-    """Stands in for Celery: remembers every outbox row it was asked to send, in order."""
+    """Stands in for Celery: remembers every outbox row it was asked to send, in order; with
+    ``fail``, every send fails as with a transport that is down."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: bool = False) -> None:
         self.sent: list[OutboxRow] = []
+        self.fail = fail
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of the rows sent, in order."""
+        return [row.id for row in self.sent]
 
     def send(self, row: OutboxRow) -> None:
+        if self.fail:
+            raise ConnectionError("transport down")
         self.sent.append(row)
 
 

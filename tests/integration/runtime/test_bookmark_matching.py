@@ -30,15 +30,8 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row.id)
 
 
 @pytest.fixture

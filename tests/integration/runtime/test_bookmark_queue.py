@@ -41,15 +41,8 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row.id)
 
 
 @pytest.fixture
@@ -207,7 +200,7 @@ def test_event_resumes_the_waiting_bookmark_once_even_when_the_job_runs_twice(
             "bookmark_id": bookmark_id,
             "queue_item_id": "e1",
         }
-    assert sender.sent == [expected]
+    assert sender.ids == [expected]
 
 
 def test_queue_depth_counts_only_items_still_waiting_for_delivery(
@@ -261,7 +254,7 @@ def test_work_caused_while_paused_waits_for_the_relay_instead_of_the_fast_path(
     assert bookmarks.fire_timers(rt) == 1
     # Then both resume rows are written but none is published: they wait, pending, for the
     # relay (which holds them until the resume)
-    assert sender.sent == []
+    assert sender.ids == []
     with transaction(factory, write=False) as session:
         states = session.scalars(select(OutboxRow.state)).all()
     assert states == ["pending", "pending"]
@@ -623,7 +616,7 @@ def test_the_timer_job_publishes_at_once_and_skips_while_another_run_holds_its_l
     # When the lock is free, Then the timer's resume row is written and published at once
     assert bookmarks.fire_timers(rt) == 1
     expected = ids.outbox_id_for("timer", ids.timer_id_for(bookmark_id))
-    assert sender.sent == [expected]
+    assert sender.ids == [expected]
     with transaction(factory, write=False) as session:
         row = session.get(OutboxRow, expected)
         assert row is not None

@@ -20,18 +20,8 @@ from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow
+from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
-
-
-class RecordingSender:
-    def __init__(self, fail: bool = False) -> None:
-        self.sent: list[tuple[str, str, str, dict[str, object]]] = []
-        self.fail = fail
-
-    def send(self, row: OutboxRow) -> None:
-        if self.fail:
-            raise ConnectionError("transport down")
-        self.sent.append((row.id, row.task_name, row.queue, dict(row.args)))
 
 
 class Pinned:
@@ -92,7 +82,7 @@ def test_a_fast_path_submission_is_inserted_dispatched_and_sent_as_written(
     lease = row.lease_expires_at - row.dispatched_at
     assert lease == dt.timedelta(seconds=settings.outbox_lease)
     # And the task sent is the one the row describes
-    assert sender.sent == [
+    assert [(r.id, r.task_name, r.queue, dict(r.args)) for r in sender.sent] == [
         (outbox_id, row.task_name, "broker.special", {"request_id": submitted.request_id})
     ]
 
@@ -154,7 +144,7 @@ def test_a_failed_fast_path_send_hands_the_row_back_to_the_relay_at_once(
     sender = RecordingSender()
     report = outbox.relay(settings, factory, sender, locks)
     assert report.published == 1
-    assert [sent[0] for sent in sender.sent] == [outbox_id]
+    assert sender.ids == [outbox_id]
 
 
 def test_the_paused_flag_is_cached_but_a_local_change_is_seen_at_once(

@@ -30,18 +30,8 @@ from broker.store.db import (
     upgrade,
 )
 from broker.store.models import DeadLetter, Lease, OutboxRow, utcnow
+from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
-
-
-class RecordingSender:
-    def __init__(self, fail: bool = False) -> None:
-        self.sent: list[str] = []
-        self.fail = fail
-
-    def send(self, row: OutboxRow) -> None:
-        if self.fail:
-            raise ConnectionError("transport down")
-        self.sent.append(row.id)
 
 
 @pytest.fixture
@@ -97,7 +87,7 @@ def test_relay_publishes_every_due_row_once_in_batches(
     # Then each due row was published once (in batches of 10) and marked dispatched
     assert first.published == 25
     assert second.published == 0
-    assert sorted(sender.sent) == sorted(due)
+    assert sorted(sender.ids) == sorted(due)
     rows = states(factory)
     assert all(rows[r] == ("dispatched", 1) for r in due)
     assert all(rows[r] == ("pending", 0) for r in later)
@@ -147,7 +137,7 @@ def test_a_dispatched_row_whose_lease_ran_out_is_published_again(
     # When the relay runs again
     outbox.relay(settings, factory, sender, locks)
     # Then it was published a second time
-    assert sender.sent == [row_id, row_id]
+    assert sender.ids == [row_id, row_id]
     assert states(factory)[row_id] == ("dispatched", 2)
 
 
@@ -160,7 +150,7 @@ def test_a_finished_row_is_never_published_again(
         assert not outbox.mark_done(session, row_id)
     sender = RecordingSender()
     outbox.relay(settings, factory, sender, locks)
-    assert sender.sent == []
+    assert sender.ids == []
 
 
 def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
@@ -181,7 +171,7 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
     report = outbox.relay(settings, factory, sender, locks)
     # Then it is dead, with a replayable outbox dead letter, and not published a fourth time
     assert report.dead == 1
-    assert len(sender.sent) == 3
+    assert len(sender.ids) == 3
     assert states(factory)[row_id] == ("dead", 3)
     with transaction(factory) as session:
         letter = session.scalars(select(DeadLetter).where(DeadLetter.source_id == row_id)).one()
@@ -206,7 +196,7 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
         # When an operator replays it, the same task is written as a new pending row
         replayed = dead_letters.replay(session, letter.id)
     outbox.relay(settings, factory, sender, locks)
-    assert sender.sent[-1] == replayed.outbox_id
+    assert sender.ids[-1] == replayed.outbox_id
     with transaction(factory, write=False) as session:
         again = session.get(OutboxRow, replayed.outbox_id)
         assert again is not None
@@ -290,7 +280,7 @@ def test_a_relay_skips_while_another_holds_the_lock_or_the_lease(
     with transaction(factory) as session:
         assert acquire_lease(session, outbox.RELAY_LEASE, "elsewhere", 60) == 1
     assert outbox.relay(settings, factory, sender, locks) == outbox.RelayReport(skipped=True)
-    assert sender.sent == []
+    assert sender.ids == []
 
 
 def test_a_failed_publish_is_counted_and_stops_the_run(
@@ -341,7 +331,7 @@ def test_a_relay_that_loses_its_lease_between_batches_stops_and_reports_what_it_
     report = outbox.relay(settings, factory, sender, Locks())
     # Then the first batch stands, the second was never published, and the run says skipped
     assert report == outbox.RelayReport(published=10, skipped=True, epoch=1)
-    assert len(sender.sent) == 10
+    assert len(sender.ids) == 10
     assert taken[0].extended == [settings.lock_ttl]
     # And its lock was released: the next run may take it
     again = locks.acquire(outbox.RELAY_LOCK, ttl=5, timeout=0)
@@ -365,7 +355,7 @@ def test_a_full_batch_of_dead_rows_does_not_end_the_run(
     report = outbox.relay(settings, factory, sender, locks)
     # Then the dead batch was buried and the run went on to publish the rest
     assert (report.dead, report.published) == (10, 2)
-    assert sorted(sender.sent) == sorted(fresh)
+    assert sorted(sender.ids) == sorted(fresh)
 
 
 def test_failures_add_up_over_the_batches_of_a_run(
@@ -403,7 +393,7 @@ def test_a_relay_whose_lease_was_taken_over_publishes_nothing(
     with pytest.raises(LockLost) as info, transaction(factory) as session:
         outbox.relay_batch(session, settings, sender, owner="relay-a", epoch=epoch_a)
     # Then it published nothing, said whose holding was stale, and B's batch still can
-    assert sender.sent == []
+    assert sender.ids == []
     assert info.value.message == "the outbox relay lease was taken over"
     assert info.value.details == {"owner": "relay-a", "epoch": epoch_a}
     with transaction(factory) as session:
@@ -497,7 +487,7 @@ def test_the_fast_path_marks_only_rows_that_are_still_pending(
     # When the fast path publishes both
     OutboxPublisher(settings, factory, sender).publish([first, second])
     # Then only the pending one was sent and marked dispatched; the done one stays done
-    assert sender.sent == [first]
+    assert sender.ids == [first]
     assert states(factory) == {first: ("dispatched", 1), second: ("done", 0)}
 
 
@@ -509,7 +499,7 @@ def test_a_failed_fast_path_publish_leaves_the_row_to_the_relay(
     assert states(factory)[row_id] == ("pending", 0)
     sender = RecordingSender()
     outbox.relay(settings, factory, sender, locks)
-    assert sender.sent == [row_id]
+    assert sender.ids == [row_id]
 
 
 def test_purge_removes_only_old_finished_rows(

@@ -17,15 +17,8 @@ from broker.runtime.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, utcnow
+from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
-
-
-class RecordingSender:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, row: OutboxRow) -> None:
-        self.sent.append(row.id)
 
 
 class Pinned:
@@ -81,7 +74,7 @@ def test_relay_publishes_nothing_while_paused_and_everything_after_resume(
     # Then it publishes nothing and says why
     assert report.paused
     assert report.published == 0
-    assert sender.sent == []
+    assert sender.ids == []
     assert state_of(factory, "r1")[0] == "pending"
     # When the runtime is resumed and the relay runs again
     pause(factory, False)
@@ -89,7 +82,7 @@ def test_relay_publishes_nothing_while_paused_and_everything_after_resume(
     # Then the held work is published
     assert not report.paused
     assert report.published == 1
-    assert sender.sent == ["r1"]
+    assert sender.ids == ["r1"]
 
 
 def test_task_adapter_hands_its_row_back_while_paused(
