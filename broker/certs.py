@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPri
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker.errors import ConfigError
-from broker.settings import KEY_BY_ENV, Settings, get_settings
+from broker.setting_keys import KEY_BY_ENV
+from broker.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 

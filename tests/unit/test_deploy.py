@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.settings import KEY_BY_ENV, Settings
+from broker.setting_keys import KEY_BY_ENV
+from broker.settings import Settings
 from tests.support.services import ON_CI, PROJECT_ROOT
 
 DEPLOY = PROJECT_ROOT / "deploy"

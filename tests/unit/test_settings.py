@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from broker.errors import ConfigError
-from broker.settings import KEYS, Settings, UnknownKeyWarning
+from broker.setting_keys import KEYS
+from broker.settings import Settings, UnknownKeyWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 
