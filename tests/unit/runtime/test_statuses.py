@@ -7,18 +7,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import statuses
-from broker.settings import Settings
 from broker.store import db
 from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
 
 Q, P = RequestStatus.QUEUED, RequestStatus.PROCESSING
 C, F, X = RequestStatus.COMPLETED, RequestStatus.FAULTED, RequestStatus.CANCELLED
-
-
-@pytest.fixture
-def factory(settings: Settings) -> sessionmaker[Session]:
-    db.upgrade(settings.database_url)
-    return db.make_session_factory(db.make_engine(settings.database_url))
 
 
 def _insert(factory: sessionmaker[Session], request_id: str, status: RequestStatus) -> None:
