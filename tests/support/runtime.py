@@ -54,6 +54,22 @@ def runtime_env(
     return env
 
 
+def bookmark_queue_settings(database_url: str, folder: Path) -> Settings:
+    """Settings for the bookmark-queue tests: a one-minute queue TTL, three delivery attempts, a
+    one-second interval and an hour of dead letters."""
+    return Settings.from_env(
+        runtime_env(
+            folder,
+            database_url=database_url,
+            workflows=folder / "wf",
+            BROKER_BOOKMARK_QUEUE_TTL="60",
+            BROKER_BOOKMARK_QUEUE_MAX_DELIVERY_ATTEMPTS="3",
+            BROKER_BOOKMARK_QUEUE_INTERVAL="1",
+            BROKER_DEAD_LETTER_TTL="3600",
+        )
+    )
+
+
 def prepare(settings: Settings) -> tuple[sessionmaker[Session], Any]:
     """Migrate the database and publish the workflows; answers (session factory, registry)."""
     from broker.registry import WorkflowRegistry

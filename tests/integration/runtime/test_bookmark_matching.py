@@ -31,22 +31,12 @@ from broker.store.models import (
     utcnow,
 )
 from tests.support.doubles import RecordingSender
-from tests.support.runtime import runtime_env
+from tests.support.runtime import bookmark_queue_settings
 
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
-    return Settings.from_env(
-        runtime_env(
-            tmp_path,
-            database_url=database_url,
-            workflows=tmp_path / "wf",
-            BROKER_BOOKMARK_QUEUE_TTL="60",
-            BROKER_BOOKMARK_QUEUE_MAX_DELIVERY_ATTEMPTS="3",
-            BROKER_BOOKMARK_QUEUE_INTERVAL="1",
-            BROKER_DEAD_LETTER_TTL="3600",
-        )
-    )
+    return bookmark_queue_settings(database_url, tmp_path)
 
 
 @pytest.fixture
