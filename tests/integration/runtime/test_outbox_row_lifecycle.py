@@ -282,3 +282,29 @@ def test_the_purge_removes_finished_rows_past_their_retention_only(
     with transaction(factory, write=False) as session:
         left = sorted(session.scalars(select(OutboxRow.id)))
     assert left == ["old-dispatched", "old-pending", "recent-done"]
+
+
+def test_the_relay_records_the_publish_of_its_whole_batch_in_one_go(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a fresh row, one republished after its lease ran out, and a finished one
+    add(factory, "fresh", PENDING)
+    add(factory, "republished", DISPATCHED, attempts=1)
+    add(factory, "finished", DONE)
+    before = utcnow()
+    with transaction(factory) as session:
+        # When the relay records the batch's publish (an empty batch marks nothing)
+        assert outbox.mark_all_dispatched(session, [], lease=60) == 0
+        marked = outbox.mark_all_dispatched(session, ["fresh", "republished", "finished"], lease=60)
+    after = utcnow()
+    # Then each unfinished row counts one more publish, with its lease from now; the finished
+    # row is untouched
+    assert marked == 2
+    for name, attempts in (("fresh", 1), ("republished", 2)):
+        row = get(factory, name)
+        assert (row.state, row.attempts) == (DISPATCHED, attempts)
+        assert row.dispatched_at is not None
+        assert before <= row.dispatched_at <= after
+        assert row.lease_expires_at == row.dispatched_at + dt.timedelta(seconds=60)
+    finished = get(factory, "finished")
+    assert (finished.state, finished.attempts, finished.dispatched_at) == (DONE, 0, None)

@@ -110,3 +110,20 @@ def test_queued_to_processing_to_completed_writes_one_event_per_move(
         )
     assert done == "Completed"
     assert _state(factory, "r-3") == ("Completed", ["RequestProcessing", "RequestCompleted"])
+
+
+def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) -> None:
+    # Given a queued request
+    _insert(factory, "r-4", Q)
+    now = utcnow()
+    # When the console cancels it
+    with db.transaction(factory) as session:
+        assert statuses.cancel(session, "r-4", source="console", now=now) is True
+    # Then it is Cancelled at that moment, and its event says through what
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-4")
+        assert record is not None
+        assert (record.status, record.completed_at) == ("Cancelled", now)
+        event = session.scalars(select(RequestEvent).where(RequestEvent.request_id == "r-4")).one()
+        assert (event.event_type, event.source) == ("RequestCancelled", "console")
+        assert event.message == "Cancelled through the console"
