@@ -309,3 +309,58 @@ def test_nothing_is_answered_before_its_commit(factory: sessionmaker[Session]) -
     assert all("commit failed" in str(error) for error in errors)
     assert count_rows(factory) == (0, 0, 0)
     assert published.calls == []
+
+
+def test_a_submission_that_loses_a_key_race_after_a_failed_batch_answers_the_winner(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    if settings.database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: another process cannot commit between two statements")
+    # Given a committer whose publish records what it sends, and a request already recorded
+    published = Published(factory)
+    committer = Committer(factory, publish=published)
+    existing = committer.submit(preparing(body(1)))
+    # And a batch that fails for another submission's sake (its primary key collides)
+    normal = preparing(body(2))
+
+    def colliding(session: Session) -> Prepared | Submitted:
+        prepared = normal(session)
+        assert isinstance(prepared, Prepared)
+        prepared.request["id"] = existing.request_id
+        return prepared
+
+    # And a keyed submission that, once tried alone, loses its key to another process between
+    # its lookup and its insert
+    keyed = body(3, "k-race")
+    winner: list[str] = []
+    calls: list[str] = []
+
+    def racing(session: Session) -> Prepared | Submitted:
+        outcome = preparing(keyed)(session)
+        calls.append(type(outcome).__name__)
+        if len(calls) == 2:
+            with transaction(factory) as other:
+                won = submission.submit(
+                    other, client_id="ClientA", submission=keyed, workflow=Pinned()
+                )
+            winner.append(won.request_id)
+        return outcome
+
+    # When they arrive together with a plain new submission
+    sent_before = len(published.calls)
+    failed, raced, fresh = together(
+        committer,
+        [(colliding, None), (racing, ("ClientA", "k-race")), (preparing(body(4)), None)],
+    )
+    # Then the colliding one fails alone, and the keyed one, tried once more, answers the
+    # request that won its key (an idempotent replay: nothing of its own is written or sent)
+    assert isinstance(failed, IntegrityError)
+    assert calls == ["Prepared", "Prepared", "Submitted"]
+    assert isinstance(raced, Submitted)
+    assert (raced.request_id, raced.created) == (winner[0], False)
+    # And the plain one, committed alone after the batch failed, is created and its message sent
+    assert isinstance(fresh, Submitted)
+    assert fresh.created
+    sent = {m.request_id for call in published.calls[sent_before:] for m in call}
+    assert fresh.request_id in sent
+    assert winner[0] not in sent
