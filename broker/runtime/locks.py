@@ -338,6 +338,8 @@ def make_lock_provider(settings: Settings) -> LockProvider:
     """The provider ``settings.lock_url`` names; raises ``ConfigError`` for other schemes."""
     url = settings.lock_url.strip()
     scheme = url.partition("://")[0].lower()
+    # A scheme is case-insensitive (RFC 3986); redis-py and libpq accept only lower case.
+    url = scheme + url[len(scheme) :]
     if scheme == "file":
         directory = url[len("file://") :]
         if not directory:

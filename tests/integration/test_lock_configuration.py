@@ -35,6 +35,7 @@ from broker.settings import Settings
         "redis://127.0.0.1:6379/0",
         "rediss://redis.example:6380/0",
         "unix:///run/redis/redis.sock?db=0",
+        "REDIS://127.0.0.1:6379/0",
     ],
 )
 def test_every_redis_url_form_gives_redis_locks(settings: Settings, url: str) -> None:
@@ -48,6 +49,7 @@ def test_every_redis_url_form_gives_redis_locks(settings: Settings, url: str) ->
     [
         ("postgresql://broker@db:5432/broker", "postgresql://broker@db:5432/broker"),
         ("postgres://broker@db/broker", "postgres://broker@db/broker"),
+        ("PostgreSQL://broker@db/broker", "postgresql://broker@db/broker"),
         ("postgresql+psycopg://broker@db/broker", "postgresql://broker@db/broker"),
         # only the scheme loses its driver name: a '+' or '://' later in the URL stays
         (
