@@ -49,6 +49,9 @@ class _View:
 class ClientRegistry:
     """The merged allowlist (files, overridden by database rows)."""
 
+    _view: _View | None
+    _stamp: tuple[tuple[int, int] | None, ...]
+
     def __init__(
         self,
         settings: Settings,
@@ -61,8 +64,8 @@ class ClientRegistry:
         self._factory = session_factory
         self._db_ttl = db_ttl
         self._lock = threading.Lock()
-        self._view: _View | None = None
-        self._stamp: tuple[tuple[int, int] | None, ...] = (None, None)
+        self._view = None
+        self._stamp = (None, None)
         self._loaded_at = 0.0
 
     # Loading -------------------------------------------------------------------------------------

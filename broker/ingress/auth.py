@@ -46,10 +46,12 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 class PeerCertificateMiddleware:
     """Puts the peer certificate (DER) of the connection into the WSGI environ."""
 
+    proxies: tuple[Network, ...]
+
     def __init__(self, app: WsgiApp, settings: Settings) -> None:
         self.app = app
         self.proxy_header = ""
-        self.proxies: tuple[Network, ...] = ()
+        self.proxies = ()
         # Proxy mode needs both settings; one without the other stays off.
         if settings.trusted_proxies and settings.proxy_cert_header:
             try:

@@ -17,6 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.locks import (
@@ -248,7 +250,10 @@ def test_a_redis_lock_that_cannot_be_extended_says_which_and_why(
     # Given a lock whose Redis went away
     cut = locks.acquire("cut", ttl=20)
     assert isinstance(cut, RedisLock)
-    cut._lock.redis = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    # (no retries: redis-py's default backs off for seconds before it reports the refusal)
+    cut._lock.redis = redis.Redis(
+        port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    )
     assert not cut.owned()
     with pytest.raises(LockLost) as down:
         cut.extend(5)

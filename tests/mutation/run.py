@@ -70,10 +70,17 @@ SELECTION = (
     "broker.urls.*",
 )
 
-#: mutmut's exit codes per mutant, folded into the three figures of the closing line
-KILLED = {1, 3, 37}
+#: mutmut's exit codes per mutant, folded into the three figures of the closing line; 37 is a
+#: mutant that ``mypy --strict`` (``type_check_command`` in setup.cfg) refuses: it cannot pass
+#: ``make lint``, so it never reaches a test
+TYPE_CHECKED = 37
+KILLED = {1, 3, TYPE_CHECKED}
 SURVIVED = {0, 5, 33}
 TIMEOUT = {36, 24, -24, 152, 255}
+
+
+#: mutmut's command line without its second clean run and without the equivalent mutants
+LAUNCH = Path(__file__).with_name("launch.py")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,16 +113,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(MUTANTS)
     started = time.monotonic()
     load_before = os.getloadavg()
-    mutmut = Path(sys.executable).with_name("mutmut")
     # mutmut runs every mutant it is given by name again; with --reuse, a mutant already killed
     # stays killed (mutmut itself forgets the results of a function whose code changed).
     open_names = [n for n, c in read_results(MUTANTS, selection).items() if c not in KILLED]
     names = open_names if args.reuse and open_names else list(selection)
-    command = [str(mutmut), "run", "--max-children", str(args.max_children), *names]
+    fresh = not (MUTANTS / "mutmut-stats.json").exists()
+    command = [sys.executable, str(LAUNCH), *(["--fresh"] if fresh else []), "run"]
+    command += ["--max-children", str(args.max_children)]
+    command += names
+    # the type checker is ``python -m mypy``: this interpreter's, whatever PATH says
+    path = os.environ.get("PATH", "")  # noqa: TID251 - the runner's own process environment
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{path}")  # noqa: TID251
     log = ROOT / "mutants-run.log"
     print(f"mutmut: {len(selection)} selections, {args.max_children} children; log in {log.name}")
     with log.open("w") as out:
-        code = subprocess.call(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        code = subprocess.call(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     if code != 0:
         sys.stdout.write(log.read_text(errors="replace")[-4000:])
         print(f"mutmut failed (exit {code}); see {log.name}")
@@ -141,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(diff_of(name))
     if stale and not args.only:
         print(f"\nequivalent.txt names mutants that no longer exist: {', '.join(stale)}")
+    by_mypy = sum(1 for n in killed if results[n] == TYPE_CHECKED)
+    print(f"\nkilled by the tests {len(killed) - by_mypy}, refused by mypy --strict {by_mypy}")
     total = len(killed) + len(survived) + len(timeout) + len(other)
     score = len(killed) / total if total else 0.0
     load_after = os.getloadavg()

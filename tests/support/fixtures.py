@@ -8,6 +8,11 @@ the suite's own ``settings`` and ``replace`` fields); ``factory`` then follows i
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,10 +26,39 @@ from tests.support.services import (
     AMQP_URL,
     PG_ADMIN_URL,
     PROJECT_ROOT,
+    drain_drops,
     fresh_redis_url,
     postgres_database,
     require_service,
 )
+
+_SQLITE_TEMPLATE: list[Path] = []  # this run's migrated SQLite database, made on first use
+
+
+def migrate(url: str) -> None:
+    """Bring the database at ``url`` to the newest revision. A SQLite file not yet created is a
+    copy of a database this process migrated once (running the migrations costs a few hundred
+    milliseconds per test; the migrations themselves are tested on their own)."""
+    prefix = "sqlite:///"
+    path = Path(url[len(prefix) :]) if url.startswith(prefix) else None
+    if path is None or path.exists() or url.endswith(":memory:"):
+        upgrade(url)
+        return
+    if not _SQLITE_TEMPLATE:
+        folder = tempfile.mkdtemp(prefix="broker-migrated-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        template = Path(folder) / "template.db"
+        upgrade(f"{prefix}{template}")
+        dispose_engines()
+        _SQLITE_TEMPLATE.append(template)
+    source = contextlib.closing(sqlite3.connect(_SQLITE_TEMPLATE[0]))
+    with source as template_db, contextlib.closing(sqlite3.connect(path)) as target:
+        template_db.backup(target)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The databases of the last tests are dropped before the session ends."""
+    drain_drops()
 
 
 @pytest.fixture
@@ -61,7 +95,7 @@ def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
     process-wide engines and pause cache are fresh before and after."""
     dispose_engines()
     forget_paused()
-    upgrade(settings.database_url)
+    migrate(settings.database_url)
     yield make_session_factory(make_engine(settings.database_url))
     forget_paused()
     dispose_engines()
