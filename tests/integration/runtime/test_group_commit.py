@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import Conflict
-from broker.runtime import submission
+from broker.runtime import group_commit, submission
 from broker.runtime.group_commit import Committer, Prepare
 from broker.runtime.ports import OutboxMessage
 from broker.runtime.submission import Prepared, Submission, Submitted
@@ -364,3 +365,162 @@ def test_a_submission_that_loses_a_key_race_after_a_failed_batch_answers_the_win
     sent = {m.request_id for call in published.calls[sent_before:] for m in call}
     assert fresh.request_id in sent
     assert winner[0] not in sent
+
+
+def submit_bounded(
+    committer: Committer, prepare: Prepare, idempotency: tuple[str, str] | None = None
+) -> Submitted | Exception:
+    """Submit from a thread of its own, which must be answered within a generous bound (a
+    committer that never leads would leave it waiting forever)."""
+    outcome: list[Submitted | Exception] = []
+
+    def run() -> None:
+        try:
+            outcome.append(committer.submit(prepare, idempotency=idempotency))
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the submission was never answered"
+    return outcome[0]
+
+
+def test_a_lone_submission_leads_its_own_batch_at_once(factory: sessionmaker[Session]) -> None:
+    # Given an idle committer, When one submission arrives, Then it is committed and answered
+    # without waiting for anyone
+    outcome = submit_bounded(Committer(factory), preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_lone_replay_is_answered_at_once(factory: sessionmaker[Session]) -> None:
+    # Given an idle committer, When a submission arrives whose answer needs no write (an
+    # idempotent replay of an earlier request), Then it is answered without waiting for anyone
+    earlier = Submitted("req-earlier", created=False, view={"correlationId": "req-earlier"})
+    assert submit_bounded(Committer(factory), lambda session: earlier) is earlier
+
+
+def test_the_defaults_are_those_of_the_settings(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # A committer made without a batch size or window behaves as the default configuration
+    # (BROKER_SUBMIT_BATCH_MAX, BROKER_SUBMIT_BATCH_WINDOW): batches of 64, no waiting
+    committer = Committer(factory)
+    assert (committer.max_batch, committer.window) == (
+        settings.submit_batch_max,
+        settings.submit_batch_window,
+    )
+    assert (committer.max_batch, committer.window) == (64, 0.0)
+
+
+@pytest.mark.parametrize("max_batch", [1, 0])
+def test_a_batch_of_one_commits_each_waiting_submission_alone(
+    factory: sessionmaker[Session], max_batch: int
+) -> None:
+    # Given a committer whose batches hold one submission (0 means one as well)
+    committer = Committer(factory, max_batch=max_batch)
+    # When two submissions wait behind a first one
+    with counting(factory) as count:
+        outcomes = together(committer, [(preparing(body(n)), None) for n in (1, 2)])
+    # Then each is committed in its own transaction: three commits in all
+    assert all(isinstance(outcome, Submitted) and outcome.created for outcome in outcomes)
+    assert (count.commits, count.rollbacks) == (3, 0)
+    assert count_rows(factory) == (3, 3, 3)
+
+
+def test_two_clients_using_the_same_key_share_a_batch(factory: sessionmaker[Session]) -> None:
+    # Given two clients that happen to use the same Idempotency-Key
+    committer = Committer(factory)
+    mine, theirs = body(1, "k-1"), body(2, "k-1")
+    # When both submissions wait for the same batch
+    with counting(factory) as count:
+        outcomes = together(
+            committer,
+            [
+                (preparing(mine, "ClientA"), key_of(mine, "ClientA")),
+                (preparing(theirs, "ClientB"), key_of(theirs, "ClientB")),
+            ],
+        )
+    # Then their keys do not collide: both are created, in one batch (two commits in all)
+    assert all(isinstance(outcome, Submitted) and outcome.created for outcome in outcomes)
+    assert (count.commits, count.rollbacks) == (2, 0)
+
+
+def test_a_keyed_submission_that_keeps_failing_alone_answers_its_database_error(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a request already recorded, and a keyed submission whose row always collides with
+    # it (its primary key): the unique violation looks like a lost key race at first
+    committer = Committer(factory)
+    existing = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(existing, Submitted)
+    normal = preparing(body(2, "k-2"))
+    calls: list[int] = []
+
+    def colliding(session: Session) -> Prepared | Submitted:
+        calls.append(1)
+        prepared = normal(session)
+        assert isinstance(prepared, Prepared)
+        prepared.request["id"] = existing.request_id
+        return prepared
+
+    # When it is submitted, Then its batch fails, it is tried alone twice (the second try for
+    # the race), and it answers the database's error
+    assert isinstance(submit_bounded(committer, colliding, ("ClientA", "k-2")), IntegrityError)
+    assert len(calls) == 3
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_forked_child_starts_with_a_fresh_committer(factory: sessionmaker[Session]) -> None:
+    # Given a committer whose lock a leader thread holds, with a submission queued behind it
+    committer = Committer(factory)
+    holding, done = threading.Event(), threading.Event()
+
+    def leader() -> None:
+        with committer._lock:
+            committer._leading = True
+            committer._queue.append(group_commit._Job(preparing(body(1)), None))
+            holding.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=leader, daemon=True)
+    thread.start()
+    assert holding.wait(10)
+    try:
+        # When the process forks (the child has no leader thread), Then the child's committer
+        # is free, idle and empty
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child only reports what it sees, and always exits
+            try:
+                free = committer._lock.acquire(blocking=False)
+                state = f"{free} {committer._leading} {len(committer._queue)}"
+                os.write(write_end, state.encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as report:
+            assert report.read() == "True False 0"
+        assert os.waitpid(child, 0)[1] == 0
+    finally:
+        done.set()
+        thread.join(10)
+    # And the parent's state is its own, untouched
+    assert committer._leading
+    assert committer.waiting == 1
+
+
+def test_resetting_after_a_fork_frees_every_committer(factory: sessionmaker[Session]) -> None:
+    # Given a committer as a forked child inherits it: its lock held and a leader that does not
+    # exist in the child
+    committer = Committer(factory)
+    assert committer._lock.acquire(blocking=False)
+    committer._leading = True
+    # When the fork hook runs, Then the committer leads the next submission at once
+    group_commit._reset_after_fork()
+    outcome = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created
