@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -115,7 +117,7 @@ def test_queued_to_processing_to_completed_writes_one_event_per_move(
 def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) -> None:
     # Given a queued request
     _insert(factory, "r-4", Q)
-    now = utcnow()
+    now = utcnow() - dt.timedelta(seconds=1)  # when the cancel was asked
     # When the console cancels it
     with db.transaction(factory) as session:
         assert statuses.cancel(session, "r-4", source="console", now=now) is True
@@ -123,7 +125,11 @@ def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) 
     with db.transaction(factory, write=False) as session:
         record = session.get(Request, "r-4")
         assert record is not None
-        assert (record.status, record.completed_at) == ("Cancelled", now)
+        assert (record.status, record.completed_at, record.updated_at) == ("Cancelled", now, now)
         event = session.scalars(select(RequestEvent).where(RequestEvent.request_id == "r-4")).one()
-        assert (event.event_type, event.source) == ("RequestCancelled", "console")
+        assert (event.event_type, event.source, event.timestamp) == (
+            "RequestCancelled",
+            "console",
+            now,
+        )
         assert event.message == "Cancelled through the console"
