@@ -475,23 +475,13 @@ def test_a_keyed_submission_that_keeps_failing_alone_answers_its_database_error(
 
 
 def test_a_forked_child_starts_with_a_fresh_committer(factory: sessionmaker[Session]) -> None:
-    # Given a committer whose lock a leader thread holds, with a submission queued behind it
+    # Given a committer in the middle of a batch: its lock held by the leader, a submission
+    # queued behind it
     committer = Committer(factory)
-    holding, done = threading.Event(), threading.Event()
-
-    def leader() -> None:
-        with committer._lock:
-            committer._leading = True
-            committer._queue.append(group_commit._Job(preparing(body(1)), None))
-            holding.set()
-            done.wait(10)
-
-    thread = threading.Thread(target=leader, daemon=True)
-    thread.start()
-    assert holding.wait(10)
-    try:
-        # When the process forks (the child has no leader thread), Then the child's committer
-        # is free, idle and empty
+    with committer._lock:
+        committer._leading = True
+        committer._queue.append(group_commit._Job(preparing(body(1)), None))
+        # When the process forks (the child has no leader to finish the batch)
         read_end, write_end = os.pipe()
         child = os.fork()
         if child == 0:  # the child only reports what it sees, and always exits
@@ -501,14 +491,12 @@ def test_a_forked_child_starts_with_a_fresh_committer(factory: sessionmaker[Sess
                 os.write(write_end, state.encode())
             finally:
                 os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end) as report:
-            assert report.read() == "True False 0"
-        assert os.waitpid(child, 0)[1] == 0
-    finally:
-        done.set()
-        thread.join(10)
-    # And the parent's state is its own, untouched
+    # Then the child's committer is free, idle and empty
+    os.close(write_end)
+    with os.fdopen(read_end) as report:
+        assert report.read() == "True False 0"
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    # And the parent's is its own, untouched
     assert committer._leading
     assert committer.waiting == 1
 
