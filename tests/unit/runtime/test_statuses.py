@@ -133,3 +133,62 @@ def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) 
             now,
         )
         assert event.message == "Cancelled through the console"
+
+
+def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a queued request whose workflow started, then faulted in its first step
+    _insert(factory, "r-5", Q)
+    started = utcnow() - dt.timedelta(seconds=2)
+    now = started + dt.timedelta(seconds=1)
+    # When the step's outcome is saved before its start was written
+    with db.transaction(factory) as session:
+        status = statuses.run_through(
+            session,
+            "r-5",
+            "inst-5",
+            started=started,
+            sub_status="Faulted",
+            output=None,
+            error="boom",
+            now=now,
+        )
+    # Then the request is Faulted with the step's error, and both moves have their event: the
+    # start at its own time naming the instance, then the fault
+    assert status == "Faulted"
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-5")
+        assert record is not None
+        assert (record.status, record.instance_id, record.error_detail) == (
+            "Faulted",
+            "inst-5",
+            "boom",
+        )
+        assert (record.completed_at, record.updated_at) == (now, now)
+        events = [
+            (e.event_type, e.timestamp, e.message, e.properties)
+            for e in session.scalars(
+                select(RequestEvent)
+                .where(RequestEvent.request_id == "r-5")
+                .order_by(RequestEvent.timestamp)
+            )
+        ]
+    assert events == [
+        ("RequestProcessing", started, None, {"instanceId": "inst-5"}),
+        ("RequestFaulted", now, "boom", {"status": "Faulted"}),
+    ]
+    # And a request no longer Queued is not run through again
+    with db.transaction(factory) as session:
+        again = statuses.run_through(
+            session,
+            "r-5",
+            "inst-5",
+            started=started,
+            sub_status="Finished",
+            output=None,
+            error=None,
+            now=now,
+        )
+    assert again is None
+    assert _state(factory, "r-5") == ("Faulted", ["RequestProcessing", "RequestFaulted"])
