@@ -21,7 +21,7 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.errors import Conflict
+from broker.errors import Conflict, StoreUnavailable
 from broker.runtime import group_commit, submission
 from broker.runtime.group_commit import Committer, Prepare
 from broker.runtime.ports import OutboxMessage
@@ -509,6 +509,119 @@ def test_resetting_after_a_fork_frees_every_committer(factory: sessionmaker[Sess
     committer._leading = True
     # When the fork hook runs, Then the committer leads the next submission at once
     group_commit._reset_after_fork()
+    outcome = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created
+
+
+class Interrupted(BaseException):
+    """Not an Exception: what a signal's handler raises into a thread (SystemExit, ...)."""
+
+
+def queued_in_order(
+    committer: Committer, prepares: Sequence[Prepare]
+) -> list[Submitted | BaseException]:
+    """As ``together``, but each submission is queued only once the one before it waits, so the
+    first of them leads their batch; answers each one's outcome or error (BaseException too)."""
+    release, entered = threading.Event(), threading.Event()
+    first = preparing(body(0))
+
+    def held(session: Session) -> Prepared | Submitted:
+        entered.set()
+        assert release.wait(30)
+        return first(session)
+
+    outcomes: list[Submitted | BaseException | None] = [None] * len(prepares)
+
+    def run(index: int, prepare: Prepare) -> None:
+        try:
+            outcomes[index] = committer.submit(prepare)
+        except BaseException as error:  # handed to the test thread
+            outcomes[index] = error
+
+    leader = threading.Thread(target=committer.submit, args=(held,), daemon=True)
+    leader.start()
+    assert entered.wait(10)
+    threads = []
+    for index, prepare in enumerate(prepares):
+        threads.append(threading.Thread(target=run, args=(index, prepare), daemon=True))
+        threads[-1].start()
+        wait_until(lambda: committer.waiting == len(threads), timeout=10, interval=0.005)
+    release.set()
+    for thread in (leader, *threads):
+        thread.join(10)
+        assert not thread.is_alive(), "a submission was never answered"
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def test_an_interrupted_batch_answers_each_submission_without_an_answer_of_its_own(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a batch led by a plain submission, holding a replay (answered without a write), a
+    # submission refused on its own account, another plain one, one whose preparation is
+    # interrupted (not an Exception: a signal's SystemExit, say) and one after it
+    committer = Committer(factory)
+    earlier = Submitted("req-earlier", created=False, view={"correlationId": "req-earlier"})
+    refused = Conflict("refused on its own account")
+
+    def refusing(session: Session) -> Prepared | Submitted:
+        raise refused
+
+    def interrupting(session: Session) -> Prepared | Submitted:
+        raise Interrupted
+
+    # When the batch runs
+    leading, replay, conflict, plain, interrupted, after = queued_in_order(
+        committer,
+        [
+            preparing(body(1)),
+            lambda session: earlier,
+            refusing,
+            preparing(body(2)),
+            interrupting,
+            preparing(body(3)),
+        ],
+    )
+    # Then the interruption reaches the thread that led the batch
+    assert isinstance(leading, Interrupted)
+    # And the submissions that had their answer keep it
+    assert replay is earlier
+    assert conflict is refused
+    # And each one without an answer learns that it was not committed, and why
+    for unanswered in (plain, interrupted, after):
+        assert isinstance(unanswered, StoreUnavailable)
+        assert str(unanswered) == "the submission could not be committed"
+        assert isinstance(unanswered.__cause__, Interrupted)
+    # And nothing of the batch was written (the first submission's batch was)
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_submission_refused_on_its_own_account_leaves_the_rest_of_its_batch(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a batch whose first submission is refused on its own account (say, paused)
+    committer = Committer(factory)
+    refused = Conflict("refused on its own account")
+
+    def refusing(session: Session) -> Prepared | Submitted:
+        raise refused
+
+    # When it runs with two plain submissions behind it
+    outcomes = together(
+        committer, [(refusing, None), (preparing(body(1)), None), (preparing(body(2)), None)]
+    )
+    # Then it alone is refused, and the others are created
+    assert outcomes[0] is refused
+    for created in outcomes[1:]:
+        assert isinstance(created, Submitted)
+        assert created.created
+    assert count_rows(factory) == (3, 3, 3)
+
+
+def test_a_window_ends_and_a_lone_submission_is_answered(factory: sessionmaker[Session]) -> None:
+    # Given a committer that waits a moment for company before each batch
+    committer = Committer(factory, window=0.05)
+    # When one submission arrives and no other follows, Then its window ends and it is committed
     outcome = submit_bounded(committer, preparing(body(1)))
     assert isinstance(outcome, Submitted)
     assert outcome.created
