@@ -167,7 +167,7 @@ def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
         )
         assert (record.completed_at, record.updated_at) == (now, now)
         events = [
-            (e.event_type, e.timestamp, e.message, e.properties)
+            (e.event_type, e.source, e.timestamp, e.message, e.properties)
             for e in session.scalars(
                 select(RequestEvent)
                 .where(RequestEvent.request_id == "r-5")
@@ -175,8 +175,8 @@ def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
             )
         ]
     assert events == [
-        ("RequestProcessing", started, None, {"instanceId": "inst-5"}),
-        ("RequestFaulted", now, "boom", {"status": "Faulted"}),
+        ("RequestProcessing", "worker", started, None, {"instanceId": "inst-5"}),
+        ("RequestFaulted", "worker", now, "boom", {"status": "Faulted"}),
     ]
     # And a request no longer Queued is not run through again
     with db.transaction(factory) as session:
