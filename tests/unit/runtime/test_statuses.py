@@ -10,7 +10,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import statuses
 from broker.store import db
-from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
+from broker.store.models import (
+    Request,
+    RequestEvent,
+    RequestStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    utcnow,
+)
 
 Q, P = RequestStatus.QUEUED, RequestStatus.PROCESSING
 C, F, X = RequestStatus.COMPLETED, RequestStatus.FAULTED, RequestStatus.CANCELLED
@@ -138,8 +145,21 @@ def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) 
 def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
     factory: sessionmaker[Session],
 ) -> None:
-    # Given a queued request whose workflow started, then faulted in its first step
+    # Given a queued request whose workflow started, then faulted in its first step, and a
+    # webhook endpoint of its client that hears of both moves
     _insert(factory, "r-5", Q)
+    with db.transaction(factory) as session:
+        session.add(
+            WebhookEndpoint(
+                id="hook-1",
+                client_id="ClientA",
+                client_key="clienta",
+                url="https://hooks.example/a",
+                events=["request.processing", "request.faulted"],
+                secrets=["whsec_x"],
+                source="api",
+            )
+        )
     started = utcnow() - dt.timedelta(seconds=2)
     now = started + dt.timedelta(seconds=1)
     # When the step's outcome is saved before its start was written
@@ -174,10 +194,16 @@ def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
                 .order_by(RequestEvent.timestamp)
             )
         ]
+        deliveries = [
+            (d.event_type, d.created_at)
+            for d in session.scalars(select(WebhookDelivery).order_by(WebhookDelivery.created_at))
+        ]
     assert events == [
         ("RequestProcessing", "worker", started, None, {"instanceId": "inst-5"}),
         ("RequestFaulted", "worker", now, "boom", {"status": "Faulted"}),
     ]
+    # And the endpoint is told of each move, at the time of each
+    assert deliveries == [("request.processing", started), ("request.faulted", now)]
     # And a request no longer Queued is not run through again
     with db.transaction(factory) as session:
         again = statuses.run_through(
