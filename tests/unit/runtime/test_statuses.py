@@ -218,3 +218,31 @@ def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
         )
     assert again is None
     assert _state(factory, "r-5") == ("Faulted", ["RequestProcessing", "RequestFaulted"])
+
+
+def test_a_request_whose_first_step_finished_runs_through_to_completed_with_its_result(
+    factory: sessionmaker[Session],
+) -> None:
+    _insert(factory, "r-6", Q)
+    now = utcnow()
+    with db.transaction(factory) as session:
+        status = statuses.run_through(
+            session,
+            "r-6",
+            "inst-6",
+            started=now,
+            sub_status="Finished",
+            output={"approved": True},
+            error=None,
+            now=now,
+        )
+    assert status == "Completed"
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-6")
+        assert record is not None
+        assert (record.status, record.result, record.error_detail) == (
+            "Completed",
+            {"approved": True},
+            None,
+        )
+    assert _state(factory, "r-6") == ("Completed", ["RequestProcessing", "RequestCompleted"])
