@@ -138,6 +138,47 @@ def test_a_redis_lock_taken_without_a_ttl_expires_after_the_lock_ttl_setting(
 
 
 @pytest.mark.postgres
+def test_a_zero_timeout_does_not_try_again_when_the_lock_is_freed_after_its_try(
+    settings: Settings, postgres_url: str
+) -> None:
+    # Given a held advisory lock, and a watcher that frees it as soon as another session's try
+    # for it has failed
+    locks = make_lock_provider(settings.replace(lock_url=postgres_url))
+    holder = locks.acquire("edge", ttl=30)
+    assert isinstance(holder, PostgresLock)
+    holder_pid = holder._conn.info.backend_pid
+    database = postgres_url.rsplit("/", 1)[1]
+    conninfo = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    stop = threading.Event()
+
+    def free_after_the_try() -> None:
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            while not stop.is_set():
+                tried = admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE datname = %s"
+                    " AND pid NOT IN (pg_backend_pid(), %s) AND state = 'idle'"
+                    " AND query LIKE 'SELECT pg_try_advisory_lock%%'",
+                    (database, holder_pid),
+                ).fetchall()
+                if tried:
+                    holder.release()
+                    return
+
+    watcher = threading.Thread(target=free_after_the_try)
+    watcher.start()
+    # When another caller asks with a timeout of 0
+    try:
+        second = locks.acquire("edge", ttl=30, timeout=0)
+    finally:
+        stop.set()
+        watcher.join(WAIT)
+        holder.release()
+    # Then it tried once and answered busy: it did not poll again once its deadline had passed
+    assert not watcher.is_alive()
+    assert second is None
+
+
+@pytest.mark.postgres
 def test_a_waiter_whose_session_dies_says_which_lock_it_could_not_take(
     settings: Settings, postgres_url: str
 ) -> None:

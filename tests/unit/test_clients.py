@@ -404,6 +404,41 @@ def test_a_disabled_row_withdraws_a_file_entry(
     assert registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="") is None
 
 
+def test_a_disabled_row_leaves_the_rows_after_it_and_a_database_only_client_has_no_callbacks(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a disabled database row for ClientA, then a row for a client of no file entry
+    with factory() as session, session.begin():
+        session.add(
+            models.Client(
+                client_key="clienta", client_id="ClientA", thumbprint=SHA1_A, enabled=False
+            )
+        )
+    with factory() as session, session.begin():
+        session.add(models.Client(client_key="clientz", client_id="ClientZ", thumbprint="5" * 40))
+
+    # When the registry loads
+    registry = registry_for(settings, *files, factory=factory)
+
+    # Then ClientA is withdrawn and ClientZ is allowed in, with no webhooks and no callbackUrl
+    assert registry.get("ClientA") is None
+    client = registry.get("ClientZ")
+    assert client is not None
+    assert (client.webhooks, client.allow_callback_url, client.callback_secret) == ((), False, None)
+
+
+def test_a_database_that_cannot_be_read_says_what_could_not_be_read(
+    settings: Settings, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Given a database without the client tables (never migrated)
+    factory = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
+    registry = registry_for(settings, *files, factory=factory)
+    # When the registry loads, Then it fails as a store that is unavailable, saying so
+    with pytest.raises(StoreUnavailable) as info:
+        registry.load()
+    assert info.value.message == "could not read the client allowlist from the database"
+
+
 # Webhooks ----------------------------------------------------------------------------------------
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -503,6 +538,8 @@ def test_a_database_row_keeps_the_webhooks_of_the_file_entry_it_overrides(
                     "clientId": "ClientA",
                     "thumbprint": SHA1_A,
                     "webhooks": [{"url": "https://hooks.example.com/a"}],
+                    "allowCallbackUrl": True,
+                    "callbackSecret": SECRET,
                 }
             ]
         },
@@ -517,5 +554,7 @@ def test_a_database_row_keeps_the_webhooks_of_the_file_entry_it_overrides(
         assert client is not None
         assert client.thumbprint == SHA1_B
         assert [w.url for w in client.webhooks] == ["https://hooks.example.com/a"]
+        # ... and its callbackUrl permission with the secret that signs those callbacks
+        assert (client.allow_callback_url, client.callback_secret) == (True, SECRET)
     finally:
         dispose_engines()

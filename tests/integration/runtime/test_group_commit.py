@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -20,8 +21,8 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.errors import Conflict
-from broker.runtime import submission
+from broker.errors import Conflict, StoreUnavailable
+from broker.runtime import group_commit, submission
 from broker.runtime.group_commit import Committer, Prepare
 from broker.runtime.ports import OutboxMessage
 from broker.runtime.submission import Prepared, Submission, Submitted
@@ -364,3 +365,263 @@ def test_a_submission_that_loses_a_key_race_after_a_failed_batch_answers_the_win
     sent = {m.request_id for call in published.calls[sent_before:] for m in call}
     assert fresh.request_id in sent
     assert winner[0] not in sent
+
+
+def submit_bounded(
+    committer: Committer, prepare: Prepare, idempotency: tuple[str, str] | None = None
+) -> Submitted | Exception:
+    """Submit from a thread of its own, which must be answered within a generous bound (a
+    committer that never leads would leave it waiting forever)."""
+    outcome: list[Submitted | Exception] = []
+
+    def run() -> None:
+        try:
+            outcome.append(committer.submit(prepare, idempotency=idempotency))
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the submission was never answered"
+    return outcome[0]
+
+
+def test_a_lone_submission_leads_its_own_batch_at_once(factory: sessionmaker[Session]) -> None:
+    # Given an idle committer, When one submission arrives, Then it is committed and answered
+    # without waiting for anyone
+    outcome = submit_bounded(Committer(factory), preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_lone_replay_is_answered_at_once(factory: sessionmaker[Session]) -> None:
+    # Given an idle committer, When a submission arrives whose answer needs no write (an
+    # idempotent replay of an earlier request), Then it is answered without waiting for anyone
+    earlier = Submitted("req-earlier", created=False, view={"correlationId": "req-earlier"})
+    assert submit_bounded(Committer(factory), lambda session: earlier) is earlier
+
+
+def test_the_defaults_are_those_of_the_settings(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    # A committer made without a batch size or window behaves as the default configuration
+    # (BROKER_SUBMIT_BATCH_MAX, BROKER_SUBMIT_BATCH_WINDOW): batches of 64, no waiting
+    committer = Committer(factory)
+    assert (committer.max_batch, committer.window) == (
+        settings.submit_batch_max,
+        settings.submit_batch_window,
+    )
+    assert (committer.max_batch, committer.window) == (64, 0.0)
+
+
+@pytest.mark.parametrize("max_batch", [1, 0])
+def test_a_batch_of_one_commits_each_waiting_submission_alone(
+    factory: sessionmaker[Session], max_batch: int
+) -> None:
+    # Given a committer whose batches hold one submission (0 means one as well)
+    committer = Committer(factory, max_batch=max_batch)
+    # When two submissions wait behind a first one
+    with counting(factory) as count:
+        outcomes = together(committer, [(preparing(body(n)), None) for n in (1, 2)])
+    # Then each is committed in its own transaction: three commits in all
+    assert all(isinstance(outcome, Submitted) and outcome.created for outcome in outcomes)
+    assert (count.commits, count.rollbacks) == (3, 0)
+    assert count_rows(factory) == (3, 3, 3)
+
+
+def test_two_clients_using_the_same_key_share_a_batch(factory: sessionmaker[Session]) -> None:
+    # Given two clients that happen to use the same Idempotency-Key
+    committer = Committer(factory)
+    mine, theirs = body(1, "k-1"), body(2, "k-1")
+    # When both submissions wait for the same batch
+    with counting(factory) as count:
+        outcomes = together(
+            committer,
+            [
+                (preparing(mine, "ClientA"), key_of(mine, "ClientA")),
+                (preparing(theirs, "ClientB"), key_of(theirs, "ClientB")),
+            ],
+        )
+    # Then their keys do not collide: both are created, in one batch (two commits in all)
+    assert all(isinstance(outcome, Submitted) and outcome.created for outcome in outcomes)
+    assert (count.commits, count.rollbacks) == (2, 0)
+
+
+def test_a_keyed_submission_that_keeps_failing_alone_answers_its_database_error(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a request already recorded, and a keyed submission whose row always collides with
+    # it (its primary key): the unique violation looks like a lost key race at first
+    committer = Committer(factory)
+    existing = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(existing, Submitted)
+    normal = preparing(body(2, "k-2"))
+    calls: list[int] = []
+
+    def colliding(session: Session) -> Prepared | Submitted:
+        calls.append(1)
+        prepared = normal(session)
+        assert isinstance(prepared, Prepared)
+        prepared.request["id"] = existing.request_id
+        return prepared
+
+    # When it is submitted, Then its batch fails, it is tried alone twice (the second try for
+    # the race), and it answers the database's error
+    assert isinstance(submit_bounded(committer, colliding, ("ClientA", "k-2")), IntegrityError)
+    assert len(calls) == 3
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_forked_child_starts_with_a_fresh_committer(factory: sessionmaker[Session]) -> None:
+    # Given a committer in the middle of a batch: its lock held by the leader, a submission
+    # queued behind it
+    committer = Committer(factory)
+    with committer._lock:
+        committer._leading = True
+        committer._queue.append(group_commit._Job(preparing(body(1)), None))
+        # When the process forks (the child has no leader to finish the batch)
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child only reports what it sees, and always exits
+            try:
+                free = committer._lock.acquire(blocking=False)
+                state = f"{free} {committer._leading} {len(committer._queue)}"
+                os.write(write_end, state.encode())
+            finally:
+                os._exit(0)
+    # Then the child's committer is free, idle and empty
+    os.close(write_end)
+    with os.fdopen(read_end) as report:
+        assert report.read() == "True False 0"
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    # And the parent's is its own, untouched
+    assert committer._leading
+    assert committer.waiting == 1
+
+
+def test_resetting_after_a_fork_frees_every_committer(factory: sessionmaker[Session]) -> None:
+    # Given a committer as a forked child inherits it: its lock held and a leader that does not
+    # exist in the child
+    committer = Committer(factory)
+    assert committer._lock.acquire(blocking=False)
+    committer._leading = True
+    # When the fork hook runs, Then the committer leads the next submission at once
+    group_commit._reset_after_fork()
+    outcome = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created
+
+
+class Interrupted(BaseException):
+    """Not an Exception: what a signal's handler raises into a thread (SystemExit, ...)."""
+
+
+def queued_in_order(
+    committer: Committer, prepares: Sequence[Prepare]
+) -> list[Submitted | BaseException]:
+    """As ``together``, but each submission is queued only once the one before it waits, so the
+    first of them leads their batch; answers each one's outcome or error (BaseException too)."""
+    release, entered = threading.Event(), threading.Event()
+    first = preparing(body(0))
+
+    def held(session: Session) -> Prepared | Submitted:
+        entered.set()
+        assert release.wait(30)
+        return first(session)
+
+    outcomes: list[Submitted | BaseException | None] = [None] * len(prepares)
+
+    def run(index: int, prepare: Prepare) -> None:
+        try:
+            outcomes[index] = committer.submit(prepare)
+        except BaseException as error:  # handed to the test thread
+            outcomes[index] = error
+
+    leader = threading.Thread(target=committer.submit, args=(held,), daemon=True)
+    leader.start()
+    assert entered.wait(10)
+    threads = []
+    for index, prepare in enumerate(prepares):
+        threads.append(threading.Thread(target=run, args=(index, prepare), daemon=True))
+        threads[-1].start()
+        wait_until(lambda: committer.waiting == len(threads), timeout=10, interval=0.005)
+    release.set()
+    for thread in (leader, *threads):
+        thread.join(10)
+        assert not thread.is_alive(), "a submission was never answered"
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def test_an_interrupted_batch_answers_each_submission_without_an_answer_of_its_own(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a batch led by a plain submission, holding a replay (answered without a write), a
+    # submission refused on its own account, another plain one, one whose preparation is
+    # interrupted (not an Exception: a signal's SystemExit, say) and one after it
+    committer = Committer(factory)
+    earlier = Submitted("req-earlier", created=False, view={"correlationId": "req-earlier"})
+    refused = Conflict("refused on its own account")
+
+    def refusing(session: Session) -> Prepared | Submitted:
+        raise refused
+
+    def interrupting(session: Session) -> Prepared | Submitted:
+        raise Interrupted
+
+    # When the batch runs
+    leading, replay, conflict, plain, interrupted, after = queued_in_order(
+        committer,
+        [
+            preparing(body(1)),
+            lambda session: earlier,
+            refusing,
+            preparing(body(2)),
+            interrupting,
+            preparing(body(3)),
+        ],
+    )
+    # Then the interruption reaches the thread that led the batch
+    assert isinstance(leading, Interrupted)
+    # And the submissions that had their answer keep it
+    assert replay is earlier
+    assert conflict is refused
+    # And each one without an answer learns that it was not committed, and why
+    for unanswered in (plain, interrupted, after):
+        assert isinstance(unanswered, StoreUnavailable)
+        assert str(unanswered) == "the submission could not be committed"
+        assert isinstance(unanswered.__cause__, Interrupted)
+    # And nothing of the batch was written (the first submission's batch was)
+    assert count_rows(factory) == (1, 1, 1)
+
+
+def test_a_submission_refused_on_its_own_account_leaves_the_rest_of_its_batch(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a batch whose first submission is refused on its own account (say, paused)
+    committer = Committer(factory)
+    refused = Conflict("refused on its own account")
+
+    def refusing(session: Session) -> Prepared | Submitted:
+        raise refused
+
+    # When it runs with two plain submissions behind it
+    outcomes = together(
+        committer, [(refusing, None), (preparing(body(1)), None), (preparing(body(2)), None)]
+    )
+    # Then it alone is refused, and the others are created
+    assert outcomes[0] is refused
+    for created in outcomes[1:]:
+        assert isinstance(created, Submitted)
+        assert created.created
+    assert count_rows(factory) == (3, 3, 3)
+
+
+def test_a_window_ends_and_a_lone_submission_is_answered(factory: sessionmaker[Session]) -> None:
+    # Given a committer that waits a moment for company before each batch
+    committer = Committer(factory, window=0.05)
+    # When one submission arrives and no other follows, Then its window ends and it is committed
+    outcome = submit_bounded(committer, preparing(body(1)))
+    assert isinstance(outcome, Submitted)
+    assert outcome.created

@@ -8,11 +8,12 @@ and PostgreSQL, without a relay or a worker.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import ids, outbox
@@ -20,6 +21,7 @@ from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, OutboxState, utcnow
 from tests.support.runtime import runtime_env
+from tests.support.waits import wait_until
 
 PENDING, DISPATCHED = OutboxState.PENDING.value, OutboxState.DISPATCHED.value
 DONE, DEAD = OutboxState.DONE.value, OutboxState.DEAD.value
@@ -139,6 +141,7 @@ def test_postponing_puts_an_unfinished_row_back_to_pending_later_and_spares_a_fi
     add(factory, "working", DISPATCHED, lease_expires_at=lease, attempts=1)
     add(factory, "waiting", PENDING)
     add(factory, "finished", DONE, lease_expires_at=None)
+    add(factory, "bystander", PENDING)
     before = utcnow()
     with transaction(factory) as session:
         for row_id in ("working", "waiting", "finished"):
@@ -158,6 +161,10 @@ def test_postponing_puts_an_unfinished_row_back_to_pending_later_and_spares_a_fi
     finished = get(factory, "finished")
     assert (finished.state, finished.last_error) == (DONE, None)
     assert finished.available_at < before
+    # A row not named is left as it was
+    bystander = get(factory, "bystander")
+    assert (bystander.state, bystander.last_error) == (PENDING, None)
+    assert bystander.available_at < before
 
 
 def test_a_heartbeat_extends_only_a_dispatched_rows_lease(factory: sessionmaker[Session]) -> None:
@@ -219,6 +226,51 @@ def test_the_relay_claims_due_rows_oldest_first_and_dispatched_ones_only_past_th
         first_two = [r.id for r in outbox.claim_due(session, limit=2, now=now)]
     assert claimed == ["early", "a-due", "b-due", "lost", "c-due-now"]
     assert first_two == ["early", "a-due"]
+
+
+def test_the_relay_passes_over_a_row_another_transaction_holds(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    if settings.database_url.startswith("sqlite"):
+        pytest.skip("SQLite has no row locks: its one writer serializes the claims")
+    # Given two due rows, one of them locked by another transaction (a worker finishing it)
+    past = utcnow() - dt.timedelta(minutes=1)
+    add(factory, "held", PENDING, available_at=past)
+    add(factory, "free", PENDING, available_at=past)
+    holder = factory()
+    holder.execute(select(OutboxRow).where(OutboxRow.id == "held").with_for_update())
+    claimed: list[str] = []
+    done = threading.Event()
+
+    def claim() -> None:
+        with transaction(factory) as session:
+            claimed.extend(r.id for r in outbox.claim_due(session, limit=10))
+        done.set()
+
+    def waiting_for_a_lock() -> bool:
+        with transaction(factory, write=False) as session:
+            return bool(
+                session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                )
+            )
+
+    # When the relay claims meanwhile
+    thread = threading.Thread(target=claim)
+    thread.start()
+    try:
+        wait_until(lambda: done.is_set() or waiting_for_a_lock(), timeout=10, interval=0.01)
+        answered_while_held = done.is_set()
+    finally:
+        holder.rollback()
+        holder.close()
+        thread.join(10)
+    # Then it answered at once with the free row only, instead of waiting for the held one
+    assert answered_while_held
+    assert claimed == ["free"]
 
 
 def test_the_fast_path_takes_only_its_own_rows_that_are_still_pending_and_due(

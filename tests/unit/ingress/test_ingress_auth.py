@@ -64,6 +64,8 @@ def test_header_is_ignored_without_proxy_mode(ingress_settings: Settings, pki: P
         {"gunicorn.socket": FakeSocket(None), "REMOTE_ADDR": "10.0.0.5", "HTTP_X_CLIENT_CERT": pem},
     )
     assert PEER_CERT not in seen
+    # Proxy mode is off: the middleware leaves the header as it came
+    assert seen["HTTP_X_CLIENT_CERT"] == pem
 
 
 def test_header_from_a_trusted_proxy_is_used_but_not_trusted_as_verified(
@@ -89,6 +91,23 @@ def test_header_from_a_trusted_proxy_is_used_but_not_trusted_as_verified(
     assert trusted[PEER_CERT_VERIFIED] is False
     assert PEER_CERT not in stranger
     assert "HTTP_X_CLIENT_CERT" not in stranger
+
+
+def test_a_trusted_proxy_network_written_with_host_bits_is_that_network(
+    ingress_settings: Settings, pki: Pki
+) -> None:
+    # Given a trusted proxy network written from one of its addresses (10.0.0.7/24, not
+    # 10.0.0.0/24)
+    pem = urllib.parse.quote(pki.pem("Admin").read_text())
+    settings = ingress_settings.replace(
+        trusted_proxies=("10.0.0.7/24",), proxy_cert_header="X-Client-Cert"
+    )
+    # Then it is accepted as the network, and another address of it is a trusted proxy
+    seen = run(
+        settings,
+        {"gunicorn.socket": FakeSocket(None), "REMOTE_ADDR": "10.0.0.5", "HTTP_X_CLIENT_CERT": pem},
+    )
+    assert seen[PEER_CERT] == pki.der("Admin")
 
 
 def test_a_proxy_header_without_a_peer_address_or_with_garbage_is_no_certificate(

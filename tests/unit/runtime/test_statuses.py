@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import statuses
 from broker.store import db
-from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
+from broker.store.models import (
+    Request,
+    RequestEvent,
+    RequestStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    utcnow,
+)
 
 Q, P = RequestStatus.QUEUED, RequestStatus.PROCESSING
 C, F, X = RequestStatus.COMPLETED, RequestStatus.FAULTED, RequestStatus.CANCELLED
@@ -115,7 +124,7 @@ def test_queued_to_processing_to_completed_writes_one_event_per_move(
 def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) -> None:
     # Given a queued request
     _insert(factory, "r-4", Q)
-    now = utcnow()
+    now = utcnow() - dt.timedelta(seconds=1)  # when the cancel was asked
     # When the console cancels it
     with db.transaction(factory) as session:
         assert statuses.cancel(session, "r-4", source="console", now=now) is True
@@ -123,7 +132,117 @@ def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) 
     with db.transaction(factory, write=False) as session:
         record = session.get(Request, "r-4")
         assert record is not None
-        assert (record.status, record.completed_at) == ("Cancelled", now)
+        assert (record.status, record.completed_at, record.updated_at) == ("Cancelled", now, now)
         event = session.scalars(select(RequestEvent).where(RequestEvent.request_id == "r-4")).one()
-        assert (event.event_type, event.source) == ("RequestCancelled", "console")
+        assert (event.event_type, event.source, event.timestamp) == (
+            "RequestCancelled",
+            "console",
+            now,
+        )
         assert event.message == "Cancelled through the console"
+
+
+def test_a_request_whose_first_step_ended_runs_through_processing_in_one_move(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a queued request whose workflow started, then faulted in its first step, and a
+    # webhook endpoint of its client that hears of both moves
+    _insert(factory, "r-5", Q)
+    with db.transaction(factory) as session:
+        session.add(
+            WebhookEndpoint(
+                id="hook-1",
+                client_id="ClientA",
+                client_key="clienta",
+                url="https://hooks.example/a",
+                events=["request.processing", "request.faulted"],
+                secrets=["whsec_x"],
+                source="api",
+            )
+        )
+    started = utcnow() - dt.timedelta(seconds=2)
+    now = started + dt.timedelta(seconds=1)
+    # When the step's outcome is saved before its start was written
+    with db.transaction(factory) as session:
+        status = statuses.run_through(
+            session,
+            "r-5",
+            "inst-5",
+            started=started,
+            sub_status="Faulted",
+            output=None,
+            error="boom",
+            now=now,
+        )
+    # Then the request is Faulted with the step's error, and both moves have their event: the
+    # start at its own time naming the instance, then the fault
+    assert status == "Faulted"
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-5")
+        assert record is not None
+        assert (record.status, record.instance_id, record.error_detail) == (
+            "Faulted",
+            "inst-5",
+            "boom",
+        )
+        assert (record.completed_at, record.updated_at) == (now, now)
+        events = [
+            (e.event_type, e.source, e.timestamp, e.message, e.properties)
+            for e in session.scalars(
+                select(RequestEvent)
+                .where(RequestEvent.request_id == "r-5")
+                .order_by(RequestEvent.timestamp)
+            )
+        ]
+        deliveries = [
+            (d.event_type, d.created_at)
+            for d in session.scalars(select(WebhookDelivery).order_by(WebhookDelivery.created_at))
+        ]
+    assert events == [
+        ("RequestProcessing", "worker", started, None, {"instanceId": "inst-5"}),
+        ("RequestFaulted", "worker", now, "boom", {"status": "Faulted"}),
+    ]
+    # And the endpoint is told of each move, at the time of each
+    assert deliveries == [("request.processing", started), ("request.faulted", now)]
+    # And a request no longer Queued is not run through again
+    with db.transaction(factory) as session:
+        again = statuses.run_through(
+            session,
+            "r-5",
+            "inst-5",
+            started=started,
+            sub_status="Finished",
+            output=None,
+            error=None,
+            now=now,
+        )
+    assert again is None
+    assert _state(factory, "r-5") == ("Faulted", ["RequestProcessing", "RequestFaulted"])
+
+
+def test_a_request_whose_first_step_finished_runs_through_to_completed_with_its_result(
+    factory: sessionmaker[Session],
+) -> None:
+    _insert(factory, "r-6", Q)
+    now = utcnow()
+    with db.transaction(factory) as session:
+        status = statuses.run_through(
+            session,
+            "r-6",
+            "inst-6",
+            started=now,
+            sub_status="Finished",
+            output={"approved": True},
+            error=None,
+            now=now,
+        )
+    assert status == "Completed"
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-6")
+        assert record is not None
+        assert (record.status, record.result, record.error_detail) == (
+            "Completed",
+            {"approved": True},
+            None,
+        )
+    assert _state(factory, "r-6") == ("Completed", ["RequestProcessing", "RequestCompleted"])
