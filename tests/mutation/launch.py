@@ -60,6 +60,12 @@ def equivalent_names(path: Path) -> set[str]:
     return names
 
 
+def own_tests(mutant_name: str, tests: list[str], durations: dict[str, float]) -> dict[str, float]:
+    """The recorded durations of the tests, among ``tests``, written for the mutant's module."""
+    marks = OWN_TESTS.get(mutant_name.split(".x", 1)[0], ())
+    return {t: durations[t] for t in tests if t in durations and any(m in t for m in marks)}
+
+
 def main(argv: list[str]) -> None:
     skip = equivalent_names(Path(__file__).with_name("equivalent.txt"))
     submit = ForkRunner.submit
@@ -72,9 +78,8 @@ def main(argv: list[str]) -> None:
             return
         # The child sorts its tests by recorded duration: the module's own tests go first by
         # counting as faster than any other while the child forks, then the figures come back.
-        marks = OWN_TESTS.get(mutant_name.split(".x", 1)[0], ())
         durations = state().duration_by_test
-        own = {t: durations[t] for t in tests if t in durations and any(m in t for m in marks)}
+        own = own_tests(mutant_name, tests, durations)
         for test, seconds in own.items():
             durations[test] = seconds - 1e6
         try:
