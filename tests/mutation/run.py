@@ -94,8 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-children",
         type=int,
-        default=os.cpu_count() or 2,
-        help="mutants tested at once (default: the number of CPUs)",
+        default=(os.cpu_count() or 2) + 1,
+        help="mutants tested at once (default: one more than the CPUs, since a mutant's tests"
+        " spend part of their time waiting on the databases)",
     )
     parser.add_argument(
         "--reuse",
