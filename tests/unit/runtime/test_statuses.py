@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import statuses
 from broker.store import db
-from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
+from broker.store.models import (
+    Request,
+    RequestEvent,
+    RequestStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    utcnow,
+)
 
 Q, P = RequestStatus.QUEUED, RequestStatus.PROCESSING
 C, F, X = RequestStatus.COMPLETED, RequestStatus.FAULTED, RequestStatus.CANCELLED
@@ -43,6 +53,11 @@ def _state(factory: sessionmaker[Session], request_id: str) -> tuple[str, list[s
             select(RequestEvent.event_type).where(RequestEvent.request_id == request_id)
         ).all()
         return record.status, list(events)
+
+
+def _stamp(at: dt.datetime) -> str:
+    """A webhook body's timestamp."""
+    return at.isoformat().replace("+00:00", "Z")
 
 
 def test_every_status_has_its_moves_and_only_faulted_leaves_a_terminal_status() -> None:
@@ -127,3 +142,80 @@ def test_a_cancel_records_when_and_through_what(factory: sessionmaker[Session]) 
         event = session.scalars(select(RequestEvent).where(RequestEvent.request_id == "r-4")).one()
         assert (event.event_type, event.source) == ("RequestCancelled", "console")
         assert event.message == "Cancelled through the console"
+
+
+def test_a_run_through_records_both_moves_as_a_start_then_a_finish_would(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a queued request whose client listens to every status change
+    _insert(factory, "r-5", Q)
+    with db.transaction(factory) as session:
+        session.add(
+            WebhookEndpoint(
+                id="we-1",
+                client_id="ClientA",
+                client_key="clienta",
+                url="https://hooks.example/in",
+                events=["request.processing", "request.faulted"],
+                secrets=["whsec_x"],
+                source="api",
+            )
+        )
+    # When its first step faulted before its start was written
+    now = utcnow() - dt.timedelta(minutes=1)
+    started = now - dt.timedelta(seconds=30)
+    with db.transaction(factory) as session:
+        status = statuses.run_through(
+            session,
+            "r-5",
+            "i-5",
+            started=started,
+            sub_status="Faulted",
+            output=None,
+            error="step failed: boom",
+            now=now,
+        )
+        # (a second run-through finds it no longer queued and writes nothing)
+        again = statuses.run_through(
+            session, "r-5", "i-5", started=now, sub_status="Finished", output=1, error=None, now=now
+        )
+    assert (status, again) == ("Faulted", None)
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-5")
+        assert record is not None
+        assert (record.status, record.instance_id, record.error_detail) == (
+            "Faulted",
+            "i-5",
+            "step failed: boom",
+        )
+        assert (record.completed_at, record.updated_at) == (now, now)
+        # Then it has the start's event at its start, the fault's at its end, both the worker's
+        events = session.scalars(
+            select(RequestEvent)
+            .where(RequestEvent.request_id == "r-5")
+            .order_by(RequestEvent.timestamp)
+        ).all()
+        assert [(e.event_type, e.source, e.properties, e.message, e.timestamp) for e in events] == [
+            ("RequestProcessing", "worker", {"instanceId": "i-5"}, None, started),
+            ("RequestFaulted", "worker", {"status": "Faulted"}, "step failed: boom", now),
+        ]
+        # And one webhook delivery per move, each dated at its move
+        deliveries = session.scalars(
+            select(WebhookDelivery)
+            .where(WebhookDelivery.request_id == "r-5")
+            .order_by(WebhookDelivery.created_at)
+        ).all()
+        assert [
+            (
+                d.endpoint_id,
+                d.event_type,
+                d.created_at,
+                d.next_attempt_at,
+                json.loads(d.body)["timestamp"],
+                json.loads(d.body)["data"]["status"],
+            )
+            for d in deliveries
+        ] == [
+            ("we-1", "request.processing", started, started, _stamp(started), "Processing"),
+            ("we-1", "request.faulted", now, now, _stamp(now), "Faulted"),
+        ]
