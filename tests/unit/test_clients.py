@@ -21,7 +21,7 @@ from broker.clients import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
-from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from broker.store.db import make_engine, make_session_factory
 from tests.support.services import PROJECT_ROOT
 
 SHA1_A = hashlib.sha1(b"cert A").hexdigest().upper()  # noqa: S324 - a thumbprint, as elsa-broker
@@ -387,56 +387,52 @@ def test_the_rules_of_a_client_are_listed_by_request_type_ignoring_case(
     assert [r.request_type for r in registry.rules_for("a")] == ["a_b", "AA", "Ab"]
 
 
-def test_a_disabled_row_withdraws_a_file_entry(
+def test_a_disabled_row_withdraws_a_file_entry_and_the_rows_after_it_still_apply(
     settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
 ) -> None:
-    # Given a disabled database row for ClientA
+    # Given a disabled database row for ClientA, then (read after it) an enabled one for ClientB
     with factory() as session, session.begin():
         session.add(
             models.Client(
                 client_key="clienta", client_id="ClientA", thumbprint=SHA1_A, enabled=False
             )
         )
+    with factory() as session, session.begin():
+        session.add(
+            models.Client(
+                client_key="clientb",
+                client_id="ClientB",
+                fingerprint_sha256=SHA256_A,
+                description="from the database",
+                scopes=["admin"],
+            )
+        )
 
-    # When the registry loads, then ClientA is not allowed in
+    # When the registry loads, then ClientA is not allowed in, and ClientB is the row's
     registry = registry_for(settings, *files, factory=factory)
     assert registry.get("ClientA") is None
     assert registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="") is None
+    assert registry.get("ClientB") == ApiClient(
+        "ClientB", None, SHA256_A, "from the database", frozenset({"admin"})
+    )
 
 
-def test_a_disabled_row_leaves_the_rows_after_it_and_a_database_only_client_has_no_callbacks(
-    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
-) -> None:
-    # Given a disabled database row for ClientA, then a row for a client of no file entry
-    with factory() as session, session.begin():
-        session.add(
-            models.Client(
-                client_key="clienta", client_id="ClientA", thumbprint=SHA1_A, enabled=False
-            )
-        )
-    with factory() as session, session.begin():
-        session.add(models.Client(client_key="clientz", client_id="ClientZ", thumbprint="5" * 40))
-
-    # When the registry loads
-    registry = registry_for(settings, *files, factory=factory)
-
-    # Then ClientA is withdrawn and ClientZ is allowed in, with no webhooks and no callbackUrl
-    assert registry.get("ClientA") is None
-    client = registry.get("ClientZ")
-    assert client is not None
-    assert (client.webhooks, client.allow_callback_url, client.callback_secret) == ((), False, None)
-
-
-def test_a_database_that_cannot_be_read_says_what_could_not_be_read(
+def test_a_registry_that_cannot_read_its_database_answers_503_naming_the_allowlist(
     settings: Settings, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    # Given a database without the client tables (never migrated)
+    # Given a registry on a database without its tables
     factory = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
     registry = registry_for(settings, *files, factory=factory)
-    # When the registry loads, Then it fails as a store that is unavailable, saying so
-    with pytest.raises(StoreUnavailable) as info:
-        registry.load()
-    assert info.value.message == "could not read the client allowlist from the database"
+    # When a certificate is looked up, then the client is told the allowlist could not be read
+    with pytest.raises(StoreUnavailable) as unavailable:
+        registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="")
+    assert (unavailable.value.status, unavailable.value.to_dict()) == (
+        503,
+        {
+            "error": "could not read the client allowlist from the database",
+            "code": "store_unavailable",
+        },
+    )
 
 
 # Webhooks ----------------------------------------------------------------------------------------
@@ -527,9 +523,12 @@ def test_a_malformed_webhook_entry_names_the_client_and_the_field(
     assert reason in str(refused.value)
 
 
-def test_a_database_row_keeps_the_webhooks_of_the_file_entry_it_overrides(
-    settings: Settings, tmp_path: Path
+def test_a_database_row_keeps_the_webhook_settings_of_the_file_entry_it_overrides(
+    settings: Settings, tmp_path: Path, factory: sessionmaker[Session]
 ) -> None:
+    from broker.client_entries import read_clients_file
+
+    # Given a file entry for ClientA with its webhooks and its callbackUrl allowed
     clients = write_json(
         tmp_path / "clients.json",
         {
@@ -544,17 +543,34 @@ def test_a_database_row_keeps_the_webhooks_of_the_file_entry_it_overrides(
             ]
         },
     )
-    local = settings.replace(clients_file=str(clients))
-    upgrade(local.database_url)
-    factory = make_session_factory(make_engine(local.database_url))
-    try:
-        registry = ClientRegistry(local, factory)
-        registry.register_client(ApiClient("ClientA", SHA1_B, None, None, frozenset({"x"})))
-        client = registry.get("ClientA")
-        assert client is not None
-        assert client.thumbprint == SHA1_B
-        assert [w.url for w in client.webhooks] == ["https://hooks.example.com/a"]
-        # ... and its callbackUrl permission with the secret that signs those callbacks
-        assert (client.allow_callback_url, client.callback_secret) == (True, SECRET)
-    finally:
-        dispose_engines()
+    rules = write_json(tmp_path / "requestTypes.json", {"requestTypes": []})
+    from_file = read_clients_file(clients)["clienta"]
+    assert [w.url for w in from_file.webhooks] == ["https://hooks.example.com/a"]
+    registry = registry_for(settings, clients, rules, factory=factory)
+
+    # When rows are registered for ClientA (another certificate) and for ClientC (no file entry)
+    registry.register_client(ApiClient("ClientA", SHA1_B, None, None, frozenset({"x"})))
+    registry.register_client(ApiClient("ClientC", None, SHA256_B, "row only", frozenset()))
+
+    # Then ClientA has the row's certificate and scopes and the file's webhook settings
+    assert registry.get("ClientA") == ApiClient(
+        "ClientA",
+        SHA1_B,
+        None,
+        None,
+        frozenset({"x"}),
+        webhooks=from_file.webhooks,
+        allow_callback_url=True,
+        callback_secret=SECRET,
+    )
+    # And ClientC has no webhooks and may name no callbackUrl
+    assert registry.get("ClientC") == ApiClient(
+        "ClientC",
+        None,
+        SHA256_B,
+        "row only",
+        frozenset(),
+        webhooks=(),
+        allow_callback_url=False,
+        callback_secret=None,
+    )
