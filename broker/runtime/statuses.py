@@ -126,14 +126,18 @@ def move(
     params = {"request_id": request_id, "now": now, **values}
     if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
         return False
-    note(
+    add_events(
         session,
-        request_id,
-        event_of(leaving, to),
-        source=source,
-        message=message,
-        properties=properties,
-        now=now,
+        [
+            event_row(
+                request_id,
+                event_of(leaving, to),
+                source=source,
+                message=message,
+                properties=properties,
+                now=now,
+            )
+        ],
     )
     webhooks.record_status_change(session, request_id, to.value, now=now)
     return True
@@ -187,8 +191,13 @@ def event_row(
 
 def add_events(session: Session, rows: list[dict[str, Any]]) -> None:
     """Insert audit events built by ``event_row`` with one multi-row statement (what ``note``
-    does one ORM object at a time); they are logged once the transaction commits."""
+    does one ORM object at a time); they are logged once the transaction commits.
+
+    Events ``note`` added and the session has not flushed yet go first, so the audit trail keeps
+    the order the events were recorded in (its ids are its order)."""
     if rows:
+        if any(isinstance(pending, RequestEvent) for pending in session.new):
+            session.flush()
         session.execute(_INSERT_EVENT, rows)
         audit.add_pending(session, rows)
 
@@ -265,24 +274,27 @@ def run_through(
     params = {"request_id": request_id, "now": now, "instance_id": instance_id, **values}
     if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
         return None
-    note(
+    add_events(
         session,
-        request_id,
-        event_of((QUEUED,), PROCESSING),
-        source="worker",
-        properties={"instanceId": instance_id},
-        now=started,
+        [
+            event_row(
+                request_id,
+                event_of((QUEUED,), PROCESSING),
+                source="worker",
+                properties={"instanceId": instance_id},
+                now=started,
+            ),
+            event_row(
+                request_id,
+                event_of((PROCESSING,), status),
+                source="worker",
+                message=message,
+                properties={"status": status.value},
+                now=now,
+            ),
+        ],
     )
     webhooks.record_status_change(session, request_id, PROCESSING.value, now=started)
-    note(
-        session,
-        request_id,
-        event_of((PROCESSING,), status),
-        source="worker",
-        message=message,
-        properties={"status": status.value},
-        now=now,
-    )
     webhooks.record_status_change(session, request_id, status.value, now=now)
     return status.value
 
