@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from sqlalchemy import Update, bindparam, insert, update
+from sqlalchemy import Update, bindparam, update
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact, redact_optional
@@ -33,6 +33,7 @@ from broker.store.models import (
     table_of,
     utcnow,
 )
+from broker.store.rows import insert_rows
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ def note(
     )
 
 
-_INSERT_EVENT = insert(table_of(RequestEvent))
+_EVENTS = table_of(RequestEvent)
 
 
 def event_row(
@@ -198,7 +199,7 @@ def add_events(session: Session, rows: list[dict[str, Any]]) -> None:
     if rows:
         if any(isinstance(pending, RequestEvent) for pending in session.new):
             session.flush()
-        session.execute(_INSERT_EVENT, rows)
+        insert_rows(session, _EVENTS, rows)
         audit.add_pending(session, rows)
 
 
