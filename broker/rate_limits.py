@@ -11,7 +11,9 @@ The bucket is kept as GCRA does (one "theoretical arrival time" per bucket, the 
 of a token bucket), in one of three stores:
 
 * Redis (``RedisBuckets``): one key per bucket, updated by a Lua script against the Redis
-  server's clock, so every ingress process on every host shares it;
+  server's clock, so every ingress process on every host shares it; from a fast bucket (1,000 a
+  second, the default) a busy process takes a few tokens per round trip and hands them out
+  itself (``AHEAD_SECONDS``);
 * PostgreSQL (``DatabaseBuckets``): one row per bucket in the broker's database, taken in one
   statement against the database server's clock, for deployments without Redis;
 * a folder (``FileBuckets``): one small file per bucket, read and written under ``flock``, so the
@@ -33,6 +35,7 @@ import math
 import os
 import re
 import struct
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -184,22 +187,41 @@ class FileBuckets:
             os.close(fd)  # releases the flock
 
 
-# KEYS[1] the bucket; ARGV[1] microseconds per token; ARGV[2] capacity. Answers 0, or the
-# microseconds to wait. The clock is the Redis server's, the same for every ingress host.
+# KEYS[1] the bucket; ARGV[1] microseconds per token; ARGV[2] capacity; ARGV[3] tokens wanted.
+# Answers {tokens taken (at most the wanted, at least 1), 0}, or {0, microseconds to wait}. The
+# clock is the Redis server's, the same for every ingress host.
 _GCRA_SCRIPT = """
 local interval = tonumber(ARGV[1])
 local capacity = tonumber(ARGV[2])
+local wanted = tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
-local arrival = tat + interval
-local allowed_at = arrival - capacity * interval
-if now < allowed_at then return math.ceil(allowed_at - now) end
+local room = math.floor((now - tat) / interval + capacity)
+if room < 1 then return {0, math.ceil(tat + interval - capacity * interval - now)} end
+local taken = math.min(wanted, room)
+local arrival = tat + taken * interval
 redis.call('SET', KEYS[1], string.format('%.0f', arrival), 'PX',
            math.ceil((arrival - now) / 1000) + 1000)
-return 0
+return {taken, 0}
 """
+#: a fast bucket (this many seconds of its rate make two tokens or more) is drawn on ahead: a
+#: process that used up what it took within ``HELD_SECONDS`` takes twice as many next time, up to
+#: ``AHEAD_MAX``, so a busy ingress makes one round trip per several submissions
+AHEAD_SECONDS = 0.01
+AHEAD_MAX = 16
+#: how long tokens taken ahead stay usable; they were taken from the shared bucket, so the
+#: rate holds, and at most the few left unused when a client stops are lost
+HELD_SECONDS = 1.0
+
+
+@dataclasses.dataclass
+class _Held:
+    tokens: int
+    until: float
+    #: how many the last round trip asked for
+    asked: int
 
 
 class RedisBuckets:
@@ -210,11 +232,28 @@ class RedisBuckets:
 
         self.client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
         self._script = self.client.register_script(_GCRA_SCRIPT)
+        self._held: dict[str, _Held] = {}
+        self._lock = threading.Lock()
 
     def take(self, key: str, rate: Rate) -> float:
+        most = max(1, min(AHEAD_MAX, int(rate.count / rate.period * AHEAD_SECONDS)))
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and now < held.until and held.tokens > 0:
+                held.tokens -= 1
+                return 0.0
+            # Used up within its time: the demand is high, ask for twice as many.
+            asked = min(most, 2 * held.asked) if held is not None and now < held.until else 1
         interval = max(1, round(rate.interval * 1_000_000))
-        waited = self._script(keys=[REDIS_PREFIX + key], args=[interval, rate.count])
-        return int(waited) / 1_000_000
+        taken, waited = self._script(keys=[REDIS_PREFIX + key], args=[interval, rate.count, asked])
+        if not int(taken):
+            return int(waited) / 1_000_000
+        with self._lock:
+            held = self._held.get(key)
+            left = held.tokens if held is not None and now < held.until else 0
+            self._held[key] = _Held(left + int(taken) - 1, now + HELD_SECONDS, asked)
+        return 0.0
 
 
 # The bucket's row takes the token when the bucket has one, in one statement: the row lock

@@ -14,6 +14,7 @@ it errs towards masking too much: a harmless ``author=`` query value is masked t
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -52,8 +53,10 @@ _HEADER_LINE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether a query parameter, header or field name looks like it holds a credential."""
+    """Whether a query parameter, header or field name looks like it holds a credential
+    (remembered: the same few names come back in every journal row and audit event)."""
     normal = _SEPARATORS.sub("", name.lower())
     if normal in _NOT_SECRET:
         return False

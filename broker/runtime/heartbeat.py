@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -83,6 +84,9 @@ class Heartbeat:
         self._steps: set[Beating] = set()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: when the thread looks at the steps next (``math.inf``: only when woken; 0: it is
+        #: awake and looks before it waits again), so a step due later need not wake it
+        self._looks_at = 0.0
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -113,7 +117,11 @@ class Heartbeat:
         with self._wake:
             self._steps.add(step)
             self._ensure_thread()
-            self._wake.notify()
+            # Steps come and go a hundred times a second: wake the thread only when it would
+            # otherwise look too late for this one (a thread switch per step costs more than
+            # the registration).
+            if step.due < self._looks_at:
+                self._wake.notify()
         return step
 
     def unregister(self, step: Beating) -> None:
@@ -126,6 +134,7 @@ class Heartbeat:
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
+            self._looks_at = 0.0
             self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
             self._thread.start()
 
@@ -134,8 +143,10 @@ class Heartbeat:
             with self._wake:
                 step = self._next_due()
                 while step is None or step.due > time.monotonic():
+                    self._looks_at = math.inf if step is None else step.due
                     timeout = None if step is None else step.due - time.monotonic()
                     self._wake.wait(timeout)
+                    self._looks_at = 0.0
                     step = self._next_due()
                 step.busy.acquire()
             try:

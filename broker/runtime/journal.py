@@ -3,8 +3,9 @@
 Rows are numbered per instance (``sequence``), continuing after the rows already stored, and carry
 the attempt of the run that produced them, so an activity retried three times shows three
 ``Started`` rows with attempts 1, 2 and 3. Functions take a session and never commit. A step's rows
-go in as one multi-row INSERT through the table (Core): no ORM objects to build, track and flush on
-the worker's hot path, and not the ORM bulk path, which sent one INSERT per row on PostgreSQL.
+go in as one INSERT through the table (``broker.store.rows``): no ORM objects to build, track and
+flush on the worker's hot path, and not the ORM bulk path, which sent one INSERT per row on
+PostgreSQL.
 An entry's recorded inputs and outputs go into its row's payload (``recorded_values``).
 """
 
@@ -13,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact
 from broker.runtime import recorded_values
 from broker.store.models import ActivityExecution, table_of, utcnow
+from broker.store.rows import insert_rows
 
-#: a step's rows, in one Core INSERT
-_INSERT = insert(table_of(ActivityExecution))
+_JOURNAL = table_of(ActivityExecution)
 
 
 def next_sequence(session: Session, instance_id: str) -> int:
@@ -64,8 +65,7 @@ def append(
         }
         for index, entry in enumerate(entries)
     ]
-    if rows:
-        session.execute(_INSERT, rows)
+    insert_rows(session, _JOURNAL, rows)
     return len(rows)
 
 

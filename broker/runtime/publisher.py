@@ -12,6 +12,7 @@ between the commit and the send leaves the row to the relay when its lease runs 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -54,16 +55,26 @@ class CelerySender:
 
     def send_all(self, rows: Sequence[OutboxRow]) -> list[Exception | None]:
         """Send several rows on one producer (one pooled transport connection acquired once);
-        answers each row's error, or None where it was sent."""
+        answers each row's error, or None where it was sent.
+
+        Where the transport batches publishes (kombu's ``Producer.batch``: Redis sends the lot in
+        one pipelined round trip), the rows go out together when the batch ends; if that fails,
+        every row of the batch answers the error (the relay publishes them again, and a task sent
+        twice is recognised by its outbox id)."""
         errors: list[Exception | None] = []
         with self.app.producer_or_acquire() as producer:
-            for row in rows:
-                try:
-                    self.send(row, producer)
-                except Exception as exc:
-                    errors.append(exc)
-                else:
-                    errors.append(None)
+            batch = getattr(producer, "batch", None)
+            try:
+                with batch() if batch is not None else contextlib.nullcontext():
+                    for row in rows:
+                        try:
+                            self.send(row, producer)
+                        except Exception as exc:
+                            errors.append(exc)
+                        else:
+                            errors.append(None)
+            except Exception as exc:  # the batch's flush failed: none is known to be sent
+                errors = [exc] * len(rows)
         return errors
 
 

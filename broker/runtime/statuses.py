@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from sqlalchemy import Update, bindparam, insert, update
+from sqlalchemy import Update, bindparam, update
 from sqlalchemy.orm import Session
 
 from broker.redaction import redact, redact_optional
@@ -33,6 +33,7 @@ from broker.store.models import (
     table_of,
     utcnow,
 )
+from broker.store.rows import insert_rows
 
 logger = logging.getLogger(__name__)
 
@@ -126,14 +127,18 @@ def move(
     params = {"request_id": request_id, "now": now, **values}
     if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
         return False
-    note(
+    add_events(
         session,
-        request_id,
-        event_of(leaving, to),
-        source=source,
-        message=message,
-        properties=properties,
-        now=now,
+        [
+            event_row(
+                request_id,
+                event_of(leaving, to),
+                source=source,
+                message=message,
+                properties=properties,
+                now=now,
+            )
+        ],
     )
     webhooks.record_status_change(session, request_id, to.value, now=now)
     return True
@@ -162,7 +167,7 @@ def note(
     )
 
 
-_INSERT_EVENT = insert(table_of(RequestEvent))
+_EVENTS = table_of(RequestEvent)
 
 
 def event_row(
@@ -187,9 +192,14 @@ def event_row(
 
 def add_events(session: Session, rows: list[dict[str, Any]]) -> None:
     """Insert audit events built by ``event_row`` with one multi-row statement (what ``note``
-    does one ORM object at a time); they are logged once the transaction commits."""
+    does one ORM object at a time); they are logged once the transaction commits.
+
+    Events ``note`` added and the session has not flushed yet go first, so the audit trail keeps
+    the order the events were recorded in (its ids are its order)."""
     if rows:
-        session.execute(_INSERT_EVENT, rows)
+        if any(isinstance(pending, RequestEvent) for pending in session.new):
+            session.flush()
+        insert_rows(session, _EVENTS, rows)
         audit.add_pending(session, rows)
 
 
@@ -265,24 +275,27 @@ def run_through(
     params = {"request_id": request_id, "now": now, "instance_id": instance_id, **values}
     if not session.execute(statement, params).rowcount:  # type: ignore[attr-defined]
         return None
-    note(
+    add_events(
         session,
-        request_id,
-        event_of((QUEUED,), PROCESSING),
-        source="worker",
-        properties={"instanceId": instance_id},
-        now=started,
+        [
+            event_row(
+                request_id,
+                event_of((QUEUED,), PROCESSING),
+                source="worker",
+                properties={"instanceId": instance_id},
+                now=started,
+            ),
+            event_row(
+                request_id,
+                event_of((PROCESSING,), status),
+                source="worker",
+                message=message,
+                properties={"status": status.value},
+                now=now,
+            ),
+        ],
     )
     webhooks.record_status_change(session, request_id, PROCESSING.value, now=started)
-    note(
-        session,
-        request_id,
-        event_of((PROCESSING,), status),
-        source="worker",
-        message=message,
-        properties={"status": status.value},
-        now=now,
-    )
     webhooks.record_status_change(session, request_id, status.value, now=now)
     return status.value
 

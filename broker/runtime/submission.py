@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
@@ -25,13 +25,13 @@ from broker.runtime.pause import is_paused_cached
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow
 from broker.runtime.request_queries import new_request_view, request_view
 from broker.store.models import OutboxRow, OutboxState, Request, table_of, utcnow
+from broker.store.rows import insert_rows
 
 logger = logging.getLogger(__name__)
 
-# A submission's request and outbox rows, built once (see ``table_of``) and run with a list of
-# rows (one multi-row statement for a whole batch).
-_INSERT_REQUEST = insert(table_of(Request))
-_INSERT_OUTBOX = insert(table_of(OutboxRow))
+# A batch's request and outbox rows go in with one statement per table (``insert_rows``).
+_REQUESTS = table_of(Request)
+_OUTBOX = table_of(OutboxRow)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,9 +242,9 @@ def write(session: Session, batch: Sequence[Prepared]) -> None:
     """Insert the rows of prepared submissions: one multi-row statement per table."""
     if not batch:
         return
-    session.execute(_INSERT_REQUEST, [prepared.request for prepared in batch])
+    insert_rows(session, _REQUESTS, [prepared.request for prepared in batch])
     statuses.add_events(session, [prepared.event for prepared in batch])
-    session.execute(_INSERT_OUTBOX, [prepared.outbox for prepared in batch])
+    insert_rows(session, _OUTBOX, [prepared.outbox for prepared in batch])
     for prepared in batch:
         if prepared.callback is not None:
             url, secret = prepared.callback

@@ -401,3 +401,48 @@ def test_the_store_follows_redis_lock_or_queue_urls_else_the_var_folder(
     assert isinstance(make_rate_limiter(redis_locks).buckets, RedisBuckets)
     with pytest.raises(ConfigError, match="BROKER_RATE_LIMIT_URL"):
         make_rate_limiter(settings.replace(rate_limit_url="memcached://x"))
+
+
+def _evalsha_calls(buckets: RedisBuckets) -> int:
+    stats = buckets.client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+@pytest.mark.redis
+def test_a_busy_process_draws_on_a_fast_bucket_ahead_and_the_rate_still_holds(
+    redis_url: str,
+) -> None:
+    # Given two processes' buckets on one Redis bucket of 1,000 a second
+    first, second = RedisBuckets(redis_url), RedisBuckets(redis_url)
+    rate = parse_rate("1000/second")
+
+    def take(count: int) -> int:
+        return sum(
+            1 for n in range(count) if (first, second)[n % 2].take("submissions:c", rate) == 0
+        )
+
+    # When both take as fast as they can, 900 times between them (within the capacity)
+    calls_before = _evalsha_calls(first)
+    started = time.monotonic()
+    granted = take(900)
+    # Then each take was granted, with far fewer round trips to Redis than takes
+    assert granted == 900
+    assert _evalsha_calls(first) - calls_before < 900 / 4
+    # And when they go on, 2,100 times more, together they get no more than the capacity plus
+    # its refill meanwhile (tokens still held, taken from the bucket already, are not granted)
+    granted += take(2100)
+    assert granted <= 1000 + (time.monotonic() - started) * 1000
+    assert granted >= 1000
+
+
+@pytest.mark.redis
+def test_a_slow_bucket_is_never_drawn_on_ahead(redis_url: str) -> None:
+    # Given a process's bucket of 50 an hour (too slow to draw on ahead)
+    buckets = RedisBuckets(redis_url)
+    rate = parse_rate("50/hour")
+    calls_before = _evalsha_calls(buckets)
+    # When it takes 60 times
+    granted = sum(1 for _ in range(60) if buckets.take("submissions:slow", rate) == 0)
+    # Then it got the 50 and asked Redis every time
+    assert granted == 50
+    assert _evalsha_calls(buckets) - calls_before == 60

@@ -237,3 +237,28 @@ def submit_one_in(session: Session, lease: float | None) -> Submitted:
         workflow=Pinned(),
         dispatch_lease=lease,
     )
+
+
+def test_a_batch_the_transport_refuses_goes_back_to_the_relay_whole(
+    settings: Settings, factory: sessionmaker[Session], redis_url: str
+) -> None:
+    # Given the ingress's real publisher on Redis, which sends a batch in one round trip, that
+    # has sent to the queue before (so it declares it no more)
+    import redis
+
+    settings = settings.replace(queue_url=redis_url)
+    publisher = make_publisher(settings, factory)
+    publisher.publish_new(submit_one(factory, settings.outbox_lease).messages)
+    # And a queue key Redis cannot push onto now (it holds a string: the batch's LPUSHes fail)
+    server = redis.Redis.from_url(redis_url)
+    server.set(Pinned.queue, "not a list")
+    # When three submissions committed together are published
+    with transaction(factory) as session:
+        done = [submit_one_in(session, settings.outbox_lease) for _ in range(3)]
+    publisher.publish_new([message for submitted in done for message in submitted.messages])
+    # Then none is known to be sent, so each row went back to the relay, due now
+    rows = [row_of(factory, outbox_id) for submitted in done for outbox_id in submitted.outbox_ids]
+    assert {row.state for row in rows} == {"pending"}
+    assert all((row.last_error or "").startswith("publish failed") for row in rows)
+    assert all(row.available_at <= utcnow() for row in rows)
+    assert server.get(Pinned.queue) == b"not a list"

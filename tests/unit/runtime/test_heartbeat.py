@@ -84,3 +84,55 @@ def test_an_unregistered_step_is_never_faulted() -> None:
     heartbeat.unregister(step)
     time.sleep(0.4)
     assert faults == []
+
+
+class Pending:
+    """An opening the heartbeat must write once the step has run for its open delay."""
+
+    def __init__(self) -> None:
+        self.written = threading.Event()
+
+    @property
+    def pending(self) -> bool:
+        return not self.written.is_set()
+
+    def write_now(self, rt: Runtime) -> None:
+        self.written.set()
+
+
+class CountedWakes(threading.Condition):
+    """The heartbeat's condition, counting how often a registration wakes the thread."""
+
+    wakes = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.wakes += 1
+        super().notify(n)
+
+
+def test_a_step_due_before_the_thread_would_look_wakes_it_and_one_due_later_does_not() -> None:
+    heartbeat = Heartbeat()
+    wake = heartbeat._wake = CountedWakes()
+    far = time.monotonic() + 3600
+    # Given a thread waiting for a step due in an hour
+    waiting = heartbeat.register(
+        runtime(), "x", None, cast(Any, FakeLock()), Written(), far, lambda: None, open_delay=3600
+    )
+    wait_until(lambda: heartbeat._looks_at > time.monotonic() + 60, timeout=5, what="the wait")
+    # When a step whose start must be written after 0.05 s registers
+    opening = Pending()
+    soon = heartbeat.register(
+        runtime(), "y", None, cast(Any, FakeLock()), opening, far, lambda: None, open_delay=0.05
+    )
+    # Then the thread is woken for it and writes the start in time
+    assert opening.written.wait(2)
+    assert wake.wakes == 1
+    # And once it waits for that hour again, a step due later does not wake it
+    heartbeat.unregister(soon)
+    wait_until(lambda: heartbeat._looks_at > time.monotonic() + 60, timeout=5, what="the wait")
+    later = heartbeat.register(
+        runtime(), "z", None, cast(Any, FakeLock()), Written(), far, lambda: None, open_delay=7200
+    )
+    assert wake.wakes == 1
+    for step in (waiting, later):
+        heartbeat.unregister(step)

@@ -246,3 +246,27 @@ def test_a_request_whose_first_step_finished_runs_through_to_completed_with_its_
             None,
         )
     assert _state(factory, "r-6") == ("Completed", ["RequestProcessing", "RequestCompleted"])
+
+
+def test_an_event_noted_before_a_move_stays_before_it_in_the_audit_trail(
+    factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a processing request
+    _insert(factory, "r-5", P)
+    # When one transaction notes an event (an ORM object, flushed later) and then faults the
+    # request (its event written at once, by a statement), without autoflush as a step's save
+    with caplog.at_level("INFO", logger="broker.audit"), db.transaction(factory) as session:
+        session.autoflush = False
+        statuses.note(session, "r-5", "RemoteDispatchFailed", source="worker", message="boom")
+        statuses.finish_request(session, "r-5", sub_status="Faulted", output=None, error="boom")
+    # Then the trail keeps the order they were recorded in
+    with db.transaction(factory, write=False) as session:
+        events = session.scalars(
+            select(RequestEvent.event_type)
+            .where(RequestEvent.request_id == "r-5")
+            .order_by(RequestEvent.id)
+        ).all()
+    assert list(events) == ["RemoteDispatchFailed", "RequestFaulted"]
+    # And both were logged once, after the commit
+    logged = [r.event_type for r in caplog.records if r.name == "broker.audit"]  # type: ignore[attr-defined]
+    assert logged == ["RemoteDispatchFailed", "RequestFaulted"]
