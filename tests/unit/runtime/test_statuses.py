@@ -106,6 +106,49 @@ def test_replay_is_the_one_way_out_of_faulted(factory: sessionmaker[Session]) ->
     assert _state(factory, "r-2") == ("Processing", ["RequestReplayed"])
 
 
+def test_a_replay_clears_the_fault_and_records_when_through_what_and_why(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a request that faulted with an error
+    _insert(factory, "r-7", Q)
+    with db.transaction(factory) as session:
+        statuses.start_processing(session, "r-7", "i-7")
+        statuses.finish_request(session, "r-7", sub_status="Faulted", output=None, error="boom")
+    now = utcnow() - dt.timedelta(seconds=1)  # when the operator replayed it
+    # When the operator replays its dead letter
+    with db.transaction(factory) as session:
+        assert statuses.reopen(
+            session, "r-7", source="admin", properties={"deadLetterId": "dl-7"}, now=now
+        )
+        # (a second replay finds it no longer Faulted)
+        assert not statuses.reopen(session, "r-7", source="admin", properties={}, now=now)
+    # Then it is Processing again at that moment, its fault cleared
+    with db.transaction(factory, write=False) as session:
+        record = session.get(Request, "r-7")
+        assert record is not None
+        assert (record.status, record.error_detail, record.completed_at, record.updated_at) == (
+            "Processing",
+            None,
+            None,
+            now,
+        )
+        # And one event says when, through what, why and for which dead letter
+        event = session.scalars(
+            select(RequestEvent)
+            .where(RequestEvent.request_id == "r-7")
+            .order_by(RequestEvent.id.desc())
+            .limit(1)
+        ).one()
+        assert (event.event_type, event.source, event.timestamp, event.properties) == (
+            "RequestReplayed",
+            "admin",
+            now,
+            {"deadLetterId": "dl-7"},
+        )
+        assert event.message == "Dead letter replayed; resuming at the failed activity"
+    assert _state(factory, "r-7")[1] == ["RequestProcessing", "RequestFaulted", "RequestReplayed"]
+
+
 def test_queued_to_processing_to_completed_writes_one_event_per_move(
     factory: sessionmaker[Session],
 ) -> None:
