@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from broker import certs
 from broker.errors import ConfigError, Unauthenticated
 from broker.ingress import create_public_app
 from broker.ingress.auth import (
@@ -176,8 +177,39 @@ def test_missing_ca_file_refuses_every_unverified_certificate(pki: Pki, tmp_path
 
 
 def test_garbage_certificate_is_401(pki: Pki) -> None:
-    with pytest.raises(Unauthenticated, match="unreadable"):
+    with pytest.raises(Unauthenticated) as unreadable:
         check_certificate(b"not a certificate", verified=True, store=TrustStore(str(pki.ca)))
+    assert unreadable.value.message == "Client certificate is unreadable"
+
+
+def test_no_certificate_is_401_saying_one_is_required(pki: Pki) -> None:
+    for nothing in (None, b""):
+        with pytest.raises(Unauthenticated) as missing:
+            check_certificate(nothing, verified=True, store=TrustStore(str(pki.ca)))
+        assert missing.value.message == "Client certificate required"
+
+
+def test_a_ca_bundle_is_searched_past_other_cas_and_a_namesake_with_another_key(
+    pki: Pki, tmp_path: Path
+) -> None:
+    # Given a CA file that lists another CA, then a CA of the same name with another key, and
+    # only then the CA that issued the client certificates
+    namesake = certs.init_ca(tmp_path / "namesake")
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(
+        (pki.folder / "other" / "ca.pem").read_bytes() + namesake.read_bytes() + pki.ca.read_bytes()
+    )
+    store = TrustStore(str(bundle))
+    assert len(store.cas()) == 3
+    # Then a certificate of the last CA is accepted without the handshake's verification
+    assert check_certificate(pki.der("ClientA"), verified=False, store=store)
+    # And one of no listed CA is still refused
+    alone = tmp_path / "alone"
+    certs.init_ca(alone, common_name="Unlisted CA")
+    certs.issue_client(alone, "Stray")
+    stray = Pki(alone).der("Stray")
+    with pytest.raises(Unauthenticated, match="trusted CA"):
+        check_certificate(stray, verified=False, store=store)
 
 
 def test_invalid_trusted_proxy_is_a_config_error(ingress_settings: Settings) -> None:
