@@ -574,3 +574,57 @@ def test_a_database_row_keeps_the_webhook_settings_of_the_file_entry_it_override
         allow_callback_url=False,
         callback_secret=None,
     )
+
+
+THUMB = "a" * 40
+SCOPES_REASON = "scopes must be a list of non-empty strings"
+
+ENTRY_REASONS = [
+    ({"clientId": "A"}, "a thumbprint or a fingerprintSha256 is required"),
+    ({"clientId": "A", "thumbprint": THUMB, "description": 5}, "description must be a string"),
+    ({"clientId": "A", "thumbprint": THUMB, "scopes": [" "]}, SCOPES_REASON),
+    ({"clientId": "A", "thumbprint": THUMB, "scopes": [5]}, SCOPES_REASON),
+    ({"clientId": "A", "thumbprint": 5}, "thumbprint must be a non-empty string"),
+    ({"clientId": "A", "fingerprintSha256": 5}, "fingerprintSha256 must be a non-empty string"),
+]
+
+
+@pytest.mark.parametrize(("entry", "reason"), ENTRY_REASONS)
+def test_a_client_entry_is_refused_with_its_exact_reason(
+    tmp_path: Path, entry: dict[str, Any], reason: str
+) -> None:
+    from broker.client_entries import read_clients_file
+
+    path = write_json(tmp_path / "clients.json", {"clients": [entry]})
+    with pytest.raises(ClientFileError) as info:
+        read_clients_file(path)
+    assert info.value.details["reason"] == reason
+
+
+RULE_REASONS = [
+    ({"clientId": 5}, "clientId must be a non-empty string"),
+    ({"requiredKeys": [""]}, "requiredKeys must be a list of non-empty strings"),
+    ({"requiredKeys": [5]}, "requiredKeys must be a list of non-empty strings"),
+    ({"allowAdditionalKeys": "yes"}, "allowAdditionalKeys must be true or false"),
+]
+
+
+@pytest.mark.parametrize(("fields", "reason"), RULE_REASONS)
+def test_a_rule_is_refused_with_its_exact_reason(
+    tmp_path: Path, fields: dict[str, Any], reason: str
+) -> None:
+    from broker.client_entries import read_request_types_file
+
+    rule = {"clientId": "A", "requestType": "T", **fields}
+    path = write_json(tmp_path / "requestTypes.json", {"requestTypes": [rule]})
+    with pytest.raises(ClientFileError) as info:
+        read_request_types_file(path)
+    assert info.value.details["reason"] == reason
+
+
+def test_a_rule_without_allow_additional_keys_allows_none(tmp_path: Path) -> None:
+    from broker.client_entries import read_request_types_file
+
+    rule = {"clientId": "A", "requestType": "T", "requiredKeys": ["K"]}
+    path = write_json(tmp_path / "requestTypes.json", {"requestTypes": [rule]})
+    assert read_request_types_file(path)["a", "t"].allow_additional_keys is False
