@@ -628,3 +628,24 @@ def test_a_rule_without_allow_additional_keys_allows_none(tmp_path: Path) -> Non
     rule = {"clientId": "A", "requestType": "T", "requiredKeys": ["K"]}
     path = write_json(tmp_path / "requestTypes.json", {"requestTypes": [rule]})
     assert read_request_types_file(path)["a", "t"].allow_additional_keys is False
+
+
+def test_a_disabled_rule_row_of_no_file_rule_leaves_the_rule_rows_after_it(
+    settings: Settings, files: tuple[Path, Path], factory: sessionmaker[Session]
+) -> None:
+    # Given a disabled rule row with no file rule to withdraw, then (read after it) an enabled one
+    for type_key, enabled in (("nowhere", False), ("pong", True)):
+        with factory() as session, session.begin():
+            session.add(
+                models.RequestTypeRule(
+                    client_key="clienta", request_type_key=type_key, client_id="ClientA",
+                    request_type=type_key.title(), required_keys=["Id"],
+                    allow_additional_keys=False, enabled=enabled,
+                )
+            )  # fmt: skip
+    # When the registry loads, then the disabled row withdraws nothing and the next row applies
+    registry = registry_for(settings, *files, factory=factory)
+    assert registry.rule_for("ClientA", "Nowhere") is None
+    assert registry.rule_for("ClientA", "Pong") == RequestTypeRule(
+        "ClientA", "Pong", ("Id",), False
+    )
