@@ -1,4 +1,4 @@
-"""mutmut's command line with two cuts that change no verdict (``make mutation`` runs it; see
+"""mutmut's command line with three changes that alter no verdict (``make mutation`` runs it; see
 docs/mutation.md):
 
 - ``--fresh``: no second run of the selected tests without a mutant. Mapping which test reaches

@@ -44,10 +44,16 @@ def _insert(factory: sessionmaker[Session], request_id: str, status: RequestStat
         )
 
 
-def _state(factory: sessionmaker[Session], request_id: str) -> tuple[str, list[str]]:
+def _request(factory: sessionmaker[Session], request_id: str) -> Request:
     with db.transaction(factory, write=False) as session:
         record = session.get(Request, request_id)
         assert record is not None
+        return record
+
+
+def _state(factory: sessionmaker[Session], request_id: str) -> tuple[str, list[str]]:
+    record = _request(factory, request_id)
+    with db.transaction(factory, write=False) as session:
         events = session.scalars(
             select(RequestEvent.event_type).where(RequestEvent.request_id == request_id)
         ).all()
@@ -280,14 +286,12 @@ def test_a_request_whose_first_step_finished_runs_through_to_completed_with_its_
             now=now,
         )
     assert status == "Completed"
-    with db.transaction(factory, write=False) as session:
-        record = session.get(Request, "r-6")
-        assert record is not None
-        assert (record.status, record.result, record.error_detail) == (
-            "Completed",
-            {"approved": True},
-            None,
-        )
+    record = _request(factory, "r-6")
+    assert (record.status, record.result, record.error_detail) == (
+        "Completed",
+        {"approved": True},
+        None,
+    )
     assert _state(factory, "r-6") == ("Completed", ["RequestProcessing", "RequestCompleted"])
 
 
