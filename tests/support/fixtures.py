@@ -8,9 +8,8 @@ the suite's own ``settings`` and ``replace`` fields); ``factory`` then follows i
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import shutil
+import os
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.runtime.pause import forget_paused
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from tests.support.databases import MIGRATED_URLS, schema_fingerprint
 from tests.support.services import (
     AMQP_URL,
     PG_ADMIN_URL,
@@ -32,28 +32,41 @@ from tests.support.services import (
     require_service,
 )
 
-_SQLITE_TEMPLATE: list[Path] = []  # this run's migrated SQLite database, made on first use
-
 
 def migrate(url: str) -> None:
-    """Bring the database at ``url`` to the newest revision. A SQLite file not yet created is a
-    copy of a database this process migrated once (running the migrations costs a few hundred
-    milliseconds per test; the migrations themselves are tested on their own)."""
+    """Bring the database at ``url`` to the newest revision. A database made from the schema
+    template is there already; a SQLite file not yet created is a copy of the SQLite template
+    (running the migrations costs a few hundred milliseconds per test, a second or more on
+    PostgreSQL; the migrations themselves are tested on their own)."""
+    if url in MIGRATED_URLS:
+        return
     prefix = "sqlite:///"
     path = Path(url[len(prefix) :]) if url.startswith(prefix) else None
     if path is None or path.exists() or url.endswith(":memory:"):
         upgrade(url)
         return
-    if not _SQLITE_TEMPLATE:
-        folder = tempfile.mkdtemp(prefix="broker-migrated-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        template = Path(folder) / "template.db"
-        upgrade(f"{prefix}{template}")
-        dispose_engines()
-        _SQLITE_TEMPLATE.append(template)
-    source = contextlib.closing(sqlite3.connect(_SQLITE_TEMPLATE[0]))
+    source = contextlib.closing(sqlite3.connect(sqlite_template()))
     with source as template_db, contextlib.closing(sqlite3.connect(path)) as target:
         template_db.backup(target)
+
+
+def sqlite_template() -> Path:
+    """A migrated SQLite database, made once per version of the migrations and shared by every
+    test process (built under a name of its own, then renamed into place in one step)."""
+    folder = Path(tempfile.gettempdir())
+    template = folder / f"broker-schema-{os.getuid()}-{schema_fingerprint()}.db"
+    if not template.exists():
+        fd, building = tempfile.mkstemp(prefix="broker-schema-build-", suffix=".db", dir=folder)
+        os.close(fd)
+        os.unlink(building)
+        try:
+            upgrade(f"sqlite:///{building}")
+            dispose_engines()
+            os.replace(building, template)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(building)
+    return template
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -122,7 +135,25 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest) -> str:
-    """Each test that takes this runs once on SQLite and once on PostgreSQL."""
+    """Each test that takes this runs once on SQLite and once on PostgreSQL (a PostgreSQL
+    database already migrated; a SQLite file not yet created, which ``factory`` copies from the
+    template)."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("migrated_postgres_url"))
+
+
+@pytest.fixture
+def migrated_postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at the newest revision (a copy of the schema template), dropped
+    afterwards."""
+    with postgres_database("broker_test", postgres_server, migrated=True) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest) -> str:
+    """A database never migrated, once on SQLite and once on PostgreSQL."""
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     return str(request.getfixturevalue("postgres_url"))

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
+import inspect
 import ipaddress
 import json
+import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +60,32 @@ class Pki:
 
 
 def make_pki(folder: Path) -> Pki:
+    """The suite's PKI in ``folder``: a copy of the one this hour's first test process generated
+    (ten RSA keys cost about a second, and every test process, a mutant's among them, would pay
+    it again)."""
+    hour = int(time.time() // 3600)
+    cache = Path(tempfile.gettempdir()) / f"broker-test-pki-{os.getuid()}-{_pki_version()}-{hour}"
+    if not cache.exists():
+        building = Path(tempfile.mkdtemp(prefix="broker-test-pki-build-"))
+        _generate_pki(building)
+        try:
+            building.rename(cache)
+        except OSError:  # another process put its own in place first
+            shutil.rmtree(building, ignore_errors=True)
+        for old in cache.parent.glob(f"broker-test-pki-{os.getuid()}-*"):
+            if old.stat().st_mtime < time.time() - 7200:
+                shutil.rmtree(old, ignore_errors=True)
+    shutil.copytree(cache, folder, dirs_exist_ok=True)
+    return Pki(folder)
+
+
+def _pki_version() -> str:
+    """A digest of what the PKI is made by: a changed issuer makes a new one."""
+    source = Path(certs.__file__).read_bytes() + inspect.getsource(_generate_pki).encode()
+    return hashlib.sha256(source).hexdigest()[:12]
+
+
+def _generate_pki(folder: Path) -> None:
     certs.init_ca(folder)
     certs.issue_server(folder, "localhost")
     for name in ("ClientA", "ClientB", "Admin", "Stranger"):
@@ -67,7 +99,6 @@ def make_pki(folder: Path) -> Pki:
     )
     certs.init_ca(folder / "other", common_name="Rogue CA")
     certs.issue_client(folder / "other", "Rogue")
-    return Pki(folder)
 
 
 def write_config(folder: Path, pki: Pki) -> dict[str, str]:

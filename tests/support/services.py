@@ -7,16 +7,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import queue
 import socket
-import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
+
+from tests.support import databases
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 ON_CI = os.environ.get("CI", "").lower() == "true"  # noqa: TID251 - the test runner's own switch
@@ -68,68 +65,19 @@ def require_corpus(found: object) -> None:
 
 
 @contextlib.contextmanager
-def postgres_database(prefix: str = "broker_test", admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database named ``prefix_<random>``; when the block ends, every
-    engine of this process is disposed and the database is dropped in the background (a DROP
-    waits for a checkpoint and for killed backends: up to half a second the next test need not
-    wait). ``drain_drops`` waits for the drops; the suite calls it when the session ends."""
-    from broker.store.db import dispose_engines
-
+def postgres_database(
+    prefix: str = "broker_test", admin_url: str = PG_ADMIN_URL, *, migrated: bool = False
+) -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, empty or (``migrated``) at the newest revision,
+    dropped or handed back for reuse when the block ends (``tests/support/databases.py``)."""
     require_service("PostgreSQL", "127.0.0.1", 5432)
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        dispose_engines()
-        _dropper().put((admin_url, name))
-
-
-class _Dropper:
-    """One thread per process that drops the databases handed to it, in order."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.queue: queue.Queue[tuple[str, str]] = queue.Queue()
-        threading.Thread(target=self._run, name="drop-databases", daemon=True).start()
-
-    def put(self, item: tuple[str, str]) -> None:
-        self.queue.put(item)
-
-    def _run(self) -> None:
-        while True:
-            admin_url, name = self.queue.get()
-            try:
-                admin = sa.create_engine(
-                    admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool
-                )
-                with admin.connect() as conn:
-                    conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            except sa.exc.SQLAlchemyError:
-                pass  # the service went away (a chaos test): nothing is left to drop into
-            finally:
-                self.queue.task_done()
-
-
-_DROPPER: _Dropper | None = None
-_DROPPER_LOCK = threading.Lock()
-
-
-def _dropper() -> _Dropper:
-    """This process's dropper (a forked child starts its own; its parent drops what it queued)."""
-    global _DROPPER
-    with _DROPPER_LOCK:
-        if _DROPPER is None or _DROPPER.pid != os.getpid():
-            _DROPPER = _Dropper()
-        return _DROPPER
+    with databases.postgres_database(prefix, admin_url, migrated=migrated) as url:
+        yield url
 
 
 def drain_drops() -> None:
-    """Wait until every database this process handed over is dropped."""
-    if _DROPPER is not None and _DROPPER.pid == os.getpid():
-        _DROPPER.queue.join()
+    """Wait until every database this process is done with is dropped or handed back."""
+    databases.drain()
 
 
 atexit.register(drain_drops)

@@ -331,6 +331,41 @@ def test_a_name_with_one_private_address_among_public_ones_is_refused() -> None:
         AddressGuard(resolve).vet("mixed.example", 80)
 
 
+def test_a_url_registered_for_later_is_resolved_now_and_refused_when_it_cannot_be(
+    settings: Settings,
+) -> None:
+    # Given no allowlist, and a resolver that knows one public name and no other
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        lookups.append(host)
+        if host != "public.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    http = client(settings, resolver=resolve)
+    # When a webhook URL is registered, then a name that resolves to public addresses passes
+    http.vet_url("https://public.test/hook")
+    # And one that does not resolve is refused for that reason, naming its host
+    with pytest.raises(OutboundBlocked) as err:
+        http.vet_url("https://nowhere.test:8443/hook")
+    assert err.value.details == {"host": "nowhere.test", "reason": "dns"}
+    assert err.value.message.startswith("outbound host 'nowhere.test' cannot be resolved: ")
+    assert lookups == ["public.test", "nowhere.test"]
+
+
+def test_a_url_registered_under_an_allowlist_is_checked_against_it_without_a_lookup(
+    settings: Settings,
+) -> None:
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        raise AssertionError(f"no lookup expected, got {host}")
+
+    http = client(settings, "hooks.test", resolver=resolve)
+    http.vet_url("https://hooks.test/in")
+    with pytest.raises(OutboundBlocked):
+        http.vet_url("https://elsewhere.test/in")
+
+
 def test_connection_goes_to_the_checked_address_not_a_second_lookup(
     settings: Settings, sink: Sink, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -171,6 +171,7 @@ def test_a_heartbeat_extends_only_a_dispatched_rows_lease(factory: sessionmaker[
     soon = utcnow() + dt.timedelta(seconds=5)
     add(factory, "working", DISPATCHED, lease_expires_at=soon)
     add(factory, "finished", DONE, lease_expires_at=None)
+    add(factory, "other", DISPATCHED, lease_expires_at=soon)  # another worker's
     before = utcnow()
     with transaction(factory) as session:
         outbox.extend_lease(session, "working", 120)
@@ -180,6 +181,8 @@ def test_a_heartbeat_extends_only_a_dispatched_rows_lease(factory: sessionmaker[
     assert lease is not None
     assert before + dt.timedelta(seconds=120) <= lease <= after + dt.timedelta(seconds=120)
     assert get(factory, "finished").lease_expires_at is None
+    # A dispatched row not named keeps its own lease (its own worker beats for it)
+    assert get(factory, "other").lease_expires_at == soon
 
 
 def test_a_publish_is_recorded_once_per_publish_and_never_on_a_finished_row(

@@ -50,12 +50,13 @@ def test_plain_postgresql_urls_are_accepted(postgres_url: str) -> None:
     assert make_engine(plain).dialect.driver == "psycopg"
 
 
-def test_processes_migrating_together_do_not_collide(database_url: str) -> None:
+def test_processes_migrating_together_do_not_collide(empty_database_url: str) -> None:
     # Given several processes starting together on an empty database
+    assert not is_current(empty_database_url)
     code = "import sys; from broker.store.db import upgrade; upgrade(sys.argv[1])"
     starters = [
         subprocess.Popen(
-            [sys.executable, "-c", code, database_url],
+            [sys.executable, "-c", code, empty_database_url],
             cwd=PROJECT_ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -78,7 +79,7 @@ def test_processes_migrating_together_do_not_collide(database_url: str) -> None:
     # Then none failed (they take turns: an advisory lock on PostgreSQL, BEGIN IMMEDIATE on
     # SQLite) and the database is at head
     assert [code for code, _ in outputs] == [0] * len(starters), outputs
-    assert is_current(database_url)
+    assert is_current(empty_database_url)
 
 
 @pytest.fixture

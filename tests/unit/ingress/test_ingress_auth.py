@@ -11,6 +11,8 @@ import pytest
 from flask import Flask
 
 from broker import certs
+from broker.client_entries import ApiClient
+from broker.clients import ClientRegistry
 from broker.errors import ConfigError, Unauthenticated
 from broker.ingress import create_public_app
 from broker.ingress.auth import (
@@ -156,11 +158,13 @@ def test_proxy_passed_certificate_of_another_ca_is_401(
 
 def test_expired_and_not_yet_valid_certificates_are_refused(pki: Pki) -> None:
     store = TrustStore(str(pki.ca))
-    with pytest.raises(Unauthenticated, match="expired"):
+    with pytest.raises(Unauthenticated) as expired:
         check_certificate(pki.der("Expired"), verified=True, store=store)
+    assert expired.value.message == "Client certificate has expired"
     early = dt.datetime.now(dt.UTC) - dt.timedelta(days=3650)
-    with pytest.raises(Unauthenticated, match="not yet valid"):
+    with pytest.raises(Unauthenticated) as too_early:
         check_certificate(pki.der("ClientA"), verified=True, store=store, now=early)
+    assert too_early.value.message == "Client certificate is not yet valid"
 
 
 def test_chain_is_checked_unless_the_handshake_did_it(pki: Pki) -> None:
@@ -218,3 +222,61 @@ def test_invalid_trusted_proxy_is_a_config_error(ingress_settings: Settings) -> 
     )
     with pytest.raises(ConfigError, match="BROKER_TRUSTED_PROXIES"):
         PeerCertificateMiddleware(lambda environ, start_response: [], settings)
+
+
+def test_a_certificate_the_handshake_verified_is_not_checked_again_against_the_ca_file(
+    ingress_settings: Settings, session_factory: Any, tmp_path: Path
+) -> None:
+    # Given an allowlisted client whose certificate was issued by a CA the client CA file does not
+    # list (as when the client sends an intermediate and the handshake builds the chain to the
+    # root the file holds)
+    issuing = tmp_path / "issuing"
+    certs.init_ca(issuing, common_name="Partner Issuing CA")
+    certs.issue_client(issuing, "Partner")
+    partner = Pki(issuing)
+    pem = partner.pem("Partner")
+    ClientRegistry(ingress_settings, session_factory).register_client(
+        ApiClient("Partner", certs.thumbprint(pem), None, "via an intermediate", frozenset())
+    )
+    app: Flask = create_public_app(ingress_settings, session_factory=session_factory)
+    client = app.test_client()
+    # When the connection's own handshake presents it, then it identifies the client
+    verified = {"gunicorn.socket": FakeSocket(partner.der("Partner"))}
+    assert client.get("/requests", environ_base=verified).status_code == 200
+    # And the same certificate without the handshake's word is checked against the file: refused
+    unverified = {PEER_CERT: partner.der("Partner")}
+    refused = client.get("/requests", environ_base=unverified)
+    assert refused.status_code == 401
+    assert refused.get_json()["error"] == "Client certificate is not issued by a trusted CA"
+
+
+def test_a_connection_without_a_certificate_leaves_none_and_nothing_verified(
+    ingress_settings: Settings, pki: Pki
+) -> None:
+    # Given an environ that already claims a verified certificate, on a TLS connection whose
+    # peer sent none, and on a plain socket that cannot have one
+    for sock in (FakeSocket(None), object()):
+        environ = {"gunicorn.socket": sock, PEER_CERT: pki.der("Admin"), PEER_CERT_VERIFIED: True}
+        # When the middleware runs
+        seen = run(ingress_settings, environ)
+        # Then no certificate is left, and nothing is marked verified by a handshake
+        assert PEER_CERT not in seen
+        assert seen[PEER_CERT_VERIFIED] is False
+
+
+def test_a_trusted_proxy_request_without_the_certificate_header_has_no_certificate(
+    ingress_settings: Settings,
+) -> None:
+    settings = ingress_settings.replace(
+        trusted_proxies=("10.0.0.0/24",), proxy_cert_header="X-Client-Cert"
+    )
+    seen = run(settings, {"gunicorn.socket": FakeSocket(None), "REMOTE_ADDR": "10.0.0.5"})
+    assert PEER_CERT not in seen
+    assert seen[PEER_CERT_VERIFIED] is False
+
+
+def test_a_certificate_is_valid_from_the_first_moment_of_its_window_to_the_last(pki: Pki) -> None:
+    store = TrustStore(str(pki.ca))
+    cert = certs.load_certificate(pki.der("ClientA"))
+    for moment in (cert.not_valid_before_utc, cert.not_valid_after_utc):
+        assert check_certificate(pki.der("ClientA"), verified=True, store=store, now=moment)

@@ -317,3 +317,26 @@ def test_an_event_noted_before_a_move_stays_before_it_in_the_audit_trail(
     # And both were logged once, after the commit
     logged = [r.event_type for r in caplog.records if r.name == "broker.audit"]  # type: ignore[attr-defined]
     assert logged == ["RemoteDispatchFailed", "RequestFaulted"]
+
+
+def test_a_noted_event_keeps_the_time_it_is_given_or_else_takes_the_current_one(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a processing request
+    _insert(factory, "r-7", P)
+    asked = utcnow() - dt.timedelta(minutes=5)  # when the noted thing happened
+    # When one event is noted with its time and one without
+    before = utcnow()
+    with db.transaction(factory) as session:
+        statuses.note(session, "r-7", "RemoteDispatchFailed", source="worker", now=asked)
+        statuses.note(session, "r-7", "RemoteDispatchRetried", source="worker")
+    after = utcnow()
+    # Then the first keeps its time, and the second has the moment it was noted
+    with db.transaction(factory, write=False) as session:
+        given, current = session.scalars(
+            select(RequestEvent.timestamp)
+            .where(RequestEvent.request_id == "r-7")
+            .order_by(RequestEvent.id)
+        ).all()
+    assert given == asked
+    assert before <= current <= after
