@@ -1,4 +1,4 @@
-"""mutmut's command line with three changes that alter no verdict (``make mutation`` runs it; see
+"""mutmut's command line with four changes that alter no verdict (``make mutation`` runs it; see
 docs/mutation.md):
 
 - ``--fresh``: no second run of the selected tests without a mutant. Mapping which test reaches
@@ -12,6 +12,8 @@ docs/mutation.md):
 - the mutants of ``equivalent.txt`` are not tested: each has a reason it cannot change behaviour,
   so no test can kill it, and a mutant no test kills runs every test that reaches its function.
   They are recorded as skipped; the runner reports them as equivalent.
+- the type checker's errors are matched to mutants with Python's own parser instead of libcst's
+  (which took minutes to find the same function spans in the mutated files).
 
 Run as a script (``python tests/mutation/launch.py [--fresh] run ...``), not as a module: the
 mutmut process must not import the project's ``tests`` package, which mutmut imports again from
@@ -20,12 +22,23 @@ its copy of the project.
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 from typing import Any
 
+import mutmut.__main__
 from mutmut.__main__ import cli
+from mutmut.configuration import config
+from mutmut.mutation.file_mutation import (
+    FailedTypeCheckMutant,
+    MutatedMethodLocation,
+    group_by_path,
+)
 from mutmut.state import state
+from mutmut.type_checking import run_type_checker
+from mutmut.utils.file_utils import change_cwd
+from mutmut.utils.format_utils import get_mutant_name, is_mutated_method_name
 from mutmut.workers.isolation import ForkRunner, MutantResult
 
 #: mutmut's exit code for a mutant it did not test on purpose
@@ -66,6 +79,52 @@ def own_tests(mutant_name: str, tests: list[str], durations: dict[str, float]) -
     return {t: durations[t] for t in tests if t in durations and any(m in t for m in marks)}
 
 
+def mutated_functions(path: Path, source: str) -> list[MutatedMethodLocation]:
+    """The mutant functions of a mutated file with their lines (from ``def``, decorators left
+    out), as mutmut's libcst visitor finds them: at any depth outside a function, none inside."""
+    found: list[MutatedMethodLocation] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                if is_mutated_method_name(child.name):
+                    last = child.end_lineno or child.lineno
+                    found.append(MutatedMethodLocation(path, child.name, child.lineno, last))
+            else:
+                visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def filter_with_type_checker() -> dict[str, FailedTypeCheckMutant]:
+    """mutmut's ``filter_mutants_with_type_checker``, its file parser aside: every type error
+    must fall in a mutant function, which the type checker thereby refuses."""
+    with change_cwd(Path("mutants")):
+        refused: dict[str, FailedTypeCheckMutant] = {}
+        for path, errors in group_by_path(run_type_checker(config().type_check_command)).items():
+            functions = mutated_functions(path, path.read_text(encoding="utf-8"))
+            if not functions:
+                continue
+            for error in errors:
+                function = next(
+                    (
+                        f
+                        for f in functions
+                        if f.line_number_start <= error.line_number <= f.line_number_end
+                    ),
+                    None,
+                )
+                if function is None:
+                    raise SystemExit(
+                        f"type error outside any mutant: {error.file_path}:{error.line_number}"
+                        f" ({error.error_description})"
+                    )
+                name = get_mutant_name(path.relative_to(Path.cwd()), function.function_name)
+                refused[name] = FailedTypeCheckMutant(function, name, error)
+        return refused
+
+
 def main(argv: list[str]) -> None:
     skip = equivalent_names(Path(__file__).with_name("equivalent.txt"))
     submit = ForkRunner.submit
@@ -88,6 +147,7 @@ def main(argv: list[str]) -> None:
             durations.update(own)
 
     ForkRunner.submit = submit_unless_equivalent  # type: ignore[method-assign]
+    mutmut.__main__.filter_mutants_with_type_checker = filter_with_type_checker  # type: ignore[attr-defined]
     if argv and argv[0] == "--fresh":
         argv = argv[1:]
         ForkRunner.run_clean_tests = lambda self, tests: 0  # type: ignore[method-assign]

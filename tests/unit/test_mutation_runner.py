@@ -59,3 +59,28 @@ def test_an_equivalent_mutant_without_its_reason_is_refused(tmp_path: Path) -> N
         SystemExit, match=re.escape("equivalent.txt:3: broker.urls.x_f__mutmut_2 has no reason")
     ):
         run.read_equivalent(listed)
+
+
+def test_type_errors_are_matched_to_the_mutant_functions_that_hold_them() -> None:
+    # Given a mutated file: a module function, a class with a decorated mutant method, and a
+    # function of the project's own that is no mutant
+    source = "\n".join(
+        [
+            "def x_move__mutmut_1(a):",  # 1
+            "    def inner__mutmut_9(): pass",  # 2: inside a function, not a mutant of its own
+            "    return a",  # 3
+            "class Registry:",  # 4
+            "    @classmethod",  # 5
+            "    def xǁRegistryǁload__mutmut_2(cls):",  # 6
+            "        return cls",  # 7
+            "def helper():",  # 8
+            "    return 1",  # 9
+        ]
+    )
+    path = Path("broker/example.py")
+    found = [
+        (f.function_name, f.line_number_start, f.line_number_end)
+        for f in launch.mutated_functions(path, source)
+    ]
+    # Then each mutant spans its def to its last line, as mutmut's own parser reads them
+    assert found == [("x_move__mutmut_1", 1, 3), ("xǁRegistryǁload__mutmut_2", 6, 7)]
