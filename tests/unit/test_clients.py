@@ -94,8 +94,16 @@ def test_thumbprints_are_normalized_to_upper_hex_without_colons() -> None:
 
 @pytest.mark.parametrize("text", ["", "XYZ", SHA1_A[:-2], SHA256_A])
 def test_a_text_that_is_no_sha1_thumbprint_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="SHA-1 thumbprint"):
+    with pytest.raises(ValueError, match="thumbprint") as refused:
         normalize_thumbprint(text)
+    assert str(refused.value) == f"{text!r} is not a SHA-1 thumbprint (40 hex digits)"
+
+
+@pytest.mark.parametrize("text", ["", "XYZ", SHA256_A[:-2], SHA1_A])
+def test_a_text_that_is_no_sha256_fingerprint_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="fingerprint") as refused:
+        normalize_fingerprint(text)
+    assert str(refused.value) == f"{text!r} is not a SHA-256 fingerprint (64 hex digits)"
 
 
 # Files -------------------------------------------------------------------------------------------

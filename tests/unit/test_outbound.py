@@ -7,12 +7,14 @@ no server.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import re
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+import urllib3
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -30,7 +33,13 @@ import broker.outbound_guard
 from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, ConfigError, OutboundBlocked, PayloadTooLarge, RetryLater
 from broker.outbound import OutboundHttp, decode_content, parse_retry_after
-from broker.outbound_guard import AddressGuard, HostPattern, blocked_reason
+from broker.outbound_guard import (
+    AddressGuard,
+    HostPattern,
+    _connect_vetted,
+    blocked_reason,
+    parse_allowlist,
+)
 from broker.settings import Settings
 from broker.urls import Target, parse_target
 
@@ -90,6 +99,29 @@ class Handler(BaseHTTPRequestHandler):
             for _ in range(int(query["chunks"])):
                 self.wfile.write(b"4000\r\n" + b"y" * 0x4000 + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
+        elif url.path == "/endless":
+            # 64 MiB without a length, to the end of the connection: only a read of bounded
+            # chunks stops before the end. Records whether it sent it all.
+            self.send_response(200)
+            self.end_headers()
+            sent, whole = 0, False
+            with contextlib.suppress(OSError):
+                while sent < 64 * 2**20 and not self.server.release.is_set():
+                    self.wfile.write(b"z" * 0x10000)
+                    sent += 0x10000
+                whole = sent >= 64 * 2**20
+            self.server.seen.append({"path": "/endless-done", "whole": whole})
+            self.close_connection = True
+        elif url.path == "/truncated":
+            # Declares 1000 bytes, sends 10 and hangs up.
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+            self.wfile.flush()
+            self.close_connection = True
+        elif url.path == "/not-gzip":
+            self._reply(200, b"this is not gzip", headers={"Content-Encoding": "gzip"})
         else:
             self._reply(404, b"no such page")
 
@@ -574,8 +606,14 @@ def test_body_over_the_declared_cap_is_refused(settings: Settings, sink: Sink) -
     http = OutboundHttp(
         settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=1000)
     )
-    with http, pytest.raises(PayloadTooLarge, match="1000-byte cap"):
+    with http, pytest.raises(PayloadTooLarge) as refused:
         get(http, f"{base(sink)}/big?size=1001")
+    # Refused on its Content-Length, before a byte of the body is read
+    assert refused.value.message == (
+        f"response from {base(sink)}/big?size=1001 declares 1001 bytes, more than the"
+        " 1000-byte cap (BROKER_HTTP_MAX_RESPONSE_BYTES)"
+    )
+    assert refused.value.details == {"url": f"{base(sink)}/big?size=1001", "limit": 1000}
 
 
 def test_body_at_the_cap_is_read_whole(settings: Settings, sink: Sink) -> None:
@@ -592,8 +630,52 @@ def test_streamed_body_is_cut_at_the_cap(settings: Settings, sink: Sink) -> None
         settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=20 * 1024)
     )
     # Then reading stops with a clear error
-    with http, pytest.raises(PayloadTooLarge, match="reading stopped"):
+    with http, pytest.raises(PayloadTooLarge) as refused:
         get(http, f"{base(sink)}/big-chunked?chunks=4")
+    url = f"{base(sink)}/big-chunked?chunks=4"
+    assert refused.value.message == (
+        f"response from {url} exceeds the 20480-byte cap (BROKER_HTTP_MAX_RESPONSE_BYTES);"
+        " reading stopped"
+    )
+    assert refused.value.details == {"url": url, "limit": 20480}
+
+
+def test_a_body_without_a_length_is_read_a_bounded_chunk_at_a_time_and_cut_at_the_cap(
+    settings: Settings, sink: Sink
+) -> None:
+    # Given a cap of 20 KiB and a response of 64 MiB that declares no length
+    http = OutboundHttp(
+        settings.replace(http_allowlist=("127.0.0.1",), http_max_response_bytes=20 * 1024)
+    )
+    # Then the read stops at the cap
+    with http, pytest.raises(PayloadTooLarge, match="reading stopped"):
+        get(http, f"{base(sink)}/endless", timeout=10)
+    # And the server could not send the rest: the connection was closed under it
+    deadline = time.monotonic() + 10
+    while not any(seen["path"] == "/endless-done" for seen in sink.seen):
+        assert time.monotonic() < deadline, "the server is still sending"
+        time.sleep(0.01)
+    assert [seen["whole"] for seen in sink.seen if seen["path"] == "/endless-done"] == [False]
+
+
+def test_a_response_cut_short_is_a_connection_failure_to_retry(
+    settings: Settings, sink: Sink
+) -> None:
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as caught:
+        get(http, f"{base(sink)}/truncated")
+    assert caught.value.reason == "connect"
+    assert caught.value.message.startswith(f"reading the response from {base(sink)}/truncated")
+
+
+def test_a_body_that_cannot_be_decoded_is_refused_naming_the_url(
+    settings: Settings, sink: Sink
+) -> None:
+    with client(settings, "127.0.0.1") as http, pytest.raises(BrokerError) as refused:
+        get(http, f"{base(sink)}/not-gzip")
+    assert refused.value.message.startswith(
+        f"response from {base(sink)}/not-gzip cannot be decoded"
+    )
+    assert refused.value.details == {"url": f"{base(sink)}/not-gzip"}
 
 
 # Helpers ------------------------------------------------------------------------------------------
@@ -701,6 +783,22 @@ def test_tls_certificate_for_another_name_is_refused_for_good(
     with http, pytest.raises(BrokerError, match="certificate") as err:
         get(http, f"https://impostor.test:{port}/json")
     assert not isinstance(err.value, RetryLater)
+    assert err.value.message.startswith(
+        f"TLS certificate of https://impostor.test:{port}/json was refused: "
+    )
+    assert err.value.details == {"url": f"https://impostor.test:{port}/json"}
+
+
+def test_a_tls_handshake_that_fails_for_another_reason_is_retried(
+    settings: Settings, sink: Sink
+) -> None:
+    # Given a server that speaks plain HTTP, called over HTTPS: no certificate to refuse
+    url = f"https://127.0.0.1:{sink.server_address[1]}/json"
+    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as caught:
+        get(http, url)
+    # Then the failed handshake is a connection failure to retry
+    assert caught.value.reason == "connect"
+    assert caught.value.message.startswith(f"TLS handshake with {url} failed: ")
 
 
 # The next hop of a redirect, and the certificate cause -------------------------------------------
@@ -820,3 +918,71 @@ def test_a_malformed_url_is_refused_without_naming_a_host() -> None:
     with pytest.raises(OutboundBlocked) as info:
         parse_target("http://exa\\mple.com/")
     assert info.value.details == {"host": None, "reason": "malformed"}
+
+
+# Connecting to the vetted address ----------------------------------------------------------------
+
+
+def pinned_guard(*ports: int) -> AddressGuard:
+    """A guard that admits ``pinned.test`` and resolves it to loopback, once per port given."""
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", p)) for p in ports]
+
+    return AddressGuard(resolve, parse_allowlist(["pinned.test"]))
+
+
+def test_the_vetted_socket_keeps_the_connections_timeout(sink: Sink) -> None:
+    port = sink.server_address[1]
+    timed = urllib3.connection.HTTPConnection("pinned.test", port, timeout=3.5)
+    untimed = urllib3.connection.HTTPConnection("pinned.test", port)  # urllib3's default
+    for conn, expected in ((timed, 3.5), (untimed, None)):
+        sock = _connect_vetted(conn, pinned_guard(port))
+        try:
+            assert sock.gettimeout() == expected
+        finally:
+            sock.close()
+
+
+def test_a_refused_address_is_passed_over_for_the_next_and_the_last_error_is_named(
+    sink: Sink,
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        dead = closed.getsockname()[1]
+        conn = urllib3.connection.HTTPConnection("pinned.test", 80, timeout=5)
+        # Given a name whose first address refuses, then the next one is connected
+        sock = _connect_vetted(conn, pinned_guard(dead, sink.server_address[1]))
+        assert sock.getpeername() == ("127.0.0.1", sink.server_address[1])
+        sock.close()
+        # And when every address refuses, the error names why
+        with pytest.raises(urllib3.exceptions.NewConnectionError) as failed:
+            _connect_vetted(conn, pinned_guard(dead))
+    assert "Failed to establish a new connection: [Errno 111] Connection refused" in str(
+        failed.value
+    )
+    assert isinstance(failed.value.__cause__, ConnectionRefusedError)
+
+
+def test_a_connect_that_times_out_is_urllib3s_connect_timeout() -> None:
+    # Given a listener whose accept queue is full, so that a further connect is never answered
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        queued = []
+        try:
+            for _ in range(8):
+                waiting = socket.socket()
+                waiting.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    waiting.connect(("127.0.0.1", port))
+                queued.append(waiting)
+            conn = urllib3.connection.HTTPConnection("pinned.test", port, timeout=0.3)
+            with pytest.raises(urllib3.exceptions.ConnectTimeoutError) as late:
+                _connect_vetted(conn, pinned_guard(port))
+        finally:
+            for waiting in queued:
+                waiting.close()
+    assert late.value.args == (conn, "Connection to pinned.test timed out (connect timeout=0.3)")
+    assert isinstance(late.value.__cause__, TimeoutError)
