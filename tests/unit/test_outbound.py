@@ -31,7 +31,14 @@ from cryptography.x509.oid import NameOID
 import broker.outbound
 import broker.outbound_guard
 from broker.engine.services import HttpRequest
-from broker.errors import BrokerError, ConfigError, OutboundBlocked, PayloadTooLarge, RetryLater
+from broker.errors import (
+    BrokerError,
+    ConfigError,
+    OutboundBlocked,
+    PayloadTooLarge,
+    RetryLater,
+    WorkflowFault,
+)
 from broker.outbound import OutboundHttp, decode_content, parse_retry_after
 from broker.outbound_guard import (
     AddressGuard,
@@ -207,15 +214,35 @@ def test_idempotency_key_header_arrives(settings: Settings, sink: Sink) -> None:
     request = HttpRequest(
         "GET",
         f"{base(sink)}/echo",
-        headers={"idempotency-key": "stale"},
+        headers={"idempotency-key": "stale", "X-Trace": "t-1"},
         idempotency_key="instance-1:activity-2",
     )
     # When it is sent
     with client(settings, "127.0.0.1") as http:
         response = http.send(request)
-    # Then the server saw exactly the request's key
+    # Then the server saw exactly the request's key, and the other headers as they were
     assert response.content["Idempotency-Key"] == "instance-1:activity-2"
     assert "idempotency-key" not in response.content
+    assert response.content["X-Trace"] == "t-1"
+
+
+def test_an_invalid_method_or_header_faults_the_activity_as_an_http_fault(
+    settings: Settings, sink: Sink
+) -> None:
+    with client(settings, "127.0.0.1") as http:
+        with pytest.raises(WorkflowFault) as method:
+            http.send(HttpRequest("GE T", f"{base(sink)}/json"))
+        with pytest.raises(WorkflowFault) as header:
+            http.send(HttpRequest("GET", f"{base(sink)}/json", headers={"X-Bad": "a\nb"}))
+    assert (method.value.message, method.value.category) == ("invalid HTTP method 'GE T'", "HTTP")
+    assert header.value.message.startswith(f"invalid outbound request to {base(sink)}/json: ")
+    assert header.value.category == "HTTP"
+    assert sink.seen == []
+
+
+def test_a_body_of_many_chunks_is_read_whole(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        assert get(http, f"{base(sink)}/big?size=200000").body == b"x" * 200000
 
 
 def test_post_body_and_headers_are_sent(settings: Settings, sink: Sink) -> None:
@@ -962,6 +989,13 @@ def test_a_refused_address_is_passed_over_for_the_next_and_the_last_error_is_nam
         failed.value
     )
     assert isinstance(failed.value.__cause__, ConnectionRefusedError)
+
+
+def test_a_name_without_addresses_fails_saying_so() -> None:
+    conn = urllib3.connection.HTTPConnection("pinned.test", 80, timeout=5)
+    with pytest.raises(urllib3.exceptions.NewConnectionError) as failed:
+        _connect_vetted(conn, pinned_guard())
+    assert str(failed.value).endswith("Failed to establish a new connection: no address")
 
 
 def test_a_connect_that_times_out_is_urllib3s_connect_timeout() -> None:
