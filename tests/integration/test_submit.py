@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.errors import Conflict, RuntimePaused
+from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.pause import set_paused
 from broker.runtime.ports import OutboxMessage
@@ -169,3 +169,28 @@ def test_a_workflow_that_names_no_activation_strategy_always_starts(
         second = submit(session, client_id="ClientA", submission=BODY, workflow=Pinned())
     # Then it is accepted: the default strategy is "always"
     assert second.created
+
+
+def test_a_callback_url_is_taken_with_the_clients_secret_and_refused_without_one(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a submission that names a callbackUrl
+    body = Submission(
+        "InvoiceProcess", {"InvoiceNumber": "INV-2"}, callback_url="https://hooks.test/done"
+    )
+    # When a client allowed callbacks (it has a signing secret) submits it, then it is taken
+    with transaction(factory) as session:
+        done = submit(
+            session,
+            client_id="ClientA",
+            submission=body,
+            workflow=Pinned(),
+            callback_secret="signing-secret",
+        )
+    assert done.created is True
+    # And a client without a secret is refused, naming the field, and nothing is written
+    with pytest.raises(BadRequest) as refused, transaction(factory) as session:
+        submit(session, client_id="ClientB", submission=body, workflow=Pinned())
+    assert refused.value.details["field"] == "callbackUrl"
+    with transaction(factory, write=False) as session:
+        assert session.scalar(select(func.count()).select_from(Request)) == 1

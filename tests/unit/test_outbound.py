@@ -44,8 +44,10 @@ from broker.outbound_guard import (
     AddressGuard,
     HostPattern,
     _connect_vetted,
+    admitted,
     blocked_reason,
     parse_allowlist,
+    system_resolver,
 )
 from broker.settings import Settings
 from broker.urls import Target, parse_target
@@ -92,7 +94,17 @@ class Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": query["retry"]} if "retry" in query else {}
             self._reply(int(query["code"]), b"status", headers=headers)
         elif url.path == "/redirect":
-            self._reply(302, b"", headers={"Location": query["to"]})
+            self._reply(int(query.get("code", "302")), b"", headers={"Location": query["to"]})
+        elif url.path == "/hops":
+            # n redirects in a row, then the JSON page
+            left = int(query["n"])
+            if left:
+                self._reply(302, b"", headers={"Location": f"/hops?n={left - 1}"})
+            else:
+                self._reply(200, b'{"ok": true}', "application/json")
+        elif url.path == "/created":
+            # A Location that is no redirect: the answer to a create
+            self._reply(201, b'{"id": 7}', "application/json", headers={"Location": "/json"})
         elif url.path == "/stall":
             self.server.release.wait(10)
             self._reply(200, b"late")
@@ -455,6 +467,36 @@ def test_redirect_within_the_allowlist_is_followed(settings: Settings, sink: Sin
         response = get(http, f"{base(sink)}/redirect?to=/json")
     assert response.content == {"ok": True, "n": 1}
     assert [s["path"] for s in sink.seen] == ["/redirect", "/json"]
+
+
+def test_five_redirects_are_followed_and_a_sixth_is_refused(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        assert get(http, f"{base(sink)}/hops?n=5").content == {"ok": True}
+        with pytest.raises(BrokerError) as refused:
+            get(http, f"{base(sink)}/hops?n=6")
+    url = f"{base(sink)}/hops?n=6"
+    assert refused.value.message == f"outbound request to {url} redirected more than 5 times"
+    assert refused.value.details == {"url": url}
+
+
+def test_a_location_on_an_answer_that_is_no_redirect_is_not_followed(
+    settings: Settings, sink: Sink
+) -> None:
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/created")
+    assert (response.status_code, response.content) == (201, {"id": 7})
+    assert [seen["path"] for seen in sink.seen] == ["/created"]
+
+
+def test_a_post_redirected_with_307_keeps_its_method_and_body(
+    settings: Settings, sink: Sink
+) -> None:
+    request = HttpRequest("POST", f"{base(sink)}/redirect?code=307&to=/target", body=b'{"a": 1}')
+    with client(settings, "127.0.0.1") as http:
+        response = http.send(request)
+    assert response.status_code == 201
+    assert sink.seen[-1]["path"] == "/target"
+    assert sink.seen[-1]["body"] == b'{"a": 1}'
 
 
 def test_redirect_to_a_host_outside_the_allowlist_is_refused(
@@ -1020,3 +1062,44 @@ def test_a_connect_that_times_out_is_urllib3s_connect_timeout() -> None:
                 waiting.close()
     assert late.value.args == (conn, "Connection to pinned.test timed out (connect timeout=0.3)")
     assert isinstance(late.value.__cause__, TimeoutError)
+
+
+def test_the_guard_reads_a_host_as_the_allowlist_does() -> None:
+    # Given a resolver that records the names it is asked for
+    asked: list[str] = []
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    # Then a host in capitals with a final dot matches its allowlist entry, and a bracketed
+    # IPv6 address is resolved without its brackets
+    AddressGuard(resolve, parse_allowlist(["api.example.com"])).vet("API.Example.COM.", 443)
+    AddressGuard(resolve).vet("[2606:4700::1111]", 443)
+    assert asked == ["api.example.com", "2606:4700::1111"]
+
+
+def test_a_host_resolving_to_a_private_address_is_refused_naming_it_and_the_way_out() -> None:
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", port))]
+
+    with pytest.raises(OutboundBlocked) as refused:
+        AddressGuard(resolve).vet("internal.test", 80)
+    assert refused.value.message == (
+        "outbound host 'internal.test' resolves to 10.0.0.5, a private address; "
+        "add it to BROKER_HTTP_ALLOWLIST to allow it"
+    )
+    assert refused.value.details == {"host": "internal.test", "reason": "private"}
+
+
+def test_the_system_resolver_answers_stream_sockets_only() -> None:
+    infos = system_resolver("localhost", 80)
+    assert infos
+    assert {info[1] for info in infos} == {socket.SOCK_STREAM}
+
+
+def test_an_allowlist_entry_reads_as_a_host_does_in_any_case_with_a_final_dot() -> None:
+    allowlist = parse_allowlist(["API.Example.com", "hooks.example.TX."])
+    assert admitted(allowlist, "api.example.com", 443)
+    assert admitted(allowlist, "hooks.example.tx", 443)
+    assert not admitted(allowlist, "hooks.example.t", 443)
