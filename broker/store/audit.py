@@ -13,7 +13,7 @@ ingress, the console, the command line).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import event
@@ -78,20 +78,21 @@ _LISTENERS = (("before_flush", _collect), ("after_commit", _emit), ("after_rollb
 def install(factory: sessionmaker[Session]) -> sessionmaker[Session]:
     """Log the audit events that sessions of ``factory`` commit; safe to call twice. Answers
     ``factory``."""
+    missing = _missing(factory)
     for name, listener in _LISTENERS:
-        if not _listens(factory, name, listener):
+        if name in missing:
             event.listen(factory, name, listener)
     return factory
 
 
 def installed(factory: sessionmaker[Session]) -> bool:
     """Whether ``install`` has put the listeners on ``factory``."""
-    return all(_listens(factory, name, listener) for name, listener in _LISTENERS)
+    return not _missing(factory)
 
 
-def _listens(factory: sessionmaker[Session], name: str, listener: Callable[..., Any]) -> bool:
-    """Whether the sessions of ``factory`` call ``listener`` on event ``name``. Read from a
-    session's own dispatch: ``event.contains`` keys its registry by ``id()``, so a new factory
-    whose session class got the address of a freed one could pass for installed."""
+def _missing(factory: sessionmaker[Session]) -> set[str]:
+    """The events whose listener the sessions of ``factory`` do not call. Read from a session's
+    own dispatch: ``event.contains`` keys its registry by ``id()``, so a new factory whose
+    session class got the address of a freed one could pass for installed."""
     with factory() as session:  # no connection is made
-        return listener in getattr(session.dispatch, name)
+        return {n for n, listener in _LISTENERS if listener not in getattr(session.dispatch, n)}

@@ -20,6 +20,7 @@ on one background thread per process (``drain`` waits for it), so the next test 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import queue
@@ -60,6 +61,7 @@ SCHEMA_DIGEST = sa.text(
 )
 
 
+@functools.cache
 def schema_fingerprint() -> str:
     """A digest of the migrations: the template and its spares serve while they stay the same."""
     digest = hashlib.sha256()
@@ -97,6 +99,7 @@ def database_url(admin_url: str, name: str) -> str:
     return admin_url.rsplit("/", 1)[0] + f"/{name}"
 
 
+@functools.cache
 def _admin(admin_url: str) -> sa.Engine:
     return sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
 

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.runtime.pause import forget_paused
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
+from tests.support.cache import built_once
 from tests.support.databases import MIGRATED_URLS, schema_fingerprint
 from tests.support.services import (
     AMQP_URL,
@@ -52,21 +53,14 @@ def migrate(url: str) -> None:
 
 def sqlite_template() -> Path:
     """A migrated SQLite database, made once per version of the migrations and shared by every
-    test process (built under a name of its own, then renamed into place in one step)."""
-    folder = Path(tempfile.gettempdir())
-    template = folder / f"broker-schema-{os.getuid()}-{schema_fingerprint()}.db"
-    if not template.exists():
-        fd, building = tempfile.mkstemp(prefix="broker-schema-build-", suffix=".db", dir=folder)
-        os.close(fd)
-        os.unlink(building)
-        try:
-            upgrade(f"sqlite:///{building}")
-            dispose_engines()
-            os.replace(building, template)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(building)
-    return template
+    test process."""
+
+    def build(path: Path) -> None:
+        upgrade(f"sqlite:///{path}")
+        dispose_engines()
+
+    name = f"broker-schema-{os.getuid()}-{schema_fingerprint()}.db"
+    return built_once(Path(tempfile.gettempdir()) / name, build)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -145,8 +139,8 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def migrated_postgres_url(postgres_server: str) -> Iterator[str]:
-    """A fresh PostgreSQL database at the newest revision (a copy of the schema template), dropped
-    afterwards."""
+    """A fresh PostgreSQL database at the newest revision (a spare or a copy of the schema
+    template), handed back or dropped afterwards."""
     with postgres_database("broker_test", postgres_server, migrated=True) as url:
         yield url
 

@@ -32,6 +32,7 @@ from broker import certs
 from broker.runtime import callbacks
 from broker.settings import Settings
 from broker.store.models import Request
+from tests.support.cache import built_once
 from tests.support.services import PROJECT_ROOT
 
 INVOICE_KEYS = {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}
@@ -64,17 +65,11 @@ def make_pki(folder: Path) -> Pki:
     (ten RSA keys cost about a second, and every test process, a mutant's among them, would pay
     it again)."""
     hour = int(time.time() // 3600)
-    cache = Path(tempfile.gettempdir()) / f"broker-test-pki-{os.getuid()}-{_pki_version()}-{hour}"
-    if not cache.exists():
-        building = Path(tempfile.mkdtemp(prefix="broker-test-pki-build-"))
-        _generate_pki(building)
-        try:
-            building.rename(cache)
-        except OSError:  # another process put its own in place first
-            shutil.rmtree(building, ignore_errors=True)
-        for old in cache.parent.glob(f"broker-test-pki-{os.getuid()}-*"):
-            if old.stat().st_mtime < time.time() - 7200:
-                shutil.rmtree(old, ignore_errors=True)
+    name = f"broker-test-pki-{os.getuid()}-{_pki_version()}"
+    cache = built_once(Path(tempfile.gettempdir()) / f"{name}-{hour}", _generate_pki)
+    for old in cache.parent.glob(f"{name}-*"):
+        if old.stat().st_mtime < time.time() - 7200:  # an earlier hour's
+            shutil.rmtree(old, ignore_errors=True)
     shutil.copytree(cache, folder, dirs_exist_ok=True)
     return Pki(folder)
 
