@@ -76,8 +76,10 @@ def _split_pattern(text: str) -> tuple[str, str | None]:
     """Split ``host[:port]``; IPv6 literals with a port must be bracketed (``[::1]:8080``)."""
     text = text.strip().lower()
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return host, rest[1:] if rest.startswith(":") else None
+        host, closed, rest = text[1:].partition("]")
+        if not closed or rest[:1] not in ("", ":"):
+            raise ConfigError(f"BROKER_HTTP_ALLOWLIST entry {text!r} has a malformed IPv6 literal")
+        return host, rest[1:] if rest else None
     if text.count(":") == 1:
         host, _, port = text.partition(":")
         return host, port or None

@@ -320,7 +320,10 @@ def test_host_patterns_match_host_and_port(
     assert HostPattern.parse(pattern).matches(host, port) is expected
 
 
-@pytest.mark.parametrize("entry", ["api.example.com:https", ":8080", "[::1]:x"])
+@pytest.mark.parametrize(
+    "entry",
+    ["api.example.com:https", ":8080", "[::1]:x", "[::1", "[::1]8080", "[::1]]:80", "[::1]:"],
+)
 def test_malformed_allowlist_entries_are_refused(settings: Settings, entry: str) -> None:
     with pytest.raises(ConfigError, match="BROKER_HTTP_ALLOWLIST"):
         OutboundHttp(settings.replace(http_allowlist=(entry,)))
