@@ -192,5 +192,6 @@ def test_a_callback_url_is_taken_with_the_clients_secret_and_refused_without_one
     with pytest.raises(BadRequest) as refused, transaction(factory) as session:
         submit(session, client_id="ClientB", submission=body, workflow=Pinned())
     assert refused.value.details["field"] == "callbackUrl"
+    assert refused.value.message == "this client may not name a callbackUrl"
     with transaction(factory, write=False) as session:
         assert session.scalar(select(func.count()).select_from(Request)) == 1

@@ -47,7 +47,12 @@ SKIPPED = 34
 #: per mutated module, the parts of a test's path that mark it as written for that module
 OWN_TESTS: dict[str, tuple[str, ...]] = {
     "broker.runtime.statuses": ("test_statuses", "test_request_invariants"),
-    "broker.runtime.submission": ("test_submission", "test_request_invariants", "test_submit"),
+    "broker.runtime.submission": (
+        "test_submission",
+        "test_request_invariants",
+        "test_submit",
+        "test_ingress_requests",
+    ),
     "broker.runtime.group_commit": ("test_group_commit",),
     "broker.runtime.outbox": ("test_outbox",),
     "broker.store.db": ("test_store_leases", "test_outbox_relay"),

@@ -83,12 +83,24 @@ def drain_drops() -> None:
 atexit.register(drain_drops)
 
 
+def redis_databases() -> range:
+    """The Redis databases this test process may flush: 1 to 14 (0 is the default, 15 the
+    bench's), split between pytest-xdist's workers so that two workers never share one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # noqa: TID251 - set by pytest-xdist
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # noqa: TID251 - likewise
+    index = int(worker[2:]) if worker.startswith("gw") else 0
+    size = max(1, 14 // max(1, count))
+    first = 1 + (index * size) % 14
+    return range(first, min(first + size, 15))
+
+
 def fresh_redis_url(offset: int = 0) -> str:
     """A Redis database number chosen per test process (``offset`` keeps two users of one process
     apart), flushed before use."""
     require_service("Redis", "127.0.0.1", 6379)
     import redis
 
-    url = f"{REDIS_URL}/{1 + (os.getpid() + offset) % 14}"
+    databases = redis_databases()
+    url = f"{REDIS_URL}/{databases[(os.getpid() + offset) % len(databases)]}"
     redis.Redis.from_url(url).flushdb()
     return url

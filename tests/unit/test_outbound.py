@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+import requests
 import urllib3
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -42,6 +43,7 @@ from broker.errors import (
 from broker.outbound import OutboundHttp, decode_content, parse_retry_after
 from broker.outbound_guard import (
     AddressGuard,
+    GuardedAdapter,
     HostPattern,
     _connect_vetted,
     admitted,
@@ -1079,7 +1081,9 @@ def test_the_guard_reads_a_host_as_the_allowlist_does() -> None:
     # IPv6 address is resolved without its brackets
     AddressGuard(resolve, parse_allowlist(["api.example.com"])).vet("API.Example.COM.", 443)
     AddressGuard(resolve).vet("[2606:4700::1111]", 443)
-    assert asked == ["api.example.com", "2606:4700::1111"]
+    # and only brackets and final dots are trimmed, never a letter at either end of the name
+    AddressGuard(resolve, parse_allowlist(["x.example.x"])).vet("X.Example.X", 443)
+    assert asked == ["api.example.com", "2606:4700::1111", "x.example.x"]
 
 
 def test_a_host_resolving_to_a_private_address_is_refused_naming_it_and_the_way_out() -> None:
@@ -1106,3 +1110,13 @@ def test_an_allowlist_entry_reads_as_a_host_does_in_any_case_with_a_final_dot() 
     assert admitted(allowlist, "api.example.com", 443)
     assert admitted(allowlist, "hooks.example.tx", 443)
     assert not admitted(allowlist, "hooks.example.t", 443)
+
+
+def test_the_guarded_pools_keep_requests_pool_size_and_never_block() -> None:
+    # Given the adapter every outbound session mounts
+    pools = GuardedAdapter(AddressGuard(system_resolver)).poolmanager
+    # Then each host's pool keeps requests' number of idle connections (urllib3's own default
+    # is one, which would close every concurrent call's connection after use), and a caller
+    # past that number opens another connection instead of waiting for one
+    assert pools.connection_pool_kw["maxsize"] == requests.adapters.DEFAULT_POOLSIZE == 10
+    assert pools.connection_pool_kw["block"] is False

@@ -121,7 +121,7 @@ def backend_urls(backend: str, var_dir: Path) -> Iterator[dict[str, str]]:
     if backend == "embedded":
         yield {"database_url": f"sqlite:///{var_dir / 'broker.db'}"}
         return
-    redis_url = fresh_redis_url(offset=7)
+    redis_url = fresh_redis_url(offset=1)
     with postgres_database("broker_rt") as database_url:
         yield {"database_url": database_url, "queue_url": redis_url, "lock_url": redis_url}
 

@@ -64,8 +64,8 @@ def test_submission_is_recorded_with_event_and_outbox_row_then_published(
         assert record.client_id == "ClientA"
         assert record.definition_id == "invoice-process"
         assert record.definition_version_id
-        events = session.scalars(select(RequestEvent.event_type)).all()
-        assert events == ["RequestSubmitted"]
+        events = session.execute(select(RequestEvent.event_type, RequestEvent.source)).all()
+        assert [tuple(event) for event in events] == [("RequestSubmitted", "ingress")]
         row = session.scalars(select(OutboxRow)).one()
         assert row.task_name == "broker.run_request"
         assert row.args == {"request_id": record.id}
