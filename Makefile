@@ -73,8 +73,11 @@ fmt: install-dev
 	$(BIN)/ruff format --config config/ruff.toml broker tasks tests
 	$(BIN)/ruff check --fix --config config/ruff.toml broker tasks tests
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), each test file on one of them, so that a
+# file's module fixtures (a live stack, a browser) start once; TEST_WORKERS=0 runs it in this one.
+TEST_WORKERS ?= 2
 test: install-dev services browser lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: install-dev services
 	$(BIN)/broker bench $(BENCH_ARGS)

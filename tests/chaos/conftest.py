@@ -1,7 +1,8 @@
 """Chaos tests: real worker processes killed, paused and cut off from their transport.
 
-They are marked ``chaos`` and run after every other test, one at a time, because they start and
-kill processes and restart a (private) Redis server.
+They are marked ``chaos``. In one process they run after every other test; under pytest-xdist
+(``make test``) each file runs whole on one worker, beside other files. Either way is safe: a test
+kills and pauses only processes it started, and restarts only a private Redis or PostgreSQL.
 """
 
 from __future__ import annotations
