@@ -75,9 +75,12 @@ fmt: install-dev
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), each test file on one of them, so that a
 # file's module fixtures (a live stack, a browser) start once; TEST_WORKERS=0 runs it in this one.
+# Then the chaos tests, alone and one at a time: they kill, pause and restart processes and time
+# their recovery, which other tests' load would only blur. (Exit status 5: none was selected.)
 TEST_WORKERS ?= 2
 test: install-dev services browser lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not chaos" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m chaos $(PYTEST_ARGS) || test $$? -eq 5
 
 bench: install-dev services
 	$(BIN)/broker bench $(BENCH_ARGS)

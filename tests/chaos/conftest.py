@@ -1,8 +1,9 @@
 """Chaos tests: real worker processes killed, paused and cut off from their transport.
 
-They are marked ``chaos``. In one process they run after every other test; under pytest-xdist
-(``make test``) each file runs whole on one worker, beside other files. Either way is safe: a test
-kills and pauses only processes it started, and restarts only a private Redis or PostgreSQL.
+They are marked ``chaos`` and run after every other test, one at a time: in one process by this
+hook, and in ``make test`` by a second pytest run (``-m chaos``) after the parallel one, since
+they time their recovery, which other tests' load would only blur. A test kills and pauses only
+processes it started, and restarts only a private Redis or PostgreSQL.
 """
 
 from __future__ import annotations
