@@ -78,7 +78,10 @@ def _split_pattern(text: str) -> tuple[str, str | None]:
     if text.startswith("["):
         host, closed, rest = text[1:].partition("]")
         if not closed or rest[:1] not in ("", ":"):
-            raise ConfigError(f"BROKER_HTTP_ALLOWLIST entry {text!r} has a malformed IPv6 literal")
+            raise ConfigError(
+                f"BROKER_HTTP_ALLOWLIST entry {text!r} has a malformed IPv6 literal: write"
+                " [address] or [address]:port"
+            )
         return host, rest[1:] if rest else None
     if text.count(":") == 1:
         host, _, port = text.partition(":")

@@ -6,13 +6,16 @@ folder under flock, and real Redis) must together get exactly the bucket's token
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -403,21 +406,14 @@ def test_the_store_follows_redis_lock_or_queue_urls_else_the_var_folder(
         make_rate_limiter(settings.replace(rate_limit_url="memcached://x"))
 
 
-def _evalsha_calls(buckets: RedisBuckets) -> int:
-    """The EVALSHA calls this client has sent (counted on the client: the server's own figure
-    also counts the other test processes' calls)."""
-    calls: list[int] | None = getattr(buckets.client, "_evalsha_counted", None)
-    if calls is None:
-        calls = []
-        sent = buckets.client.evalsha
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls.append(1)
-            return sent(*args, **kwargs)
-
-        buckets.client.evalsha = counted  # type: ignore[method-assign]
-        buckets.client._evalsha_counted = calls  # type: ignore[attr-defined]
-    return len(calls)
+def _evalsha_calls(stack: contextlib.ExitStack, *buckets: RedisBuckets) -> Callable[[], int]:
+    """How many EVALSHA calls these buckets' clients have sent since this call (counted on the
+    clients: the server's own figure also counts the other test processes' calls)."""
+    spies = [
+        stack.enter_context(mock.patch.object(b.client, "evalsha", wraps=b.client.evalsha))
+        for b in buckets
+    ]
+    return lambda: sum(spy.call_count for spy in spies)
 
 
 @pytest.mark.redis
@@ -434,12 +430,13 @@ def test_a_busy_process_draws_on_a_fast_bucket_ahead_and_the_rate_still_holds(
         )
 
     # When both take as fast as they can, 900 times between them (within the capacity)
-    calls_before = _evalsha_calls(first)
-    started = time.monotonic()
-    granted = take(900)
-    # Then each take was granted, with far fewer round trips to Redis than takes
-    assert granted == 900
-    assert _evalsha_calls(first) - calls_before < 900 / 4
+    with contextlib.ExitStack() as stack:
+        calls = _evalsha_calls(stack, first, second)
+        started = time.monotonic()
+        granted = take(900)
+        # Then each take was granted, with far fewer round trips to Redis than takes
+        assert granted == 900
+        assert calls() < 900 / 4
     # And when they go on, 2,100 times more, together they get no more than the capacity plus
     # its refill meanwhile (tokens still held, taken from the bucket already, are not granted)
     granted += take(2100)
@@ -452,9 +449,10 @@ def test_a_slow_bucket_is_never_drawn_on_ahead(redis_url: str) -> None:
     # Given a process's bucket of 50 an hour (too slow to draw on ahead)
     buckets = RedisBuckets(redis_url)
     rate = parse_rate("50/hour")
-    calls_before = _evalsha_calls(buckets)
     # When it takes 60 times
-    granted = sum(1 for _ in range(60) if buckets.take("submissions:slow", rate) == 0)
+    with contextlib.ExitStack() as stack:
+        calls = _evalsha_calls(stack, buckets)
+        granted = sum(1 for _ in range(60) if buckets.take("submissions:slow", rate) == 0)
     # Then it got the 50 and asked Redis every time
     assert granted == 50
-    assert _evalsha_calls(buckets) - calls_before == 60
+    assert calls() == 60
