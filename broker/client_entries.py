@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.errors import ClientFileError
-from broker.rate_limits import DEFAULT_LIMITS, ClientLimits, parse_client_limits
+from broker.rates import DEFAULT_LIMITS, ClientLimits, parse_client_limits
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from broker.rate_limits import Rate, parse_rate
+from broker.rates import Rate, parse_rate
 
 PREFIX = "BROKER_"
 

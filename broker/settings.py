@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.errors import ConfigError
-from broker.rate_limits import Rate
+from broker.rates import Rate
 from broker.setting_keys import KEY_BY_ENV, KEYS, PREFIX
 
 logger = logging.getLogger(__name__)

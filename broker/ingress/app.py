@@ -28,7 +28,7 @@ from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authentic
 from broker.ingress.bodies import BodyLimit
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
 from broker.ingress.rate_limits import LIMITER
-from broker.rate_limits import RateLimiter, make_rate_limiter
+from broker.ingress.buckets import RateLimiter, make_rate_limiter
 from broker.runtime.ports import NullPublisher, Publisher
 from broker.settings import Settings
 

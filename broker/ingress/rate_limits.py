@@ -1,4 +1,4 @@
-"""The ingress side of the rate limits (``broker.rate_limits``): one check per limited call."""
+"""The ingress side of the rate limits (``broker.ingress.buckets``): one check per limited call."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from broker.errors import RateLimited
 from broker.ingress import metrics
 from broker.ingress.context import ApiClientLike, services
-from broker.rate_limits import ClientLimits, RateLimiter
+from broker.ingress.buckets import RateLimiter
+from broker.rates import ClientLimits
 
 LIMITER = "rate_limiter"  # the key of the limiter in ``Services.extra``
 _CHUNK = 64 * 1024

@@ -14,7 +14,7 @@ from broker.ingress.auth import authenticate
 from broker.ingress.context import Services, services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
 from broker.ingress.webhooks import outbound
-from broker.rate_limits import SUBMISSIONS
+from broker.rates import SUBMISSIONS
 from broker.runtime import cancellation, request_queries, webhooks
 from broker.runtime import submission as runtime_submission
 from broker.runtime.group_commit import Committer

@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from broker.rate_limits import REDIS_PREFIX
+from broker.ingress.buckets import REDIS_PREFIX
 from broker.store import db
 from tests.e2e.test_openapi_schemathesis import _seed
 from tests.support.ingress import Pki, environment, make_pki, write_config

@@ -26,21 +26,23 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.client_entries import ApiClient
 from broker.clients import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, RateLimited
-from broker.rate_limits import (
-    EVENTS,
-    SUBMISSIONS,
-    UNLIMITED,
+from broker.ingress.buckets import (
     Buckets,
-    ClientLimits,
     DatabaseBuckets,
     FileBuckets,
-    Rate,
     RateLimiter,
     RedisBuckets,
     make_rate_limiter,
+    store_url,
+)
+from broker.rates import (
+    EVENTS,
+    SUBMISSIONS,
+    UNLIMITED,
+    ClientLimits,
+    Rate,
     parse_client_limits,
     parse_rate,
-    store_url,
 )
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade

@@ -42,7 +42,7 @@ class RequestTypeRule(Base):
 
 
 class RateBucket(Base):
-    """A client's rate-limit bucket kept in the database (``broker.rate_limits.DatabaseBuckets``):
+    """A client's rate-limit bucket kept in the database (``broker.ingress.buckets.DatabaseBuckets``):
     when its next token is due (GCRA's theoretical arrival time), in microseconds since 1970."""
 
     __tablename__ = "rate_buckets"

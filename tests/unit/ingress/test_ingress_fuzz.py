@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
-from broker.rate_limits import UNLIMITED
+from broker.rates import UNLIMITED
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent

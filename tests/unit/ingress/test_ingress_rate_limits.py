@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import ClientFileError
 from broker.ingress import create_public_app, openapi
 from broker.ingress.auth import PEER_CERT
-from broker.rate_limits import parse_rate
+from broker.rates import parse_rate
 from broker.settings import Settings
 from broker.store.models import BookmarkQueueItem, Request
 from tests.support.ingress import INVOICE_KEYS, Pki

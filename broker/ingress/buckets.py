@@ -1,29 +1,5 @@
-"""Per-client rate limits: a token bucket per client and kind, shared by every ingress process.
-
-A rate is written ``"<count>/<unit>"`` (``"100/second"``, ``"6000/minute"``, units ``second``,
-``minute``, ``hour``, ``day``, plural allowed): a bucket of ``count`` tokens that refills at
-``count`` per unit, so a client may send ``count`` at once and then ``count`` per unit on average.
-``"unlimited"``, ``"0"``, ``0`` or an empty text mean no limit. The kinds are ``submissions``
-(``POST /requests``) and ``events`` (``POST /events/{name}``); defaults come from settings, and a
-client's ``rateLimits`` in clients.json overrides them.
-
-The bucket is kept as GCRA does (one "theoretical arrival time" per bucket, the exact equivalent
-of a token bucket), in one of three stores:
-
-* Redis (``RedisBuckets``): one key per bucket, updated by a Lua script against the Redis
-  server's clock, so every ingress process on every host shares it; from a fast bucket (1,000 a
-  second, the default) a busy process takes a few tokens per round trip and hands them out
-  itself (``AHEAD_SECONDS``);
-* PostgreSQL (``DatabaseBuckets``): one row per bucket in the broker's database, taken in one
-  statement against the database server's clock, for deployments without Redis;
-* a folder (``FileBuckets``): one small file per bucket, read and written under ``flock``, so the
-  gunicorn workers of one host share it (the embedded default, under ``var/ratelimits``).
-
-``BROKER_RATE_LIMIT_URL`` picks the store; empty picks Redis when the lock or queue URL is
-``redis://``, the database when the locks are PostgreSQL's, and the folder otherwise. When the
-store cannot be reached the request is let through and a warning logged: a limit protects the
-broker, it must not take it down.
-"""
+"""Token buckets shared by every ingress process (Redis, PostgreSQL or a folder), checked once
+per limited call; docs/design.md section 11 has the mechanism."""
 
 from __future__ import annotations
 
@@ -33,13 +9,12 @@ import hashlib
 import logging
 import math
 import os
-import re
 import struct
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from redis.exceptions import RedisError
 from sqlalchemy import create_engine
@@ -47,110 +22,16 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.exc import SQLAlchemyError
 
 from broker.errors import ConfigError, RateLimited
+from broker.rates import EVENTS, SUBMISSIONS, UNLIMITED, ClientLimits, Rate
 
 if TYPE_CHECKING:
     from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-SUBMISSIONS = "submissions"
-EVENTS = "events"
-KINDS = (SUBMISSIONS, EVENTS)
 REDIS_PREFIX = "broker:ratelimit:"
 #: seconds between two warnings about an unreachable store
 WARN_INTERVAL = 60.0
-
-_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
-_RATE = re.compile(r"^(\d+)\s*/\s*([a-z]+?)s?$")
-_UNLIMITED_TEXTS = frozenset({"", "0", "unlimited"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Rate:
-    """``count`` per ``period`` seconds; ``count`` 0 is no limit."""
-
-    count: int
-    period: float
-    text: str = dataclasses.field(default="unlimited", compare=False)
-
-    @property
-    def unlimited(self) -> bool:
-        return self.count == 0
-
-    @property
-    def interval(self) -> float:
-        """Seconds one token takes to refill."""
-        return self.period / self.count
-
-    def __str__(self) -> str:
-        return self.text
-
-
-UNLIMITED = Rate(0, 1.0)
-
-
-def parse_rate(value: Any) -> Rate:
-    """A rate from its text (or the number 0); ``ValueError`` saying what is wrong."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError('expected a rate such as "100/second", or "unlimited"')
-    if isinstance(value, int):
-        if value != 0:
-            raise ValueError(f'a bare number ({value}) has no unit: write "{value}/second"')
-        return UNLIMITED
-    text = value.strip().lower()
-    if text in _UNLIMITED_TEXTS:
-        return UNLIMITED
-    match = _RATE.match(text)
-    unit = match.group(2) if match else None
-    if match is None or unit not in _UNITS:
-        raise ValueError(
-            f'{value!r} is not a rate: expected "<count>/<unit>" with a unit of '
-            f'{", ".join(_UNITS)} (e.g. "100/second"), or "unlimited"'
-        )
-    count = int(match.group(1))
-    if count == 0:
-        raise ValueError(f'{value!r} would refuse everything: write "unlimited" for no limit')
-    return Rate(count, _UNITS[unit], f"{count}/{unit}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ClientLimits:
-    """A client's own rates (from clients.json); None for a kind means the default applies."""
-
-    submissions: Rate | None = None
-    events: Rate | None = None
-
-    def for_kind(self, kind: str) -> Rate | None:
-        found: Rate | None = getattr(self, kind)
-        return found
-
-
-#: a client that sets no rate of its own
-DEFAULT_LIMITS = ClientLimits()
-
-
-def parse_client_limits(value: Any) -> ClientLimits:
-    """The ``rateLimits`` object of a clients.json entry.
-
-    Raises ``ValueError`` whose message starts with the field at fault (``rateLimits.events: ...``).
-    """
-    if value is None:
-        return DEFAULT_LIMITS
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            'rateLimits must be an object such as {"submissions": "100/second", '
-            '"events": "50/second"}'
-        )
-    rates: dict[str, Rate] = {}
-    for name, text in value.items():
-        kind = str(name).lower()
-        if kind not in KINDS:
-            raise ValueError(f"rateLimits.{name}: unknown limit (expected {' or '.join(KINDS)})")
-        try:
-            rates[kind] = parse_rate(text)
-        except ValueError as exc:
-            raise ValueError(f"rateLimits.{name}: {exc}") from exc
-    return ClientLimits(**rates)
 
 
 # Stores -----------------------------------------------------------------------------------------
