@@ -26,9 +26,9 @@ from broker.errors import (
 from broker.ingress import metrics
 from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
 from broker.ingress.bodies import BodyLimit
+from broker.ingress.buckets import RateLimiter, make_rate_limiter
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
 from broker.ingress.rate_limits import LIMITER
-from broker.ingress.buckets import RateLimiter, make_rate_limiter
 from broker.runtime.ports import NullPublisher, Publisher
 from broker.settings import Settings
 

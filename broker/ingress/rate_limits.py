@@ -7,8 +7,8 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from broker.errors import RateLimited
 from broker.ingress import metrics
-from broker.ingress.context import ApiClientLike, services
 from broker.ingress.buckets import RateLimiter
+from broker.ingress.context import ApiClientLike, services
 from broker.rates import ClientLimits
 
 LIMITER = "rate_limiter"  # the key of the limiter in ``Services.extra``

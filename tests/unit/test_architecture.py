@@ -76,7 +76,8 @@ def test_the_tree_keeps_every_contract() -> None:
         ),
         (
             "broker.errors",
-            "from typing import TYPE_CHECKING  # noqa\nif TYPE_CHECKING:\n    import broker.settings",
+            "from typing import TYPE_CHECKING  # noqa\n"
+            "if TYPE_CHECKING:\n    import broker.settings",
             "No import cycles between modules",
         ),
         (

@@ -42,8 +42,9 @@ class RequestTypeRule(Base):
 
 
 class RateBucket(Base):
-    """A client's rate-limit bucket kept in the database (``broker.ingress.buckets.DatabaseBuckets``):
-    when its next token is due (GCRA's theoretical arrival time), in microseconds since 1970."""
+    """A client's rate-limit bucket kept in the database (``DatabaseBuckets`` of
+    ``broker.ingress.buckets``): when its next token is due (GCRA's theoretical arrival time), in
+    microseconds since 1970."""
 
     __tablename__ = "rate_buckets"
 
