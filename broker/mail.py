@@ -25,11 +25,13 @@ import re
 import smtplib
 import ssl
 import tempfile
+from collections.abc import Callable
 from email.message import EmailMessage as MimeMessage
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from broker.backends import BackendUrl, by_url
 from broker.engine.services import EmailMessage, Mailer
 from broker.errors import ConfigError, RetryLater, WorkflowFault
 from broker.settings import Settings
@@ -200,24 +202,30 @@ class ConsoleMailer:
         )
 
 
+def _file_mailer(url: BackendUrl, settings: Settings) -> Mailer:
+    return FileMailer(Path(url.folder("file://var/mail")), default_sender=settings.smtp_from)
+
+
+def _console_mailer(url: BackendUrl, settings: Settings) -> Mailer:
+    return ConsoleMailer(default_sender=settings.smtp_from)
+
+
+def _smtp(url: BackendUrl, settings: Settings) -> Mailer:
+    return _smtp_mailer(url.url, url.scheme, settings.smtp_from)
+
+
+#: the mail backends by URL scheme
+MAIL_BACKENDS: dict[str, Callable[[BackendUrl, Settings], Mailer]] = {
+    "smtp": _smtp,
+    "smtps": _smtp,
+    "file": _file_mailer,
+    "console": _console_mailer,
+}
+
+
 def make_mailer(settings: Settings) -> Mailer:
     """The mailer ``settings.smtp_url`` names; raises ``ConfigError`` for an unusable URL."""
-    url = settings.smtp_url.strip()
-    scheme = url.partition("://")[0].lower()
-    sender = settings.smtp_from
-    if scheme == "file":
-        directory = url[len("file://") :]
-        if not directory:
-            raise ConfigError("BROKER_SMTP_URL file:// needs a folder, e.g. file://var/mail")
-        return FileMailer(Path(directory), default_sender=sender)
-    if scheme == "console":
-        return ConsoleMailer(default_sender=sender)
-    if scheme in SMTP_PORTS:
-        return _smtp_mailer(url, scheme, sender)
-    raise ConfigError(
-        f"BROKER_SMTP_URL scheme {scheme!r} is not supported "
-        "(smtp://, smtps://, file:// or console://)"
-    )
+    return by_url("BROKER_SMTP_URL", settings.smtp_url, MAIL_BACKENDS, settings)
 
 
 def _smtp_mailer(url: str, scheme: str, sender: str) -> SmtpMailer:

@@ -12,7 +12,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,6 +21,7 @@ from sqlalchemy import create_engine
 from sqlalchemy import text as sql_text
 from sqlalchemy.exc import SQLAlchemyError
 
+from broker.backends import BackendUrl, by_url, scheme_family
 from broker.errors import ConfigError, RateLimited
 from broker.rates import EVENTS, SUBMISSIONS, UNLIMITED, ClientLimits, Rate
 
@@ -260,36 +261,45 @@ def store_url(settings: Settings) -> str:
     if settings.rate_limit_url:
         return settings.rate_limit_url
     for url in (settings.lock_url, settings.queue_url):
-        if url.startswith(("redis://", "rediss://")):
+        if scheme_family(url) in ("redis", "rediss"):
             return url
-    if settings.lock_url.startswith("postgresql") and settings.database_url.startswith(
-        "postgresql"
+    if scheme_family(settings.lock_url) in ("postgresql", "postgres") and (
+        scheme_family(settings.database_url) == "postgresql"
     ):
         return settings.database_url
     return f"file://{Path(settings.var_dir) / 'ratelimits'}"
 
 
+def _file_buckets(url: BackendUrl, settings: Settings) -> Buckets:
+    if settings.distributed:
+        logger.warning(
+            "rate limits are kept in files under %s: ingress processes on other hosts do "
+            "not share them (set BROKER_RATE_LIMIT_URL=redis://...)",
+            url.location,
+        )
+    return FileBuckets(Path(url.folder("file://var/ratelimits")))
+
+
+def _redis_buckets(url: BackendUrl, settings: Settings) -> Buckets:
+    return RedisBuckets(url.url)
+
+
+def _database_buckets(url: BackendUrl, settings: Settings) -> Buckets:
+    return DatabaseBuckets(url.url)
+
+
+#: the bucket stores by URL scheme (``postgresql+driver`` finds ``postgresql``)
+BUCKET_BACKENDS: dict[str, Callable[[BackendUrl, Settings], Buckets]] = {
+    "redis": _redis_buckets,
+    "rediss": _redis_buckets,
+    "postgresql": _database_buckets,
+    "file": _file_buckets,
+}
+
+
 def make_rate_limiter(settings: Settings) -> RateLimiter:
     """The limiter of an ingress process, on the store its settings name."""
-    url = store_url(settings)
-    buckets: Buckets
-    if url.startswith(("redis://", "rediss://")):
-        buckets = RedisBuckets(url)
-    elif url.startswith("postgresql"):
-        buckets = DatabaseBuckets(url)
-    elif url.startswith("file://"):
-        buckets = FileBuckets(Path(url.removeprefix("file://")))
-        if settings.distributed:
-            logger.warning(
-                "rate limits are kept in files under %s: ingress processes on other hosts do "
-                "not share them (set BROKER_RATE_LIMIT_URL=redis://...)",
-                url.removeprefix("file://"),
-            )
-    else:
-        raise ConfigError(
-            f"BROKER_RATE_LIMIT_URL={url!r} is invalid: expected redis://..., "
-            "postgresql://... (the broker's database) or file://DIR"
-        )
+    buckets = by_url("BROKER_RATE_LIMIT_URL", store_url(settings), BUCKET_BACKENDS, settings)
     return RateLimiter(
         buckets,
         {SUBMISSIONS: settings.rate_limit_submissions, EVENTS: settings.rate_limit_events},

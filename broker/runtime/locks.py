@@ -29,7 +29,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -38,6 +38,7 @@ import redis
 import redis.exceptions
 import redis.lock
 
+from broker.backends import BackendUrl, by_url, parse_backend_url
 from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.ports import Lock, LockProvider
 from broker.settings import Settings
@@ -334,30 +335,37 @@ class PostgresLockProvider:
 # Choosing one -------------------------------------------------------------------------------------
 
 
+def _file_locks(url: BackendUrl, settings: Settings) -> LockProvider:
+    return FileLockProvider(Path(url.folder("file://var/locks")))
+
+
+def _redis_locks(url: BackendUrl, settings: Settings) -> LockProvider:
+    return RedisLockProvider(url.url, settings.lock_ttl)
+
+
+def _postgres_locks(url: BackendUrl, settings: Settings) -> LockProvider:
+    return PostgresLockProvider(url.url)
+
+
+#: the lock backends by URL scheme (``postgresql+driver`` finds ``postgresql``)
+LOCK_BACKENDS: dict[str, Callable[[BackendUrl, Settings], LockProvider]] = {
+    "file": _file_locks,
+    "redis": _redis_locks,
+    "rediss": _redis_locks,
+    "unix": _redis_locks,
+    "postgresql": _postgres_locks,
+    "postgres": _postgres_locks,
+}
+
+
 def make_lock_provider(settings: Settings) -> LockProvider:
     """The provider ``settings.lock_url`` names; raises ``ConfigError`` for other schemes."""
-    url = settings.lock_url.strip()
-    scheme = url.partition("://")[0].lower()
-    # A scheme is case-insensitive (RFC 3986); redis-py and libpq accept only lower case.
-    url = scheme + url[len(scheme) :]
-    if scheme == "file":
-        directory = url[len("file://") :]
-        if not directory:
-            raise ConfigError("BROKER_LOCK_URL file:// needs a folder, e.g. file://var/locks")
-        return FileLockProvider(Path(directory))
-    if scheme in ("redis", "rediss", "unix"):
-        return RedisLockProvider(url, settings.lock_ttl)
-    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
-        return PostgresLockProvider(url)
-    raise ConfigError(
-        f"BROKER_LOCK_URL scheme {scheme!r} is not supported "
-        "(file://, redis://, rediss:// or postgresql://)"
-    )
+    return by_url("BROKER_LOCK_URL", settings.lock_url, LOCK_BACKENDS, settings)
 
 
 def is_local(settings: Settings) -> bool:
     """Whether the configured locks only exclude processes on one host."""
-    return settings.lock_url.strip().lower().startswith("file://")
+    return parse_backend_url("BROKER_LOCK_URL", settings.lock_url).scheme == "file"
 
 
 def warn_if_local_locks(settings: Settings) -> bool:

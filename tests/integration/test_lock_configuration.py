@@ -94,12 +94,12 @@ def test_a_file_url_with_spaces_around_it_gives_file_locks_in_that_folder(
         (
             "zookeeper://zk:2181",
             "BROKER_LOCK_URL scheme 'zookeeper' is not supported "
-            "(file://, redis://, rediss:// or postgresql://)",
+            "(file://, redis://, rediss://, unix://, postgresql:// or postgres://)",
         ),
         (
             "sqlite:///var/locks.db?uri=file://x",
             "BROKER_LOCK_URL scheme 'sqlite' is not supported "
-            "(file://, redis://, rediss:// or postgresql://)",
+            "(file://, redis://, rediss://, unix://, postgresql:// or postgres://)",
         ),
     ],
 )
