@@ -1,0 +1,354 @@
+"""A harness for workflow authors' tests: run a workflow file in-process, deliver events, fire
+timers at once, answer HTTP calls and Celery tasks from tables, and assert what came of it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from broker.engine.api import Engine, EngineServices
+from broker.engine.definition import WorkflowDefinition
+from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
+from broker.engine.results import (
+    Bookmark,
+    DispatchWorkflow,
+    JournalEntry,
+    RunResult,
+    RunTask,
+    WorkflowStatus,
+    WorkflowSubStatus,
+)
+from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
+
+__all__ = [
+    "HttpAnswer",
+    "HttpTable",
+    "MailOutbox",
+    "WorkflowRun",
+    "WorkflowTest",
+]
+
+EVENT_BOOKMARK = "Elsa.Event"
+#: the start of every clock in the harness, unless a test gives its own
+DEFAULT_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpAnswer:
+    """What the table answers to one call: a status, a JSON (or text) body, headers."""
+
+    status: int = 200
+    body: Any = None
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def response(self) -> HttpResponse:
+        if isinstance(self.body, bytes):
+            raw, content = self.body, self.body.decode("utf-8", "replace")
+            kind = "application/octet-stream"
+        elif isinstance(self.body, str):
+            raw, content, kind = self.body.encode(), self.body, "text/plain"
+        else:
+            raw, content = json.dumps(self.body).encode(), self.body
+            kind = "application/json"
+        headers = {"Content-Type": kind, **self.headers}
+        return HttpResponse(self.status, headers, raw, content)
+
+
+class HttpTable:
+    """An ``HttpClient`` that answers from a table keyed by ``"METHOD url"`` (or the URL alone
+    for any method) and records every call; a call the table does not know fails the test."""
+
+    def __init__(self, answers: Mapping[str, HttpAnswer | int | Any] | None = None) -> None:
+        self.answers: dict[str, HttpAnswer] = {}
+        self.calls: list[HttpRequest] = []
+        for key, answer in (answers or {}).items():
+            self.answers[_http_key(key)] = _as_answer(answer)
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        self.calls.append(request)
+        for key in (f"{request.method.upper()} {request.url}", request.url):
+            if key in self.answers:
+                return self.answers[key].response()
+        known = ", ".join(sorted(self.answers)) or "none"
+        raise AssertionError(
+            f"no answer for {request.method.upper()} {request.url} in the HTTP table ({known})"
+        )
+
+
+class MailOutbox:
+    """A ``Mailer`` that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+
+    def send(self, message: EmailMessage) -> None:
+        self.messages.append(message)
+
+
+class WorkflowTest:
+    """One workflow under test, with the definitions it uses (children, composite activities) and
+    the tables that stand in for the outside world."""
+
+    def __init__(
+        self,
+        workflow: WorkflowDefinition,
+        *,
+        uses: Iterable[WorkflowDefinition] = (),
+        http: Mapping[str, HttpAnswer | int | Any] | None = None,
+        tasks: Mapping[str, Callable[[Any], Any]] | None = None,
+        now: dt.datetime = DEFAULT_NOW,
+    ) -> None:
+        self.workflow = workflow
+        self.definitions = DefinitionIndex([*uses, workflow])
+        self.http = HttpTable(http)
+        self.mail = MailOutbox()
+        self.tasks = dict(tasks or {})
+        self.now = now
+        services = EngineServices(
+            http=self.http, mailer=self.mail, clock=lambda: self.now, write_line=None
+        )
+        self.engine = Engine(self.definitions, services)
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        uses: Sequence[str | Path] = (),
+        http: Mapping[str, HttpAnswer | int | Any] | None = None,
+        tasks: Mapping[str, Callable[[Any], Any]] | None = None,
+        now: dt.datetime = DEFAULT_NOW,
+    ) -> WorkflowTest:
+        """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
+        return cls(
+            load_definition(path),
+            uses=[load_definition(other) for other in uses],
+            http=http,
+            tasks=tasks,
+            now=now,
+        )
+
+    def submit(
+        self,
+        keys: Mapping[str, str] | None = None,
+        payload: Any = None,
+        *,
+        request_id: str = "request-1",
+    ) -> WorkflowRun:
+        """Start the workflow as a request does (input ``{keys, payload}``, correlation id the
+        request id) and run it until it finishes or only waits remain."""
+        return self.start(
+            input={"keys": dict(keys or {}), "payload": payload or {}},
+            correlation_id=request_id,
+            instance_id=f"{request_id}-instance",
+        )
+
+    def start(
+        self,
+        input: Mapping[str, Any] | None = None,
+        *,
+        correlation_id: str | None = None,
+        instance_id: str = "instance-1",
+    ) -> WorkflowRun:
+        """Start the workflow with ``input`` and run it until it finishes or only waits remain."""
+        run = WorkflowRun(self, instance_id)
+        run.absorb(
+            self.engine.start(
+                self.workflow,
+                instance_id=instance_id,
+                input=input,
+                correlation_id=correlation_id,
+                write_lines=run.lines,
+            )
+        )
+        return run
+
+
+class WorkflowRun:
+    """One instance of the workflow under test: its latest result, and everything it wrote, called
+    and recorded along the way."""
+
+    def __init__(self, test: WorkflowTest, instance_id: str) -> None:
+        self.test = test
+        self.instance_id = instance_id
+        self.lines: list[str] = []
+        self.journal: list[JournalEntry] = []
+        self.result: RunResult | None = None
+        self.children: list[WorkflowRun] = []
+
+    # What the run is now ------------------------------------------------------------------------
+
+    @property
+    def latest(self) -> RunResult:
+        assert self.result is not None, "the workflow has not started"
+        return self.result
+
+    @property
+    def status(self) -> str:
+        return self.latest.status
+
+    @property
+    def sub_status(self) -> str:
+        return self.latest.sub_status
+
+    @property
+    def output(self) -> Any:
+        return self.latest.output
+
+    @property
+    def bookmarks(self) -> tuple[Bookmark, ...]:
+        return self.latest.bookmarks
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        state = self.latest.state
+        root = state["contexts"].get(state.get("rootContextId"))
+        found = root["scope"]["vars"] if root else state.get("variables") or {}
+        return dict(found)
+
+    @property
+    def http_calls(self) -> list[HttpRequest]:
+        return self.test.http.calls
+
+    @property
+    def mail(self) -> list[EmailMessage]:
+        return self.test.mail.messages
+
+    # Stimuli ------------------------------------------------------------------------------------
+
+    def deliver_event(self, name: str, payload: Any = None) -> Self:
+        """Resume every bookmark waiting for the event ``name`` (as ``POST /events/{name}``)."""
+        waiting = [
+            b
+            for b in self.bookmarks
+            if b.name == EVENT_BOOKMARK and b.payload.get("eventName") == name
+        ]
+        assert waiting, f"no bookmark waits for the event {name!r} ({self._waits()})"
+        for bookmark in waiting:
+            self.resume(bookmark.id, payload)
+        return self
+
+    def fire_timers(self) -> Self:
+        """Fire every due-time bookmark (Delay, Timer, StartAt, Cron) at once: the clock moves to
+        the latest due time, as if the wait had passed."""
+        timed = [b for b in self.bookmarks if b.due_at is not None]
+        assert timed, f"no timer is waiting ({self._waits()})"
+        self.test.now = max(self.test.now, *(b.due_at for b in timed if b.due_at is not None))
+        for bookmark in timed:
+            self.resume(bookmark.id)
+        return self
+
+    def resume(self, bookmark_id: str, input: Any = None) -> Self:
+        """Resume one bookmark with ``input``; a bookmark an earlier resume removed is skipped."""
+        if not any(b.id == bookmark_id for b in self.bookmarks):
+            return self
+        self.absorb(
+            self.test.engine.resume(
+                self.latest.state, bookmark_id=bookmark_id, input=input, write_lines=self.lines
+            )
+        )
+        return self
+
+    def absorb(self, result: RunResult) -> None:
+        """Take a step's result, then carry out what it asks of the runtime that the harness can
+        do in-process: answer RunTask from the task table, run a child it waits for."""
+        self.result = result
+        self.journal.extend(result.journal)
+        for command in result.commands:
+            if isinstance(command, RunTask) and command.task_name in self.test.tasks:
+                answer = self.test.tasks[command.task_name](command.payload)
+                self.resume(command.bookmark_id, answer)
+            elif isinstance(command, DispatchWorkflow):
+                self._run_child(command)
+
+    def _run_child(self, command: DispatchWorkflow) -> None:
+        definition = self.test.definitions.by_definition_id(command.definition_id)
+        assert definition is not None, f"no definition {command.definition_id!r} was given"
+        child = WorkflowRun(self.test, command.child_instance_id)
+        child.lines = self.lines
+        child.absorb(
+            self.test.engine.start(
+                definition,
+                instance_id=command.child_instance_id,
+                input=command.input,
+                correlation_id=command.correlation_id,
+                parent_id=command.parent_instance_id,
+                write_lines=child.lines,
+            )
+        )
+        self.children.append(child)
+        if command.wait_for_completion and command.bookmark_id and child.status == "Finished":
+            self.resume(command.bookmark_id, child.output)
+
+    # Assertions ---------------------------------------------------------------------------------
+
+    def assert_finished(self) -> Self:
+        """The workflow ended well (Finished, not Faulted or Cancelled)."""
+        fault = self.latest.fault.message if self.latest.fault else None
+        assert (self.status, self.sub_status) == (
+            WorkflowStatus.FINISHED,
+            WorkflowSubStatus.FINISHED,
+        ), f"{self.status}/{self.sub_status}, fault: {fault}"
+        return self
+
+    def assert_faulted(self, message: str | None = None) -> Self:
+        """The workflow faulted, with ``message`` in the fault's message when one is given."""
+        assert self.sub_status == WorkflowSubStatus.FAULTED, f"{self.status}/{self.sub_status}"
+        if message is not None:
+            fault = self.latest.fault.message if self.latest.fault else ""
+            assert message in fault, f"fault {fault!r} does not mention {message!r}"
+        return self
+
+    def assert_waiting_for(self, *activity_ids: str) -> Self:
+        """The workflow is suspended on exactly these activities' bookmarks."""
+        assert self.sub_status == WorkflowSubStatus.SUSPENDED, f"{self.status}/{self.sub_status}"
+        assert sorted(b.activity_id for b in self.bookmarks) == sorted(activity_ids), self._waits()
+        return self
+
+    def assert_output(self, **expected: Any) -> Self:
+        """Each named workflow output has the given value."""
+        output = self.output if isinstance(self.output, Mapping) else {}
+        for name, value in expected.items():
+            assert output.get(name) == value, f"output {name!r} is {output.get(name)!r}"
+        return self
+
+    def assert_journal(self, *records: str) -> Self:
+        """These ``"activityId:Event"`` records appear in the journal, in this order."""
+        seen = [f"{e.activity_id}:{e.event_name}" for e in self.journal]
+        position = 0
+        for record in records:
+            try:
+                position = seen.index(record, position) + 1
+            except ValueError:
+                raise AssertionError(
+                    f"{record!r} is not in the journal after {position}: {seen}"
+                ) from None
+        return self
+
+    def _waits(self) -> str:
+        waits = [f"{b.activity_id} ({b.name})" for b in self.bookmarks]
+        return f"waiting on: {', '.join(waits) or 'nothing'}"
+
+
+def load_definition(path: str | Path) -> WorkflowDefinition:
+    """A workflow file parsed and validated as the broker loads it."""
+    source = Path(path)
+    return parse_workflow(json.loads(source.read_text(encoding="utf-8-sig")), file=source.name)
+
+
+def _http_key(key: str) -> str:
+    method, sep, url = key.strip().partition(" ")
+    return f"{method.upper()} {url.strip()}" if sep else method
+
+
+def _as_answer(answer: HttpAnswer | int | Any) -> HttpAnswer:
+    if isinstance(answer, HttpAnswer):
+        return answer
+    if isinstance(answer, int) and not isinstance(answer, bool):
+        return HttpAnswer(status=answer)
+    return HttpAnswer(body=answer)
