@@ -108,6 +108,8 @@ def configure_logging(settings: Settings, *, level: int | str | None = None) -> 
     handler.setFormatter(make_formatter(settings))
     # Library warnings (warnings.warn) go out as log lines too, not as bare text on stderr.
     logging.captureWarnings(True)
+    # Alembic announces each of its plugins at INFO on every start: not news.
+    demote("alembic.runtime.plugins", lambda record: True)
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

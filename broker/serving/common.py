@@ -17,7 +17,7 @@ from broker.settings import get_settings
 _REQUEST_PATH = re.compile(r"/requests/([^/?#]+)")
 
 
-class GunicornLogger(glogging.Logger):
+class GunicornLogger(glogging.Logger):  # type: ignore[misc]
     """gunicorn's error and access lines in the broker's format (``BROKER_LOG_FORMAT``), the
     access line with method, path (no query), status, duration and the broker request it names.
     The master's own root logger is set up the same way, so every line of a listener is alike."""
@@ -67,7 +67,7 @@ def forget_dead_worker(server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # noqa: TID251 - prometheus-client's switch
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
 def log_settings() -> dict[str, Any]:

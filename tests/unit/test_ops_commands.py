@@ -87,7 +87,8 @@ def test_submit_reads_the_payload_from_a_file_and_honours_idempotency(
     again = run(ops_commands.requests, live, *args)
     quiet = run(ops_commands.requests, live, *args, "-q")
     # Then every answer is the same id alone; the repeat says so on stderr unless -q
-    assert first.stdout.strip() and first.stderr == ""
+    assert first.stdout.strip()
+    assert first.stderr == ""
     assert again.stdout == quiet.stdout == first.stdout
     assert "existing request" in again.stderr
     assert quiet.stderr == ""
