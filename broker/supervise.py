@@ -53,7 +53,9 @@ def roles(settings: Settings) -> list[Role]:
     py = sys.executable
 
     def gunicorn(settings_module: str, app: str) -> tuple[str, ...]:
-        return (py, "-m", "gunicorn", "-c", f"python:broker.serving.{settings_module}", app)
+        # Access lines too: in development they show what each call did.
+        config = f"python:broker.serving.{settings_module}"
+        return (py, "-m", "gunicorn", "-c", config, "--access-logfile", "-", app)
 
     celery = (py, "-m", "celery", "-A", "tasks", "--quiet")
     return [
@@ -374,7 +376,8 @@ def _share_metrics_folder(settings: Settings) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
-def flower(flower_args: tuple[str, ...]) -> None:
+@click.pass_context
+def flower(ctx: click.Context, flower_args: tuple[str, ...]) -> None:
     """Start Flower on 127.0.0.1:5555 (extra arguments go to Flower, e.g. --basic-auth=u:p)."""
     if importlib.util.find_spec("flower") is None:
         raise click.ClickException(
@@ -391,4 +394,9 @@ def flower(flower_args: tuple[str, ...]) -> None:
         "--port=5555",
         *flower_args,
     ]
-    os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with Flower
+    # In a second shell, Flower watches the transport of the run whose profile is found.
+    from broker import profile
+
+    found = profile.find(get_settings(), ctx.find_root().meta.get(profile.CONTEXT_KEY))
+    env = {**(found.settings if found else {}), **os.environ}  # noqa: TID251 - for the child
+    os.execve(sys.executable, argv, env)  # noqa: S606 - replaces this process with Flower

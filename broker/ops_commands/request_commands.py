@@ -135,7 +135,11 @@ def list_command(
     since: str | None,
     limit: int,
 ) -> None:
-    """List this client's requests, newest first."""
+    """List this client's requests, newest first.
+
+    With --json: {items, totalCount, page, pageSize}, the API's page shape; the API pages by
+    cursor, so totalCount counts the records listed (at most --limit) and pageSize is --limit.
+    """
     items: list[dict[str, Any]] = []
     pages = api.iter_requests(
         status=status, request_type=request_type, since=since, page_size=min(limit, 500)

@@ -72,10 +72,10 @@ def forget_dead_worker(server: Any, worker: Any) -> None:
 
 def log_settings() -> dict[str, Any]:
     """The logging part of every listener's settings: gunicorn's lines through
-    ``GunicornLogger``; access lines on stdout, error lines on stderr."""
+    ``GunicornLogger`` on stderr. Access lines are off, as gunicorn has them, since each costs the
+    ingress a write; ``--access-logfile -`` (``broker run`` passes it) turns them on, on stdout."""
     return {
         "logger_class": f"{__name__}.GunicornLogger",
-        "accesslog": "-",
         "errorlog": "-",
         "loglevel": get_settings().log_level.lower(),
     }

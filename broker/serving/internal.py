@@ -19,7 +19,6 @@ bind = [_settings.internal_bind]
 # One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
 control_socket = str(_settings.var_path.absolute() / "gunicorn-internal.ctl")
 logger_class = common.log_settings()["logger_class"]
-accesslog = common.log_settings()["accesslog"]
 errorlog = common.log_settings()["errorlog"]
 loglevel = common.log_settings()["loglevel"]
 worker_class = "gthread"

@@ -99,9 +99,10 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
         root / "worker.log",
     )
     # Flower 2 refuses its API without authentication unless told so (loopback, test only).
+    # Its log in the broker's default format, JSON, whatever the tests' environment says.
     flower = start(
         ["flower", "--address=127.0.0.1", f"--port={port}"],
-        {**env, "FLOWER_UNAUTHENTICATED_API": "true"},
+        {**env, "FLOWER_UNAUTHENTICATED_API": "true", "BROKER_LOG_FORMAT": "json"},
         root / "flower.log",
     )
     try:
