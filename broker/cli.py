@@ -95,10 +95,36 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+#: commands that start the broker itself: they take the environment only, never a profile
+SERVER_COMMANDS = frozenset({"run"})
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="broker")
-def main() -> None:
-    """A durable, Celery-based request broker that runs Elsa 3 workflows."""
+@click.option(
+    "--profile",
+    metavar="FILE",
+    help="Client profile to use [default: BROKER_PROFILE, else var/cli-profile.json, which "
+    "`broker run` writes].",
+)
+@click.pass_context
+def main(ctx: click.Context, profile: str | None) -> None:
+    """A durable, Celery-based request broker that runs Elsa 3 workflows.
+
+    The client commands find the broker through the profile `broker run` (`make run`) writes,
+    so a second shell in the checkout needs no exports; options and BROKER_* variables win.
+    """
+    from broker import profile as profiles
+    from broker.errors import ConfigError
+    from broker.settings import get_settings
+
+    ctx.meta[profiles.CONTEXT_KEY] = profile
+    if ctx.invoked_subcommand in SERVER_COMMANDS or ctx.resilient_parsing:
+        return
+    try:
+        profiles.apply(profiles.find(get_settings(), profile))
+    except ConfigError as error:
+        raise click.ClickException(error.message) from error
 
 
 def run_main(argv: list[str] | None = None) -> Any:

@@ -86,10 +86,14 @@ class ClientRegistry:
             for key, limits in file_limits.items():
                 if key in clients:
                     clients[key] = dataclasses.replace(clients[key], rate_limits=limits)
-        self._view = _build_view(clients, rules)
+        view = _build_view(clients, rules)
+        # The periodic re-read (database rows may change) is news only when something changed.
+        changed = self._view is None or view != self._view
+        self._view = view
         self._stamp = stamp
         self._loaded_at = time.monotonic()
-        logger.info(
+        logger.log(
+            logging.INFO if changed else logging.DEBUG,
             "client registry loaded: %d client(s), %d request type rule(s)",
             len(clients),
             len(rules),

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from broker.redaction import redact_text
@@ -32,6 +33,11 @@ CONTEXT_FIELDS = (
     "task_id",
     "source",
     "process",
+    "http_method",
+    "http_path",
+    "http_status",
+    "duration_ms",
+    "remote_addr",
 )
 
 
@@ -66,14 +72,44 @@ class TextFormatter(logging.Formatter):
         return redact_text(super().format(record))
 
 
+def make_formatter(settings: Settings) -> logging.Formatter:
+    """The formatter ``BROKER_LOG_FORMAT`` asks for: JSON (the default) or text."""
+    return TextFormatter() if settings.log_format.lower() == "text" else JsonFormatter()
+
+
+class Demote(logging.Filter):
+    """Turns a library's INFO lines about routine work into DEBUG ones (``matches`` says which):
+    a maintenance tick that did nothing is not an event. Attached to the library's logger, it
+    drops the demoted line unless DEBUG is on for that logger."""
+
+    def __init__(self, matches: Callable[[logging.LogRecord], bool]) -> None:
+        super().__init__()
+        self.matches = matches
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not self.matches(record):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def demote(logger_name: str, matches: Callable[[logging.LogRecord], bool]) -> None:
+    """Install one ``Demote`` filter on ``logger_name`` (again: replaces the previous one)."""
+    target = logging.getLogger(logger_name)
+    for existing in [f for f in target.filters if isinstance(f, Demote)]:
+        target.removeFilter(existing)
+    target.addFilter(Demote(matches))
+
+
 def configure_logging(settings: Settings, *, level: int | str | None = None) -> None:
     """Install one stderr handler on the root logger with the configured format and level
     (``level``: another wish, e.g. Celery's ``--loglevel``; the more verbose of the two wins)."""
     handler = logging.StreamHandler(sys.stderr)
-    formatter: logging.Formatter = (
-        TextFormatter() if settings.log_format.lower() == "text" else JsonFormatter()
-    )
-    handler.setFormatter(formatter)
+    handler.setFormatter(make_formatter(settings))
+    # Library warnings (warnings.warn) go out as log lines too, not as bare text on stderr.
+    logging.captureWarnings(True)
+    # Alembic announces each of its plugins at INFO on every start: not news.
+    demote("alembic.runtime.plugins", lambda record: True)
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

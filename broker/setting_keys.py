@@ -162,6 +162,9 @@ KEYS: tuple[Key, ...] = (
       "processes run on more than one host (file locks are then not enough)"),
     K("BROKER_ALLOW_LOCAL_LOCKS", "allow_local_locks", "false", _bool,
       "acknowledge host-local file locks when distributed (silences the startup warning)"),
+    K("BROKER_PROFILE", "profile", "", _str,
+      "the `broker` command's client profile (URL, certificates, console) that `broker run` "
+      "writes; empty: `cli-profile.json` in the var folder"),
     K("BROKER_LOG_LEVEL", "log_level", "INFO", _str, "logging level"),
     K("BROKER_LOG_FORMAT", "log_format", "json", _str, "`json` (one object per line) or `text`"),
     K("BROKER_WORKER_METRICS_BIND", "worker_metrics_bind", "", _str,

@@ -67,6 +67,7 @@ class Settings:
     submit_batch_window: float
     distributed: bool
     allow_local_locks: bool
+    profile: str
     log_level: str
     log_format: str
     worker_metrics_bind: str
@@ -189,6 +190,12 @@ class Settings:
         if self.console_assets_dir:
             return Path(self.console_assets_dir)
         return Path(sys.prefix) / "share" / "broker-console"
+
+
+def given_keys(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The known ``BROKER_*`` keys that ``environ`` (the process environment when None) sets."""
+    env: Mapping[str, str] = os.environ if environ is None else environ  # noqa: TID251
+    return {name: env[name] for name in KEY_BY_ENV if name in env}
 
 
 class UnknownKeyWarning(UserWarning):

@@ -45,56 +45,27 @@ class Role:
     argv: tuple[str, ...]
 
 
-def _config_dir() -> Path:
-    return Path("config")
-
-
 def roles(settings: Settings) -> list[Role]:
-    """The command lines of the five roles, the same ones the README gives for production."""
+    """The command lines of the five roles, the same ones the README gives for production.
+
+    The gunicorn settings are modules of the package (``python:broker.serving...``), so this
+    works from any folder. Celery runs ``--quiet``: its banners are text, not log lines."""
     py = sys.executable
-    config = _config_dir()
+
+    def gunicorn(settings_module: str, app: str) -> tuple[str, ...]:
+        # Access lines too: in development they show what each call did.
+        config = f"python:broker.serving.{settings_module}"
+        return (py, "-m", "gunicorn", "-c", config, "--access-logfile", "-", app)
+
+    celery = (py, "-m", "celery", "-A", "tasks", "--quiet")
     return [
-        Role(
-            "ingress",
-            (
-                py,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(config / "gunicorn.conf.py"),
-                "broker.ingress.wsgi:public",
-            ),
-        ),
-        Role(
-            "internal",
-            (
-                py,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(config / "gunicorn_internal.conf.py"),
-                "broker.ingress.wsgi:internal",
-            ),
-        ),
-        Role(
-            "console",
-            (
-                py,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(config / "gunicorn_console.conf.py"),
-                "broker.console.wsgi:console",
-            ),
-        ),
+        Role("ingress", gunicorn("public", "broker.ingress.wsgi:public")),
+        Role("internal", gunicorn("internal", "broker.ingress.wsgi:internal")),
+        Role("console", gunicorn("console", "broker.console.wsgi:console")),
         Role(
             "worker",
             (
-                py,
-                "-m",
-                "celery",
-                "-A",
-                "tasks",
+                *celery,
                 "worker",
                 "--loglevel",
                 "INFO",
@@ -103,7 +74,7 @@ def roles(settings: Settings) -> list[Role]:
                 "-E",
             ),
         ),
-        Role("beat", (py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO")),
+        Role("beat", (*celery, "beat", "--loglevel", "INFO")),
     ]
 
 
@@ -172,14 +143,51 @@ def ensure_dev_console_key(settings: Settings) -> str:
     return key
 
 
+def console_url(settings: Settings) -> str:
+    scheme = "https" if settings.console_tls_cert else "http"
+    host, port = settings.console_bind.rsplit(":", 1)
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - display only
+    return f"{scheme}://{host}:{port}"
+
+
+def write_profile(settings: Settings, console_key: str) -> Path | None:
+    """Write the client settings of this run where ``broker`` finds them (``BROKER_PROFILE``,
+    else ``var/cli-profile.json``): the public URL, DevClient's certificate and key, the CA, the
+    console's URL and development key, and the ``BROKER_*`` keys this run was given (no secret).
+    On an operator's PKI there is no client certificate of ours to name: nothing is written."""
+    from broker import certs, profile
+    from broker.apiclient import default_endpoint
+    from broker.settings import given_keys
+
+    if certs.development_folder(settings) is None:
+        return None
+    endpoint = default_endpoint(settings)
+    absolute = {
+        name: str(Path(value).absolute())
+        for name, value in given_keys().items()
+        if name.endswith(("_FILE", "_DIR", "_CERT", "_KEY", "_CA", "_PATHS"))
+        and value
+        and ":" not in value
+    }
+    return profile.write(
+        profile.Profile(
+            url=endpoint.url,
+            cert=str(Path(endpoint.cert).absolute()),
+            key=str(Path(endpoint.key).absolute()),
+            ca=str(Path(endpoint.ca).absolute()),
+            console_url=console_url(settings),
+            console_key=console_key,
+            settings=profile.shareable({**given_keys(), **absolute}),
+        ),
+        profile.default_path(settings),
+    )
+
+
 def console_text(settings: Settings, key: str) -> str:
     """Where the console is, with the development key in the URL's fragment (never sent)."""
     from broker.console import assets
 
-    scheme = "https" if settings.console_tls_cert else "http"
-    host, port = settings.console_bind.rsplit(":", 1)
-    host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - display only
-    lines = [f"Console (Elsa Studio): {scheme}://{host}:{port}/sign-in#key={key}"]
+    lines = [f"Console (Elsa Studio): {console_url(settings)}/sign-in#key={key}"]
     if not assets.installed(settings, assets.STUDIO):
         lines.append(f"  {assets.INSTALL_HINT}")
     return "\n".join(lines)
@@ -226,6 +234,10 @@ def quick_start_text(settings: Settings) -> str:
             f"  curl -s {tls} -H 'Content-Type: application/json' \\",
             f"       -d '{approve}' {base}/events/approval",
             f"  curl -s {tls} {base}/requests/$ID        # Completed, decision approved",
+            "Or with the broker command, in any shell in this folder (no exports needed):",
+            "  ID=$(broker requests submit InvoiceProcess -k InvoiceNumber=INV-2 "
+            "-k VendorCode=V-9 --payload '{\"amount\": 5000}')",
+            "  broker requests get $ID",
             f"Health: curl -s http://{settings.internal_bind}/healthz",
             "Stop everything with Ctrl-C.",
             "",
@@ -344,8 +356,12 @@ def run(prepare_only: bool) -> None:
     prepare(settings)
     if prepare_only:
         return
+    key = ensure_dev_console_key(settings)
+    written = write_profile(settings, key)
     click.echo(quick_start_text(settings), err=True)
-    click.echo(console_text(settings, ensure_dev_console_key(settings)) + "\n", err=True)
+    if written is not None:
+        click.echo(f"The broker command's profile: {written} (no exports needed)", err=True)
+    click.echo(console_text(settings, key) + "\n", err=True)
     _share_metrics_folder(settings)
     sys.exit(Supervisor(roles(settings)).run())
 
@@ -360,7 +376,8 @@ def _share_metrics_folder(settings: Settings) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
-def flower(flower_args: tuple[str, ...]) -> None:
+@click.pass_context
+def flower(ctx: click.Context, flower_args: tuple[str, ...]) -> None:
     """Start Flower on 127.0.0.1:5555 (extra arguments go to Flower, e.g. --basic-auth=u:p)."""
     if importlib.util.find_spec("flower") is None:
         raise click.ClickException(
@@ -377,4 +394,9 @@ def flower(flower_args: tuple[str, ...]) -> None:
         "--port=5555",
         *flower_args,
     ]
-    os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with Flower
+    # In a second shell, Flower watches the transport of the run whose profile is found.
+    from broker import profile
+
+    found = profile.find(get_settings(), ctx.find_root().meta.get(profile.CONTEXT_KEY))
+    env = {**(found.settings if found else {}), **os.environ}  # noqa: TID251 - for the child
+    os.execve(sys.executable, argv, env)  # noqa: S606 - replaces this process with Flower

@@ -9,7 +9,7 @@ import click
 
 from broker.apiclient import ApiClient
 from broker.ops_commands.connection import api_command
-from broker.ops_commands.output import emit, table
+from broker.ops_commands.output import emit, page_of, table
 
 
 @click.group("webhooks")
@@ -36,7 +36,7 @@ def webhooks_list(api: ApiClient, as_json: bool) -> None:
         ]
         table(rows, ("ID", "URL", "EVENTS", "SOURCE", "ENABLED"))
 
-    emit({"items": items}, as_json, human)
+    emit(page_of(items), as_json, human)
 
 
 @webhooks.command("add")
@@ -109,4 +109,4 @@ def webhooks_deliveries(api: ApiClient, as_json: bool, endpoint_id: str, limit: 
             ("AT", "EVENT", "WEBHOOK-ID", "TRY", "STATUS", "MS", "OUTCOME", "ERROR"),
         )
 
-    emit({"items": items}, as_json, human)
+    emit(page_of(items, page_size=limit), as_json, human)

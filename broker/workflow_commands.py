@@ -42,7 +42,8 @@ def list_workflows(as_json: bool) -> None:
     ]
     problems = [{"file": p.file, "reason": p.reason} for p in registry.problems]
     if as_json:
-        click.echo(json.dumps({"workflows": rows, "problems": problems}, indent=2))
+        page = {"items": rows, "totalCount": len(rows), "page": 0, "pageSize": len(rows)}
+        click.echo(json.dumps({**page, "problems": problems}, indent=2))
     else:
         for row in rows:
             click.echo(
@@ -92,6 +93,23 @@ def validate(files: tuple[Path, ...]) -> None:
         else:
             click.echo(f"ok      {wf.source_path}")
     sys.exit(1 if failed else 0)
+
+
+@workflows.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def diagram(file: Path) -> None:
+    """Print FILE's activity graph as a Mermaid flowchart (paste it into a Markdown file or
+    mermaid.live); exit 1 when FILE is not a workflow document."""
+    from broker.engine.diagram import to_mermaid
+
+    try:
+        document = _load(file)
+        if not isinstance(document.get("root"), dict):
+            raise WorkflowDefinitionError("no root activity to draw", file=str(file), path="$.root")
+        click.echo(to_mermaid(document), nl=False)
+    except WorkflowDefinitionError as exc:
+        click.echo(f"INVALID {exc}", err=True)
+        sys.exit(1)
 
 
 def _folder_files() -> list[WorkflowFile]:

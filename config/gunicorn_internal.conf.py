@@ -1,43 +1,10 @@
-"""gunicorn settings of the internal listener: callbacks, /healthz, /readyz, /metrics (plain HTTP).
+"""gunicorn settings of the internal listener, for operators who point gunicorn at this file.
 
-    gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal
+The settings ship inside the package, which works from any folder:
 
-Binds BROKER_INTERNAL_BIND (loopback by default). GUNICORN_CMD_ARGS and the command line override
-these defaults.
+    gunicorn -c python:broker.serving.internal
+
+This file only loads them; GUNICORN_CMD_ARGS and the command line override them as before.
 """
 
-import os
-
-from broker.logs import configure_logging
-from broker.settings import get_settings
-
-_settings = get_settings()
-
-wsgi_app = "broker.ingress.wsgi:internal"
-bind = [_settings.internal_bind]
-# One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
-control_socket = str(_settings.var_path / "gunicorn-internal.ctl")
-worker_class = "gthread"
-workers = 1
-threads = 8
-timeout = 30
-graceful_timeout = 30
-
-
-def post_worker_init(worker):  # type: ignore[no-untyped-def]
-    configure_logging(_settings)
-    # Build the app now rather than on the first request; a failure is logged and retried by
-    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
-    from broker.ingress import wsgi
-
-    try:
-        wsgi.internal()  # with no argument: builds the Flask app
-    except Exception:
-        worker.log.exception("the internal app could not be built at boot")
-
-
-def child_exit(server, worker):  # type: ignore[no-untyped-def]
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # noqa: TID251 - prometheus-client's switch
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(worker.pid)
+from broker.serving.internal import *  # noqa: F403

@@ -15,14 +15,15 @@ from typing import Any, TypeVar, cast
 
 from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
-from celery.signals import celeryd_after_setup, setup_logging, worker_ready
+from celery.signals import celeryd_after_setup, import_modules, setup_logging, worker_ready
 
 from broker.errors import StoreUnavailable
-from broker.logs import configure_logging
+from broker.logs import configure_logging, demote
 from broker.runtime import ceiling, ids
 from broker.runtime.celery_config import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
+    MAINTENANCE_TASKS,
     RUN_REQUEST,
     WEBHOOK_QUEUE,
     create_celery,
@@ -122,11 +123,44 @@ celeryd_after_setup.connect(_consume_workflow_queues)
 def _configure_logging(loglevel: Any = None, **_: Any) -> None:
     """Workers and beat log as the listeners do (one JSON object per line, or text; messages and
     tracebacks redacted): Celery hands logging over to the broker's configuration, at the more
-    verbose of ``--loglevel`` and ``BROKER_LOG_LEVEL``."""
+    verbose of ``--loglevel`` and ``BROKER_LOG_LEVEL``. Celery's lines about maintenance ticks
+    (sent, received, succeeded) are DEBUG: a job that did something logs it itself."""
     configure_logging(get_settings(), level=loglevel)
+    quiet_maintenance_ticks()
+
+
+def quiet_maintenance_ticks() -> None:
+    """Demote Celery's per-tick INFO lines of the maintenance jobs to DEBUG (beat's "Sending
+    due task", the worker's "received" and "succeeded"); failures and workflow tasks stay."""
+    jobs = frozenset(MAINTENANCE_TASKS)
+
+    def sent(record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return str(record.msg).startswith("Scheduler: Sending due task") and bool(
+            set(map(str, args)) & jobs
+        )
+
+    def handled(record: logging.LogRecord) -> bool:
+        data = record.__dict__.get("data")
+        return isinstance(data, dict) and data.get("name") in jobs
+
+    demote("celery.beat", sent)
+    demote("celery.worker.strategy", handled)
+    demote("celery.app.trace", handled)
+
+
+def _log_like_the_broker(**_: Any) -> None:
+    """Commands that set up no logging of their own (Flower) log as the broker does too: Celery
+    imports the app's modules once they start, the moment to install the broker's handler
+    (tornado's plain one, which Flower's option parsing adds, is replaced)."""
+    root = logging.getLogger()
+    plain = [h for h in root.handlers if type(h.formatter).__module__.startswith("tornado")]
+    if not root.handlers or len(plain) == len(root.handlers):
+        configure_logging(get_settings())
 
 
 setup_logging.connect(_configure_logging)
+import_modules.connect(_log_like_the_broker)
 
 
 #: While the database is unreachable a task adapter is retried soon, with a capped backoff,

@@ -132,7 +132,9 @@ def _list(kind: str, as_json: bool) -> None:
         found = credentials.list_all(db, kind)
     if as_json:
         rows = [{"name": c.name, "role": c.role, "createdAt": c.created_at} for c in found]
-        click.echo(json.dumps(rows))
+        # every list the CLI prints as JSON has the API's page shape
+        page = {"items": rows, "totalCount": len(rows), "page": 0, "pageSize": len(rows)}
+        click.echo(json.dumps(page, default=str))
         return
     for c in found:
         click.echo(f"{c.name}\t{c.role}\t{c.created_at}")

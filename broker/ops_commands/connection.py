@@ -12,7 +12,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from broker.apiclient import DEFAULT_TIMEOUT, ApiClient, default_endpoint, http_status
+from broker import profile
+from broker.apiclient import DEFAULT_TIMEOUT, ApiClient, Endpoint, default_endpoint, http_status
 from broker.errors import BrokerError, NotFound
 from broker.settings import get_settings
 
@@ -38,12 +39,19 @@ def fail(error: BrokerError, as_json: bool) -> NoReturn:
 
 
 def connect(
-    url: str | None, cert: str | None, key_file: str | None, ca: str | None, timeout: float
+    url: str | None,
+    cert: str | None,
+    key_file: str | None,
+    ca: str | None,
+    timeout: float,
+    profile_path: str | None = None,
 ) -> ApiClient:
-    """An API client from the options, filling what is missing from the development defaults."""
+    """An API client from the options, filling what is missing from the profile ``broker run``
+    wrote (``--profile``, ``BROKER_PROFILE``, ``var/cli-profile.json``), else from the
+    development defaults of the settings."""
     defaults = None
     if not (url and cert and ca):
-        defaults = default_endpoint(get_settings())
+        defaults = default_connection(profile_path)
     cert = cert or (defaults.cert if defaults else "")
     if not key_file:
         key_file = (
@@ -60,6 +68,18 @@ def connect(
     )
 
 
+def default_connection(profile_path: str | None = None) -> Endpoint:
+    """The profile's connection when there is one, else the settings' development defaults."""
+    if profile_path is None:
+        root = click.get_current_context(silent=True)
+        profile_path = root.find_root().meta.get(profile.CONTEXT_KEY) if root else None
+    settings = get_settings()
+    found = profile.find(settings, profile_path)
+    if found is None:
+        return default_endpoint(settings)
+    return Endpoint(url=found.url, cert=found.cert, key=found.key, ca=found.ca)
+
+
 def api_command(fn: F) -> F:
     """Adds the connection options and ``--json``; passes ``api`` and ``as_json``; maps errors."""
 
@@ -72,25 +92,34 @@ def api_command(fn: F) -> F:
         ca: str | None,
         http_timeout: float,
         as_json: bool,
+        profile_path: str | None,
         **kwargs: Any,
     ) -> Any:
         try:
-            with connect(url, cert, key_file, ca, http_timeout) as api:
+            with connect(url, cert, key_file, ca, http_timeout, profile_path) as api:
                 return fn(api=api, as_json=as_json, **kwargs)
         except BrokerError as error:
             fail(error, as_json)
 
     options = (
         click.option(
+            "--profile",
+            "profile_path",
+            metavar="FILE",
+            help="Client profile [default: BROKER_PROFILE, else var/cli-profile.json, which "
+            "`broker run` writes].",
+        ),
+        click.option(
             "--url",
             metavar="URL",
-            help="Public listener [default: https://localhost:<port of BROKER_PUBLIC_BIND>].",
+            help="Public listener [default: the profile's, else "
+            "https://localhost:<port of BROKER_PUBLIC_BIND>].",
         ),
         click.option(
             "--cert",
             metavar="PEM",
-            help="Client certificate [default: DevClient.pem in the folder of "
-            "BROKER_TLS_CLIENT_CA].",
+            help="Client certificate [default: the profile's, else DevClient.pem in the "
+            "folder of BROKER_TLS_CLIENT_CA].",
         ),
         click.option(
             "--key-file",
@@ -100,7 +129,8 @@ def api_command(fn: F) -> F:
         click.option(
             "--ca",
             metavar="PEM",
-            help="CA that signed the server certificate [default: BROKER_TLS_CLIENT_CA].",
+            help="CA that signed the server certificate [default: the profile's, else "
+            "BROKER_TLS_CLIENT_CA].",
         ),
         click.option(
             "--http-timeout",

@@ -9,7 +9,7 @@ import click
 from broker.apiclient import ApiClient
 from broker.errors import BrokerError, Conflict, NotFound
 from broker.ops_commands.connection import EXIT_FAILED, api_command
-from broker.ops_commands.output import emit, fields, table
+from broker.ops_commands.output import emit, fields, page_of, table
 
 KINDS = ("request", "outbox", "webhook", "bookmark")
 
@@ -63,7 +63,7 @@ def letters_list(
     """List dead letters, newest first (views never show payloads)."""
     if every:
         items = list(api.iter_dead_letters(kind))
-        body: Any = {"items": items, "totalCount": len(items)}
+        body: Any = page_of(items)
     else:
         body = api.dead_letters(kind, page=page, page_size=page_size)
         items = body["items"]

@@ -16,6 +16,19 @@ def emit(value: Any, as_json: bool, human: Callable[[], None]) -> None:
         human()
 
 
+def page_of(
+    items: Sequence[Any], *, page: int = 0, page_size: int | None = None, total: int | None = None
+) -> dict[str, Any]:
+    """A list as ``--json`` prints every list: the API's ``{items, totalCount, page, pageSize}``
+    (the whole list is one page unless the caller fetched one page of a longer one)."""
+    return {
+        "items": list(items),
+        "totalCount": len(items) if total is None else total,
+        "page": page,
+        "pageSize": len(items) if page_size is None else page_size,
+    }
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     """A plain aligned table (scripts use ``--json``; this is for eyes)."""
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]

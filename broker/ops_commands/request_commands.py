@@ -13,7 +13,7 @@ import click
 
 from broker.apiclient import ApiClient
 from broker.ops_commands.connection import EXIT_FAILED, EXIT_TIMEOUT, api_command
-from broker.ops_commands.output import emit, fields, table
+from broker.ops_commands.output import emit, fields, page_of, table
 from broker.store.models import RequestStatus
 
 WATCH_INTERVAL = 1.0
@@ -61,6 +61,9 @@ def requests() -> None:
 )
 @click.option("--payload", metavar="JSON|@FILE", help="Payload: a JSON object, @file or @-.")
 @click.option("--idempotency-key", metavar="KEY", help="Makes a retried submission safe.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No note on stderr when the key answered an earlier one."
+)
 @api_command
 def submit_command(
     api: ApiClient,
@@ -69,16 +72,24 @@ def submit_command(
     keys: tuple[str, ...],
     payload: str | None,
     idempotency_key: str | None,
+    quiet: bool,
 ) -> None:
-    """Submit a request of REQUEST_TYPE; prints its correlation id."""
+    """Submit a request of REQUEST_TYPE; prints its correlation id alone, so that
+    ID=$(broker requests submit ...) works (--json: the whole answer).
+
+    An idempotent repeat (the same --idempotency-key) prints the first request's id, with a
+    note on stderr unless --quiet.
+    """
     done = api.submit(request_type, parse_keys(keys), parse_payload(payload), idempotency_key)
-    emit(
-        done.body,
-        as_json,
-        lambda: click.echo(
-            f"{'accepted' if done.created else 'existing'} {done.correlation_id} {done.status}"
-        ),
-    )
+
+    def human() -> None:
+        click.echo(done.correlation_id)
+        if not done.created and not quiet:
+            click.echo(
+                f"existing request {done.correlation_id} ({done.status}) for this key", err=True
+            )
+
+    emit(done.body, as_json, human)
 
 
 REQUEST_FIELDS = (
@@ -124,7 +135,11 @@ def list_command(
     since: str | None,
     limit: int,
 ) -> None:
-    """List this client's requests, newest first."""
+    """List this client's requests, newest first.
+
+    With --json: {items, totalCount, page, pageSize}, the API's page shape; the API pages by
+    cursor, so totalCount counts the records listed (at most --limit) and pageSize is --limit.
+    """
     items: list[dict[str, Any]] = []
     pages = api.iter_requests(
         status=status, request_type=request_type, since=since, page_size=min(limit, 500)
@@ -134,7 +149,7 @@ def list_command(
         if len(items) >= limit:
             break
     emit(
-        items,
+        page_of(items, page_size=limit),
         as_json,
         lambda: table(
             [
@@ -159,7 +174,7 @@ def events_command(api: ApiClient, as_json: bool, request_id: str) -> None:
     """Show a request's audit history, oldest first."""
     events = api.events(request_id)
     emit(
-        events,
+        page_of(events),
         as_json,
         lambda: table(
             [(e["timestamp"], e["eventType"], e["source"], e.get("message")) for e in events],
@@ -183,7 +198,7 @@ def types_command(api: ApiClient, as_json: bool) -> None:
     """List the request types this client may submit."""
     types = api.request_types()
     emit(
-        types,
+        page_of(types),
         as_json,
         lambda: table(
             [

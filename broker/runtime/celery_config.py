@@ -121,6 +121,15 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 FILESYSTEM_TRANSPORT = "broker.runtime.fs_transport:Transport"
 
 
+def broker_url(settings: Settings) -> str:
+    """The transport URL for Celery. ``filesystem://`` names no host, and kombu warns "No
+    hostname was supplied" each time it describes the connection (Flower does, often): the
+    folder transport ignores the host, so name the one kombu would fall back to."""
+    if settings.queue_url in ("filesystem://", "filesystem:///"):
+        return "filesystem://localhost/"
+    return settings.queue_url
+
+
 def configure(app: Celery, settings: Settings) -> None:
     """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
     # beat keeps its schedule file there, whatever the transport
@@ -128,7 +137,7 @@ def configure(app: Celery, settings: Settings) -> None:
     if settings.queue_url.startswith("filesystem://"):
         app.conf.broker_transport = FILESYSTEM_TRANSPORT
     app.conf.update(
-        broker_url=settings.queue_url,
+        broker_url=broker_url(settings),
         broker_transport_options=transport_options(settings),
         broker_connection_retry_on_startup=True,
         task_serializer="json",

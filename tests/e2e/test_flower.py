@@ -99,9 +99,10 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
         root / "worker.log",
     )
     # Flower 2 refuses its API without authentication unless told so (loopback, test only).
+    # Its log in the broker's default format, JSON, whatever the tests' environment says.
     flower = start(
         ["flower", "--address=127.0.0.1", f"--port={port}"],
-        {**env, "FLOWER_UNAUTHENTICATED_API": "true"},
+        {**env, "FLOWER_UNAUTHENTICATED_API": "true", "BROKER_LOG_FORMAT": "json"},
         root / "flower.log",
     )
     try:
@@ -151,6 +152,12 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
     # And its arguments carry ids only: the request id and its outbox row, never the payload
     assert SECRET not in f"{task['args']} {task['kwargs']}"
     assert task["uuid"] in task["kwargs"]
+    # And Flower logs in the broker's JSON format, without kombu's "No hostname was supplied"
+    # (the filesystem transport's URL names its host)
+    flower_log = (root / "flower.log").read_text(errors="replace")
+    assert "No hostname was supplied" not in flower_log
+    records = [json.loads(line) for line in flower_log.splitlines() if line.startswith("{")]
+    assert any(str(r["logger"]).startswith("flower") for r in records), tail(root / "flower.log")
 
 
 def tail(log: Path, lines: int = 40) -> str:

@@ -111,3 +111,61 @@ def test_redis_workers_sweep_for_abandoned_messages_within_a_tenth_of_the_visibi
         assert options["visibility_timeout"] == float(visibility)
         assert options["unacked_restore_interval"] == every
         assert options["unacked_restore_throttle"] == 1
+
+
+def _record(logger: str, msg: str, args: object, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord(logger, logging.INFO, __file__, 1, msg, args, None)  # type: ignore[arg-type]
+    record.__dict__.update(extra)
+    return record
+
+
+def test_celerys_lines_about_maintenance_ticks_are_debug(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a worker's logging at INFO (root handlers restored afterwards)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr("tasks.celery_app.get_settings", lambda: settings.replace(log_level="INFO"))
+    setup_logging.send(sender=None, loglevel="INFO", logfile=None, format="", colorize=False)
+    tick = {"name": "broker.relay_outbox", "id": "t1"}
+    step = {"name": "broker.run_request", "id": "t2"}
+    # When Celery logs a maintenance tick sent, received and done, and a workflow step done
+    for name, msg, args, data in [
+        (
+            "celery.beat",
+            "Scheduler: Sending due task %s (%s)",
+            ("relay-outbox", tick["name"]),
+            None,
+        ),
+        ("celery.worker.strategy", "Task %(name)s[%(id)s] received", tick, tick),
+        ("celery.app.trace", "Task %(name)s[%(id)s] succeeded", tick, tick),
+        ("celery.app.trace", "Task %(name)s[%(id)s] succeeded", step, step),
+    ]:
+        logging.getLogger(name).handle(_record(name, msg, args, data=data))
+    # Then only the workflow step's line is written at INFO
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert "broker.run_request[t2] succeeded" in lines[0]
+    # And with DEBUG on, the ticks are there again, as DEBUG lines
+    level = root.level
+    root.setLevel(logging.DEBUG)  # setLevel, not setattr: it clears the loggers' level cache
+    try:
+        logging.getLogger("celery.app.trace").handle(
+            _record("celery.app.trace", "Task %(name)s[%(id)s] succeeded", tick, data=tick)
+        )
+    finally:
+        root.setLevel(level)
+    assert '"level": "DEBUG"' in capsys.readouterr().err
+
+
+def test_the_filesystem_transport_names_a_host_so_kombu_does_not_warn(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given the embedded default transport
+    app = create_app(settings.replace(queue_url="filesystem://"))
+    # When its connection is described (as the worker banner and Flower do)
+    with caplog.at_level(logging.WARNING, logger="kombu.connection"):
+        app.connection_for_read().as_uri()
+    # Then kombu has a host and does not warn about a missing one
+    assert "No hostname was supplied" not in caplog.text

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import update
 
-from broker import ops_commands
+from broker import ops_commands, webhook_commands
 from broker.settings import Settings, set_settings
 from broker.store import db
 from broker.store.models import (
@@ -64,13 +64,16 @@ def test_submit_prints_the_new_id_and_get_reads_it_back(live: LiveBroker) -> Non
     result = run(ops_commands.requests, live, "submit", "InvoiceProcess",
                  "--key", "InvoiceNumber=INV-1", "-k", "VendorCode=V-9",
                  "--payload", '{"amount": 250}')  # fmt: skip
-    # Then it prints "accepted <id> Queued" and the record reads back as JSON
+    # Then it prints the correlation id alone (ID=$(broker requests submit ...) works), and the
+    # record reads back as JSON, Queued
     assert result.exit_code == 0, result.stderr
-    word, request_id, status = result.stdout.split()
-    assert (word, status) == ("accepted", "Queued")
+    request_id = result.stdout.strip()
+    assert result.stdout == f"{request_id}\n"
+    assert request_id.split() == [request_id]
     got = run(ops_commands.requests, live, "get", request_id, "--json")
     assert got.exit_code == 0
     assert json.loads(got.stdout)["keys"] == INVOICE_KEYS
+    assert json.loads(got.stdout)["status"] == "Queued"
 
 
 def test_submit_reads_the_payload_from_a_file_and_honours_idempotency(
@@ -82,8 +85,13 @@ def test_submit_reads_the_payload_from_a_file_and_honours_idempotency(
     args = ("submit", "OpenType", "--payload", f"@{payload}", "--idempotency-key", key)
     first = run(ops_commands.requests, live, *args)
     again = run(ops_commands.requests, live, *args)
-    assert first.stdout.split()[0] == "accepted"
-    assert again.stdout.split()[:2] == ["existing", first.stdout.split()[1]]
+    quiet = run(ops_commands.requests, live, *args, "-q")
+    # Then every answer is the same id alone; the repeat says so on stderr unless -q
+    assert first.stdout.strip()
+    assert first.stderr == ""
+    assert again.stdout == quiet.stdout == first.stdout
+    assert "existing request" in again.stderr
+    assert quiet.stderr == ""
 
 
 def test_a_refused_submission_exits_1_with_the_servers_reason(live: LiveBroker) -> None:
@@ -125,10 +133,13 @@ def test_list_filters_by_status_and_stops_at_the_limit(live: LiveBroker) -> None
     # When the queued ones are listed, and then at most one record
     queued = run(ops_commands.requests, live, "list", "--status", "queued", "--json", who="Admin")
     one = run(ops_commands.requests, live, "list", "--limit", "1", "--json", who="Admin")
-    # Then the filter and the limit hold
-    assert {r["correlationId"] for r in json.loads(queued.stdout)} >= set(ids[1:])
-    assert ids[0] not in {r["correlationId"] for r in json.loads(queued.stdout)}
-    assert [r["correlationId"] for r in json.loads(one.stdout)] == [ids[2]]
+    # Then the filter and the limit hold, in the API's page shape
+    listed = json.loads(queued.stdout)["items"]
+    assert {r["correlationId"] for r in listed} >= set(ids[1:])
+    assert ids[0] not in {r["correlationId"] for r in listed}
+    first = json.loads(one.stdout)
+    assert [r["correlationId"] for r in first["items"]] == [ids[2]]
+    assert (first["totalCount"], first["page"], first["pageSize"]) == (1, 0, 1)
 
 
 def test_list_events_and_types_print_tables(live: LiveBroker) -> None:
@@ -349,3 +360,33 @@ def test_api_commands_document_the_connection_defaults() -> None:
     assert "BROKER_PUBLIC_BIND" in result.stdout
     assert "DevClient.pem" in result.stdout
     assert "--key-file" in result.stdout
+
+
+def test_every_list_prints_the_apis_page_shape_with_json(live: LiveBroker) -> None:
+    # Given a request of the Admin client and a webhook endpoint
+    request_id = submitted_id(live, who="Admin")
+    added = CliRunner().invoke(
+        webhook_commands.webhooks,
+        ["add", *live.options("Admin"), "http://93.184.216.34/hook", "--json"],  # public
+    )
+    endpoint_id = json.loads(added.stdout)["id"]
+    lists: list[tuple[click.Group, tuple[str, ...]]] = [
+        (ops_commands.requests, ("list",)),
+        (ops_commands.requests, ("events", request_id)),
+        (ops_commands.requests, ("types",)),
+        (ops_commands.dead_letters, ("list",)),
+        (ops_commands.dead_letters, ("list", "--all")),
+        (ops_commands.instances, ("list",)),
+        (webhook_commands.webhooks, ("list",)),
+        (webhook_commands.webhooks, ("deliveries", endpoint_id)),
+    ]
+    for group, args in lists:
+        # When each list is printed as JSON
+        result = run(group, live, *args, "--json", who="Admin")
+        # Then it is {items, totalCount, page, pageSize}, like the API's pages
+        assert result.exit_code == 0, (args, result.output)
+        body = json.loads(result.stdout)
+        assert isinstance(body, dict), args
+        assert {"items", "totalCount", "page", "pageSize"} <= set(body), args
+        assert isinstance(body["items"], list), args
+        assert body["totalCount"] >= len(body["items"]), args

@@ -3,6 +3,7 @@ PKI (RSA or EC, the CA's key kept elsewhere) used as given, with no client of th
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,18 @@ def test_a_client_can_be_issued_from_an_ec_ca(tmp_path: Path) -> None:
     ca = certs.load_certificate((pki.folder / "ca.pem").read_bytes())
     ops = certs.load_certificate(pki.client[0].read_bytes())
     ops.verify_directly_issued_by(ca)
+
+
+def test_the_listeners_settings_are_package_modules_so_run_works_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a folder that is not the checkout
+    monkeypatch.chdir(tmp_path)
+    # Then every gunicorn role names its settings as a module of the package, which imports
+    for role in supervise.roles(Settings.from_env({})):
+        if "gunicorn" not in role.argv:
+            continue
+        location = role.argv[role.argv.index("-c") + 1]
+        assert location.startswith("python:broker.serving."), role
+        module = importlib.import_module(location.removeprefix("python:"))
+        assert module.logger_class == "broker.serving.common.GunicornLogger"

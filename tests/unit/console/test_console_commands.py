@@ -39,7 +39,7 @@ def test_keys_create_prints_the_key_once_and_stores_its_hash(
         assert body["key"] not in row.secret_hash
         assert credentials.find_key(session, body["key"]) is not None
     listed = runner.invoke(console, ["keys", "list", "--json"])
-    assert [k["name"] for k in json.loads(listed.stdout)] == ["ci"]
+    assert [k["name"] for k in json.loads(listed.stdout)["items"]] == ["ci"]
     assert body["key"] not in listed.stdout
 
 
@@ -51,7 +51,7 @@ def test_a_taken_name_or_bad_role_fails_and_changes_nothing(runner: CliRunner) -
     assert runner.invoke(console, ["keys", "create", "x", "--role", "root"]).exit_code == 2
     bad_name = runner.invoke(console, ["keys", "create", "no spaces", "--role", "viewer"])
     assert bad_name.exit_code == 1
-    listed = json.loads(runner.invoke(console, ["keys", "list", "--json"]).stdout)
+    listed = json.loads(runner.invoke(console, ["keys", "list", "--json"]).stdout)["items"]
     assert listed[0]["name"] == "ci"
     assert listed[0]["role"] == "viewer"
     assert len(listed) == 1
@@ -61,7 +61,7 @@ def test_keys_revoke_by_name_and_404_when_missing(runner: CliRunner) -> None:
     runner.invoke(console, ["keys", "create", "ci", "--role", "viewer"])
     assert runner.invoke(console, ["keys", "revoke", "ci"]).exit_code == 0
     assert runner.invoke(console, ["keys", "revoke", "ci"]).exit_code == 3
-    assert json.loads(runner.invoke(console, ["keys", "list", "--json"]).stdout) == []
+    assert json.loads(runner.invoke(console, ["keys", "list", "--json"]).stdout)["items"] == []
 
 
 def test_users_add_hashes_the_password_and_checks_its_length(
@@ -85,4 +85,4 @@ def test_users_add_hashes_the_password_and_checks_its_length(
         assert credentials.verify_user(session, "bob", password) is not None
         assert credentials.verify_user(session, "bob", password + "!") is None
     assert runner.invoke(console, ["users", "remove", "bob"]).exit_code == 0
-    assert json.loads(runner.invoke(console, ["users", "list", "--json"]).stdout) == []
+    assert json.loads(runner.invoke(console, ["users", "list", "--json"]).stdout)["items"] == []

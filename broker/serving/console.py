@@ -1,0 +1,48 @@
+"""gunicorn settings of the console listener: Elsa Studio, the console pages and /elsa/api.
+
+    gunicorn -c python:broker.serving.console broker.console.wsgi:console
+
+Binds BROKER_CONSOLE_BIND (loopback by default); serves TLS when BROKER_CONSOLE_TLS_CERT and
+BROKER_CONSOLE_TLS_KEY are set. GUNICORN_CMD_ARGS and the command line override these defaults.
+"""
+
+from typing import Any
+
+from broker.logs import configure_logging
+from broker.serving import common
+from broker.settings import get_settings
+
+_settings = get_settings()
+
+wsgi_app = "broker.console.wsgi:console"
+bind = [_settings.console_bind]
+# One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
+control_socket = str(_settings.var_path.absolute() / "gunicorn-console.ctl")
+logger_class = common.log_settings()["logger_class"]
+errorlog = common.log_settings()["errorlog"]
+loglevel = common.log_settings()["loglevel"]
+if _settings.console_tls_cert:
+    certfile = _settings.console_tls_cert
+    keyfile = _settings.console_tls_key
+
+# Studio downloads a few hundred files on first load; threads keep one slow client from
+# holding the worker, and the precompressed files are sent with sendfile.
+worker_class = "gthread"
+workers = 1
+threads = 16
+timeout = 30
+graceful_timeout = 30
+keepalive = 5
+
+ssl_context = common.tls_floor
+child_exit = common.forget_dead_worker
+
+
+def post_worker_init(worker: Any) -> None:
+    configure_logging(_settings)
+    from broker.console import wsgi
+
+    try:
+        wsgi.console.app  # noqa: B018 - builds on first access
+    except Exception:
+        worker.log.exception("the console app could not be built at boot")

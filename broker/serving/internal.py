@@ -1,0 +1,42 @@
+"""gunicorn settings of the internal listener: callbacks, /healthz, /readyz, /metrics (plain HTTP).
+
+    gunicorn -c python:broker.serving.internal broker.ingress.wsgi:internal
+
+Binds BROKER_INTERNAL_BIND (loopback by default). GUNICORN_CMD_ARGS and the command line override
+these defaults.
+"""
+
+from typing import Any
+
+from broker.logs import configure_logging
+from broker.serving import common
+from broker.settings import get_settings
+
+_settings = get_settings()
+
+wsgi_app = "broker.ingress.wsgi:internal"
+bind = [_settings.internal_bind]
+# One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
+control_socket = str(_settings.var_path.absolute() / "gunicorn-internal.ctl")
+logger_class = common.log_settings()["logger_class"]
+errorlog = common.log_settings()["errorlog"]
+loglevel = common.log_settings()["loglevel"]
+worker_class = "gthread"
+workers = 1
+threads = 8
+timeout = 30
+graceful_timeout = 30
+
+child_exit = common.forget_dead_worker
+
+
+def post_worker_init(worker: Any) -> None:
+    configure_logging(_settings)
+    # Build the app now rather than on the first request; a failure is logged and retried by
+    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
+    from broker.ingress import wsgi
+
+    try:
+        wsgi.internal()  # with no argument: builds the Flask app
+    except Exception:
+        worker.log.exception("the internal app could not be built at boot")

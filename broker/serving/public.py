@@ -1,0 +1,68 @@
+"""gunicorn settings of the public listener: the client and admin API behind mutual TLS.
+
+    gunicorn -c python:broker.serving.public broker.ingress.wsgi:public
+
+Bind address and certificate files come from the broker's settings (BROKER_PUBLIC_BIND,
+BROKER_TLS_CERT, BROKER_TLS_KEY, BROKER_TLS_CLIENT_CA). Everything here is a default: gunicorn's
+own GUNICORN_CMD_ARGS and command-line options override it (e.g. GUNICORN_CMD_ARGS="--workers 8").
+The handshake requires a client certificate that chains to the client CA; the app then reads it
+from the socket, checks its validity window and looks it up in the allowlist.
+"""
+
+import ssl
+from typing import Any
+
+from broker.logs import configure_logging
+from broker.serving import common
+from broker.settings import get_settings
+
+_settings = get_settings()
+
+wsgi_app = "broker.ingress.wsgi:public"
+bind = [_settings.public_bind]
+# One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
+control_socket = str(_settings.var_path.absolute() / "gunicorn-public.ctl")
+logger_class = common.log_settings()["logger_class"]
+errorlog = common.log_settings()["errorlog"]
+loglevel = common.log_settings()["loglevel"]
+
+# Mutual TLS: TLS 1.2 and 1.3, client certificate required and verified against the client CA.
+certfile = _settings.tls_cert
+keyfile = _settings.tls_key
+ca_certs = _settings.tls_client_ca
+cert_reqs = ssl.CERT_REQUIRED
+
+# gthread keeps the SSL socket in environ["gunicorn.socket"], where the app reads the peer
+# certificate; threads absorb slow clients without a worker per connection.
+worker_class = "gthread"
+workers = 2
+threads = 8
+timeout = 30
+graceful_timeout = 30
+keepalive = 5
+
+ssl_context = common.tls_floor
+child_exit = common.forget_dead_worker
+
+
+def when_ready(server: Any) -> None:
+    # The workers' counters (accepted requests) on a plain-HTTP port of the master, summed from
+    # the multiprocess folder they share: the mTLS port cannot be scraped without a client
+    # certificate. Started before the workers fork; only the master's thread serves it.
+    if _settings.ingress_metrics_bind:
+        from broker import metrics
+
+        metrics.serve(_settings.ingress_metrics_bind, "BROKER_INGRESS_METRICS_BIND")
+        server.log.info("serving /metrics on %s", _settings.ingress_metrics_bind)
+
+
+def post_worker_init(worker: Any) -> None:
+    configure_logging(_settings)
+    # Build the app now rather than on the first request; a failure is logged and retried by
+    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
+    from broker.ingress import wsgi
+
+    try:
+        wsgi.public()  # with no argument: builds the Flask app
+    except Exception:
+        worker.log.exception("the public app could not be built at boot")
