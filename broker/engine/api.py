@@ -181,7 +181,7 @@ class Engine:
     def _result(self, run: Run) -> RunResult:
         state = run.state
         if state["status"] != WorkflowStatus.FINISHED and run.retry is None and not run.queue:
-            if state["bookmarks"]:
+            if state["bookmarks"] or run.stalled():
                 state["subStatus"] = WorkflowSubStatus.SUSPENDED
             else:
                 # Nothing runs and nothing waits: the workflow has nowhere left to go.

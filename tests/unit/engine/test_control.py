@@ -80,7 +80,8 @@ def test_fault_activity_faults_the_workflow_with_code_and_category(harness: Harn
 
 def test_incident_strategy_continue_records_an_incident_and_goes_on(harness: Harness) -> None:
     result = harness.start("fault-continue")
-    assert result.sub_status == "Finished"
+    # As in Elsa, the faulted activity never completes, so the flowchart stays open (Suspended)
+    assert (result.status, result.sub_status) == ("Running", "Suspended")
     assert [i.activity_id for i in result.incidents] == ["bad"]
     assert result.write_lines == ("before", "other branch")
 
@@ -104,8 +105,8 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
 ) -> None:
     # Given a workflow whose options.incidentStrategyType is Elsa's ContinueWithIncidentsStrategy
     result = harness.start("fault-continue-option")
-    # Then the fault is an incident and the other branch still runs
-    assert result.sub_status == "Finished"
+    # Then the fault is an incident and the other branch still runs (the faulted one stays open)
+    assert result.sub_status == "Suspended"
     assert [i.activity_id for i in result.incidents] == ["bad"]
     assert result.write_lines == ("before", "other branch")
     # And with Elsa's FaultStrategy the same workflow faults
@@ -122,6 +123,8 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
     faulted = harness.engine.start(faulting, instance_id="fault-option-2")
     assert faulted.sub_status == "Faulted"
     assert faulted.write_lines == ("before",)
+    # And that fault is recorded as an incident too, as Elsa records every fault
+    assert [i.activity_id for i in faulted.incidents] == ["bad"]
 
 
 def test_parallel_completes_when_every_child_completed(harness: Harness) -> None:
