@@ -20,8 +20,9 @@ from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.activities.control import declare_locals
 from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Activity
-from broker.engine.graph import Connection, FlowGraph
+from broker.engine.graph import Connection, FlowGraph, valid_back_edge
 from broker.engine.values import as_bool, as_list, as_text
+from broker.errors import WorkflowFault
 
 TERMINAL_TYPES = frozenset({"Elsa.End"})
 JOIN_TYPE = "Elsa.FlowJoin"
@@ -90,6 +91,13 @@ class Flowchart(Behaviour):
             target = connection.target
             node = nodes[target]
             if connection in graph.back_edges:
+                if not valid_back_edge(graph, connection, self.start(ax, graph)):
+                    raise WorkflowFault(
+                        f"Invalid backward connection: Every path from the source "
+                        f"('{connection.source}') must go through the target "
+                        f"('{connection.target}') when tracing back to the start.",
+                        activity_id=ax.node.id,
+                    )
                 ax.schedule(node)
                 continue
             sources = graph.forward_sources[target]
