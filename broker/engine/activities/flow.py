@@ -151,9 +151,8 @@ class Flowchart(Behaviour):
             return False
         if not scope.all_visited(inbound, target):
             return False
-        if scope.all_followed(inbound, target) if mode == "WaitAll" else scope.any_followed(
-            inbound, target
-        ):
+        followed = scope.all_followed if mode == "WaitAll" else scope.any_followed
+        if followed(inbound, target):
             ax.schedule(node)
             return True
         return self.flow_out(ax, graph, nodes, target, set())
