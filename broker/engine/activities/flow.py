@@ -1,10 +1,14 @@
 """Flowcharts and their nodes: joins in counter and token mode, decisions, forks.
 
-Counter mode (Elsa's default): each node's executions are counted. A node with several forward
-inbound sources is an implicit WaitAllActive join: it runs once every source has run more often
-than the node itself, or when the sources that have not run can no longer run (nothing pending
-reaches them). FlowJoin makes the mode explicit (WaitAny, WaitAll, WaitAllActive). An arrival
-through a back edge is a loop iteration and schedules its target at once.
+Counter mode (Elsa's default, its ``FlowScope``): a completed node's visit is counted, and so is
+every one of its outbound connections, followed (its port is among the outcomes) or not. A target
+decides on its forward inbound connections: WaitAllActive (any node with no FlowJoin) runs once
+all were visited and one was followed; WaitAll once all were visited and followed; WaitAny on the
+first followed one, cancelling the started branches still on their way. A target none of whose
+connections was followed is skipped: its own outbound connections count as visited, not
+followed, so joins downstream stop waiting for it. An arrival through a back edge is a loop
+iteration: it schedules its target at once (not counted as a visit); a back edge that a path
+reaches around its target faults the flowchart, as Elsa's does.
 
 Token mode: a completion emits a token per matching outbound connection and consumes the node's
 inbound tokens; the target's ``customProperties.mergeMode`` decides (Stream, Merge, Converge,
