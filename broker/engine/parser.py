@@ -156,7 +156,7 @@ class _Parser:
                     id=str(var_id),
                     name=item["name"],
                     type_name=item.get("typeName"),
-                    value=item.get("value"),
+                    value=shapes.plain_value(item.get("value")),
                     storage=storage,
                 )
             )
@@ -181,6 +181,9 @@ class _Parser:
         if not isinstance(kind, str) or not kind:
             raise self.error("an activity needs a type", f"{path}.type")
         kind = TYPE_ALIASES.get(kind, kind)
+        if kind.endswith(">") and kind.find("<") > 0:
+            # Elsa names a generic activity by its type arguments: "Elsa.SetVariable<Int32>".
+            kind = kind[: kind.index("<")]
         activity_id = doc.get("id")
         if activity_id is None:
             activity_id = path
