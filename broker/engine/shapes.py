@@ -5,6 +5,7 @@ document, its activities, connections, variables and input wrappers. Values stay
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -161,3 +162,31 @@ def _plain(value: Any, seen: dict[str, Any]) -> Any:
     if isinstance(value.get("$id"), str):
         seen[value["$id"]] = result
     return result
+
+
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def original_path(document: Any, path: str) -> str:
+    """A JSON path into the camelCase shape, spelled as ``document`` spells it (``$.Root.Text``
+    for a PascalCase file); the part that cannot be followed is kept as it is."""
+    if not path.startswith("$"):
+        return path
+    node, out, position = document, "$", 1
+    for match in _SEGMENT.finditer(path, 1):
+        if match.start() != position:
+            break
+        key, index = match.group(1), match.group(2)
+        if index is not None:
+            if not isinstance(node, list) or int(index) >= len(node):
+                break
+            node, out = node[int(index)], f"{out}[{index}]"
+        else:
+            if not isinstance(node, Mapping):
+                break
+            actual = key if key in node else next((k for k in node if camel(str(k)) == key), None)
+            if actual is None:
+                break
+            node, out = node[actual], f"{out}.{actual}"
+        position = match.end()
+    return out + path[position:]
