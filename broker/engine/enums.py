@@ -27,7 +27,7 @@ def enum_member(value: Any, members: tuple[str, ...]) -> str | None:
     them (as .NET's enum converter accepts names case-insensitively and numbers as indexes)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdecimal()):
         index = int(value)
         return members[index] if 0 <= index < len(members) else None
     if isinstance(value, str):

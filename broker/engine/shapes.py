@@ -4,6 +4,8 @@ document, its activities, connections, variables and input wrappers. Values stay
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -126,3 +128,65 @@ def looks_like_input(value: Mapping[str, Any]) -> bool:
 
 def looks_like_expression(value: Mapping[str, Any]) -> bool:
     return _lower_keys(value) <= {"type", "value"} and "type" in _lower_keys(value)
+
+
+def plain_value(value: Any) -> Any:
+    """A value as Elsa's payload serializer writes it, as plain JSON: ``{"_island": "<json>",
+    "_type": "JsonObject"}`` is the parsed JSON, ``{"$values": [...]}`` the list,
+    ``{"$ref": "6"}`` the value with ``"$id": "6"`` (null for a reference back into a list
+    still being read: JSON has no cycles); ``_type`` and ``$id`` markers go."""
+    return _plain(value, {})
+
+
+def _plain(value: Any, seen: dict[str, Any]) -> Any:
+    if isinstance(value, list):
+        return [_plain(item, seen) for item in value]
+    if not isinstance(value, Mapping):
+        return value
+    if isinstance(value.get("$ref"), str) and len(value) == 1:
+        return seen.get(value["$ref"])
+    if isinstance(value.get("_island"), str):
+        try:
+            result: Any = _plain(json.loads(value["_island"]), seen)
+        except ValueError:
+            result = value["_island"]
+    elif "$values" in value and isinstance(value["$values"], list):
+        result = [_plain(item, seen) for item in value["$values"]]
+    else:
+        result = {}
+        if isinstance(value.get("$id"), str):
+            seen[value["$id"]] = result  # registered first: its members may refer to it
+        for key, item in value.items():
+            if key not in ("_type", "$id"):
+                result[key] = _plain(item, seen)
+    if isinstance(value.get("$id"), str):
+        seen[value["$id"]] = result
+    return result
+
+
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def original_path(document: Any, path: str) -> str:
+    """A JSON path into the camelCase shape, spelled as ``document`` spells it (``$.Root.Text``
+    for a PascalCase file); the part that cannot be followed is kept as it is."""
+    if not path.startswith("$"):
+        return path
+    node, out, position = document, "$", 1
+    for match in _SEGMENT.finditer(path, 1):
+        if match.start() != position:
+            break
+        key, index = match.group(1), match.group(2)
+        if index is not None:
+            if not isinstance(node, list) or int(index) >= len(node):
+                break
+            node, out = node[int(index)], f"{out}[{index}]"
+        else:
+            if not isinstance(node, Mapping):
+                break
+            actual = key if key in node else next((k for k in node if camel(str(k)) == key), None)
+            if actual is None:
+                break
+            node, out = node[actual], f"{out}.{actual}"
+        position = match.end()
+    return out + path[position:]

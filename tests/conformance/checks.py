@@ -147,6 +147,19 @@ def check_http_calls(observed: Observed, value: Any, expect: Mapping[str, Any]) 
     assert calls == wanted, f"HTTP calls {calls}"
 
 
+def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
+    records them (Elsa's ``ActivityState``)."""
+    for activity_id, inputs in value.items():
+        recorded: dict[str, Any] = {}
+        for entry in observed.journal:
+            if entry.activity_id == activity_id and entry.inputs:
+                recorded.update(entry.inputs)
+        for name, wanted in inputs.items():
+            assert name in recorded, f"{activity_id} recorded no input {name!r}: {recorded}"
+            assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -163,6 +176,7 @@ CHECKS: dict[str, Checker] = {
     "journal": check_journal,
     "faultMessage": check_fault_message,
     "httpCalls": check_http_calls,
+    "activityInputs": check_activity_inputs,
 }
 
 

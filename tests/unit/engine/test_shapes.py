@@ -10,7 +10,7 @@ import pytest
 from broker.engine.api import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.shapes import camel, workflow_document
+from broker.engine.shapes import camel, original_path, plain_value, workflow_document
 from broker.errors import WorkflowDefinitionError
 
 
@@ -247,3 +247,81 @@ def test_the_legacy_exported_shape_with_pascal_case_custom_properties_runs() -> 
     }
     result = run(sample)
     assert result.write_lines == ("from a legacy export",), result.fault
+
+
+def test_payload_serializer_islands_and_references_read_as_plain_json() -> None:
+    # Given values as Elsa's payload serializer writes them (JsonSerialization, Polymorphism)
+    island = {
+        "StatusCode": "Created",
+        "Content": {"_island": '[{"path": "folder1"}]', "_type": "JArray"},
+        "_type": "ObjectMap",
+    }
+    referenced = {
+        "$id": "1",
+        "items": {"$id": "2", "$values": [{"$id": "3", "text": "a"}], "_type": "List<Model>"},
+        "again": {"$ref": "3"},
+    }
+    # When read, Then the markers are gone and the values are plain JSON
+    assert plain_value(island) == {"StatusCode": "Created", "Content": [{"path": "folder1"}]}
+    assert plain_value(referenced) == {"items": [{"text": "a"}], "again": {"text": "a"}}
+
+
+def test_a_variable_value_in_payload_form_is_read_as_plain_json() -> None:
+    document = {
+        "definitionId": "d",
+        "variables": [{"id": "v", "name": "V", "typeName": "Object", "value": {"$values": [1]}}],
+        "root": {"id": "S", "type": "Elsa.Sequence"},
+    }
+    definition = parse_workflow(document)
+    assert definition.variables[0].value == [1]
+
+
+def test_a_generic_activity_type_name_is_read_as_its_activity() -> None:
+    # Given "Elsa.SetVariable<Int32>", the name Elsa's serializer writes for SetVariable<int>
+    root = {
+        "id": "S",
+        "type": "Elsa.Sequence",
+        "variables": [{"id": "n", "name": "N", "typeName": "Int32", "value": 0}],
+        "activities": [
+            {
+                "id": "Set",
+                "type": "Elsa.SetVariable<Int32>",
+                "variable": {"id": "n", "name": "N", "typeName": "Int32"},
+                "value": literal(7, "Int32"),
+            },
+            {
+                "id": "W",
+                "type": "Elsa.WriteLine",
+                "text": {
+                    "typeName": "String",
+                    "expression": {"type": "Variable", "value": {"id": "n", "name": "N"}},
+                },
+            },
+        ],
+    }
+    assert run(document(root)).write_lines == ("7",)
+
+
+def test_a_bare_value_where_an_input_belongs_is_read_as_a_literal() -> None:
+    root = {"id": "W", "type": "Elsa.WriteLine", "text": "plain text"}
+    assert run(document(root)).write_lines == ("plain text",)
+
+
+def test_a_refused_pascal_case_document_is_named_by_its_own_spelling() -> None:
+    # Given a PascalCase file whose Fork has a JoinMode Elsa cannot read
+    pascal = {
+        "DefinitionId": "d",
+        "Root": {"Id": "F", "Type": "Elsa.Fork", "JoinMode": "Sometimes", "Branches": []},
+    }
+    # When it is read, Then the error's path is the file's own: $.Root.JoinMode
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        parse_workflow(pascal, file="case.json")
+    assert raised.value.path == "$.Root.JoinMode"
+
+
+def test_a_path_that_leaves_the_document_keeps_its_remainder() -> None:
+    document_ = {"Root": {"Activities": [{"Text": {}}]}}
+    assert original_path(document_, "$.root.activities[0].text.expression.type") == (
+        "$.Root.Activities[0].Text.expression.type"
+    )
+    assert original_path(document_, "$.root.activities[3].id") == "$.Root.Activities[3].id"
