@@ -156,7 +156,15 @@ class Engine:
     def retry(self, state: Mapping[str, Any]) -> RunResult:
         """Run again the activity that raised ``RetryLater`` or faulted (a replay)."""
         current = migrate(_copy(state))
-        if current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
+        if current["subStatus"] == WorkflowSubStatus.SUSPENDED:
+            # Activities left faulted by the continue-with-incidents strategy run again.
+            stalled = [c for c in current["contexts"].values() if c.get("status") == "Faulted"]
+            for ctx in stalled:
+                ctx["status"] = "Scheduled"
+                current["queue"].append(ctx["id"])
+            if not stalled:
+                raise NothingToRetry(current["instanceId"])
+        elif current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
             raise NothingToRetry(current["instanceId"])
         if not current["queue"]:
             raise NothingToRetry(current["instanceId"])

@@ -84,6 +84,11 @@ def test_incident_strategy_continue_records_an_incident_and_goes_on(harness: Har
     assert (result.status, result.sub_status) == ("Running", "Suspended")
     assert [i.activity_id for i in result.incidents] == ["bad"]
     assert result.write_lines == ("before", "other branch")
+    # And a retry runs the faulted activity again (it faults again: a second incident)
+    again = harness.engine.retry(result.state)
+    assert again.sub_status == "Suspended"
+    assert [i.activity_id for i in again.incidents] == ["bad"]
+    assert len(again.state["incidents"]) == 2
 
 
 def test_finish_ends_the_workflow_at_once(harness: Harness) -> None:
