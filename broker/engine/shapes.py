@@ -1,6 +1,7 @@
 """The shapes Elsa's readers accept, brought to the one the parser reads: property names in
 PascalCase or camelCase (Elsa reads them case-insensitively) become camelCase, in the workflow
-document, its activities, connections, variables and input wrappers. Values stay as written."""
+document, its activities, connections, variables and input wrappers. Values, and the author's
+own keys (custom properties, metadata), stay as written: a camelCase document is unchanged."""
 
 from __future__ import annotations
 
@@ -31,14 +32,31 @@ def camel_keys(value: Any) -> Any:
     return out
 
 
+#: the flags Elsa keeps in ``customProperties`` (older exports write them in PascalCase, and in
+#: ``applicationProperties``); other keys there are the author's, kept as written
+_FLAGS = frozenset({"canStartWorkflow", "runAsynchronously"})
+
+
+def flag_keys(value: Any) -> Any:
+    """``customProperties`` with Elsa's own flags camelCased, every other key as written."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = camel(key) if isinstance(key, str) and camel(key) in _FLAGS else key
+        if name in out and name != key:
+            continue
+        out[name] = item
+    return out
+
+
 def workflow_document(doc: Any) -> Any:
     """A workflow definition document in the camelCase shape."""
     if not isinstance(doc, Mapping):
         return doc
     out = camel_keys(doc)
-    for key in ("options", "customProperties"):
-        if key in out:
-            out[key] = camel_keys(out[key])
+    if "options" in out:
+        out["options"] = camel_keys(out["options"])
     for key in ("variables", "inputs", "outputs"):
         if isinstance(out.get(key), list):
             out[key] = [camel_keys(item) for item in out[key]]
@@ -56,7 +74,7 @@ def activity(node: Any) -> Any:
         if key == "metadata":
             continue
         if key in ("customProperties", "applicationProperties"):
-            out[key] = camel_keys(value)
+            out[key] = flag_keys(value)
         elif key in ("activities", "branches"):
             out[key] = [activity(item) for item in value] if isinstance(value, list) else value
         elif key == "connections" and isinstance(value, list):
