@@ -156,7 +156,15 @@ class Engine:
     def retry(self, state: Mapping[str, Any]) -> RunResult:
         """Run again the activity that raised ``RetryLater`` or faulted (a replay)."""
         current = migrate(_copy(state))
-        if current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
+        if current["subStatus"] == WorkflowSubStatus.SUSPENDED:
+            # Activities left faulted by the continue-with-incidents strategy run again.
+            stalled = [c for c in current["contexts"].values() if c.get("status") == "Faulted"]
+            for ctx in stalled:
+                ctx["status"] = "Scheduled"
+                current["queue"].append(ctx["id"])
+            if not stalled:
+                raise NothingToRetry(current["instanceId"])
+        elif current["subStatus"] not in (WorkflowSubStatus.FAULTED, WorkflowSubStatus.EXECUTING):
             raise NothingToRetry(current["instanceId"])
         if not current["queue"]:
             raise NothingToRetry(current["instanceId"])
@@ -181,7 +189,7 @@ class Engine:
     def _result(self, run: Run) -> RunResult:
         state = run.state
         if state["status"] != WorkflowStatus.FINISHED and run.retry is None and not run.queue:
-            if state["bookmarks"]:
+            if state["bookmarks"] or run.stalled():
                 state["subStatus"] = WorkflowSubStatus.SUSPENDED
             else:
                 # Nothing runs and nothing waits: the workflow has nowhere left to go.

@@ -145,3 +145,22 @@ def _reachable(origin: str, forward_out: Mapping[str, list[str]]) -> frozenset[s
             seen.add(node)
             pending.extend(forward_out.get(node, ()))
     return frozenset(seen)
+
+
+def valid_back_edge(graph: FlowGraph, edge: Connection, start: str | None) -> bool:
+    """Elsa's rule for a loop: every forward path from the start to the edge's source passes
+    through its target. Otherwise (a path reaches the source around the target) the loop has no
+    single entry, and Elsa faults the flowchart rather than run it."""
+    if start is None or edge.source == edge.target:
+        return True
+    seen = {edge.target}
+    pending = [edge.source]
+    while pending:
+        node = pending.pop()
+        if node == start:
+            return False
+        if node in seen:
+            continue
+        seen.add(node)
+        pending.extend(c.source for c in graph.forward_inbound.get(node, ()))
+    return True

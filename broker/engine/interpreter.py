@@ -216,6 +216,18 @@ class Run:
         if parent is not None and ctx["id"] in parent["children"]:
             parent["children"].remove(ctx["id"])
 
+    def stall(self, ctx: dict[str, Any]) -> None:
+        """Leave a faulted activity in place, faulted: nothing of it runs or waits any more."""
+        self.cancel_children(ctx)
+        self.drop_bookmarks(ctx["id"])
+        if ctx["id"] in self.queue:
+            self.queue.remove(ctx["id"])
+        ctx["status"] = "Faulted"
+
+    def stalled(self) -> bool:
+        """Whether an activity was left faulted by the continue-with-incidents strategy."""
+        return any(ctx.get("status") == "Faulted" for ctx in self.contexts.values())
+
     def drop_bookmarks(self, ctx_id: str) -> None:
         bookmarks = self.state["bookmarks"]
         if bookmarks:
@@ -251,6 +263,10 @@ class Run:
             or self.state.get("incidentStrategy")
             or "fault"
         )
+        # Like Elsa, every fault is an incident; the strategy only decides what happens next.
+        incident = Incident(node.id, ctx["id"], message, code)
+        self.incidents.append(incident)
+        self.state.setdefault("incidents", []).append(dataclasses.asdict(incident))
         if str(strategy).lower() == "continue":
             logger.warning(
                 "instance %s: incident in activity %s: %s",
@@ -258,10 +274,9 @@ class Run:
                 node.id,
                 message,
             )
-            incident = Incident(node.id, ctx["id"], message, code)
-            self.incidents.append(incident)
-            self.state.setdefault("incidents", []).append(dataclasses.asdict(incident))
-            self.complete(ctx, (), faulted=True)
+            # Elsa's ContinueWithIncidentsStrategy does nothing: the activity stays faulted and
+            # never completes, so its container cannot complete either; other work goes on.
+            self.stall(ctx)
             return
         logger.info(
             "instance %s faulted in activity %s: %s", self.state["instanceId"], node.id, message

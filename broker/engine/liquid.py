@@ -68,7 +68,8 @@ def _keys(value: Any) -> list[str]:
 def _json(value: Any) -> str:
     if isinstance(value, Undefined):
         value = None
-    return json.dumps(value, default=str, ensure_ascii=False)
+    # Fluid serializes with System.Text.Json: compact, no spaces after separators.
+    return json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False)
 
 
 def _digest(name: str) -> Any:

@@ -1,10 +1,14 @@
 """Flowcharts and their nodes: joins in counter and token mode, decisions, forks.
 
-Counter mode (Elsa's default): each node's executions are counted. A node with several forward
-inbound sources is an implicit WaitAllActive join: it runs once every source has run more often
-than the node itself, or when the sources that have not run can no longer run (nothing pending
-reaches them). FlowJoin makes the mode explicit (WaitAny, WaitAll, WaitAllActive). An arrival
-through a back edge is a loop iteration and schedules its target at once.
+Counter mode (Elsa's default, its ``FlowScope``): a completed node's visit is counted, and so is
+every one of its outbound connections, followed (its port is among the outcomes) or not. A target
+decides on its forward inbound connections: WaitAllActive (any node with no FlowJoin) runs once
+all were visited and one was followed; WaitAll once all were visited and followed; WaitAny on the
+first followed one, cancelling the started branches still on their way. A target none of whose
+connections was followed is skipped: its own outbound connections count as visited, not
+followed, so joins downstream stop waiting for it. An arrival through a back edge is a loop
+iteration: it schedules its target at once (not counted as a visit); a back edge that a path
+reaches around its target faults the flowchart, as Elsa's does.
 
 Token mode: a completion emits a token per matching outbound connection and consumes the node's
 inbound tokens; the target's ``customProperties.mergeMode`` decides (Stream, Merge, Converge,
@@ -20,8 +24,10 @@ from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.activities.control import declare_locals
 from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Activity
-from broker.engine.graph import Connection, FlowGraph
+from broker.engine.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
+from broker.engine.graph import Connection, FlowGraph, valid_back_edge
 from broker.engine.values import as_bool, as_list, as_text
+from broker.errors import WorkflowFault
 
 TERMINAL_TYPES = frozenset({"Elsa.End"})
 JOIN_TYPE = "Elsa.FlowJoin"
@@ -34,7 +40,6 @@ class Flowchart(Behaviour):
         if graph is None or not graph.order:
             ax.complete()
             return
-        ax.props["counts"] = {}
         ax.props["tokens"] = []
         ax.props["blocked"] = []
         ax.schedule(self.nodes(ax)[self.start(ax, graph)])
@@ -78,42 +83,83 @@ class Flowchart(Behaviour):
         nodes: dict[str, Activity],
         child: CompletedChild,
     ) -> None:
-        counts: dict[str, int] = ax.props["counts"]
-        source = child.node.id
-        counts[source] = counts.get(source, 0) + 1
-        targets = graph.outbound_for(source, child.outcomes)
-        if not targets:
-            return
-        active = {c["node"] for c in ax.children()}
-        pending = active | {c.target for c in targets}
-        for connection in targets:
-            target = connection.target
-            node = nodes[target]
+        backward = bool(child.props.get(BACKWARD))
+        self.flow_out(ax, graph, nodes, child.node.id, set(child.outcomes), backward=backward)
+
+    def flow_out(
+        self,
+        ax: ActivityContext,
+        graph: FlowGraph,
+        nodes: dict[str, Activity],
+        source: str,
+        outcomes: set[str],
+        *,
+        backward: bool = False,
+    ) -> bool:
+        """Elsa's counter-based step: count the source's visit (not when a loop re-entered it),
+        count a visit of every outbound connection, followed or not, and let each target decide
+        (join rules); a target none of whose inbound connections was followed is skipped, which
+        passes the not-followed visits on downstream. True when something was scheduled."""
+        scope = FlowScope(ax.props)
+        if not backward:
+            scope.visit(source)
+        scheduled = False
+        for connection in graph.outbound.get(source, ()):
+            followed = connection.source_port in outcomes
+            scope.visit_connection(connection, followed)
             if connection in graph.back_edges:
-                ax.schedule(node)
+                if not followed:
+                    continue
+                if not valid_back_edge(graph, connection, self.start(ax, graph)):
+                    raise WorkflowFault(
+                        f"Invalid backward connection: Every path from the source "
+                        f"('{connection.source}') must go through the target "
+                        f"('{connection.target}') when tracing back to the start.",
+                        activity_id=ax.node.id,
+                    )
+                ax.schedule(nodes[connection.target], props={BACKWARD: True})
+                scheduled = True
                 continue
-            sources = graph.forward_sources[target]
-            is_join = node.type == JOIN_TYPE
-            if len(sources) <= 1 and not is_join:
+            scheduled |= self.arrive(ax, graph, nodes, connection, scope)
+        return scheduled
+
+    def arrive(
+        self,
+        ax: ActivityContext,
+        graph: FlowGraph,
+        nodes: dict[str, Activity],
+        connection: Connection,
+        scope: FlowScope,
+    ) -> bool:
+        target = connection.target
+        node = nodes[target]
+        # Elsa's forward connections are those reachable from the start: a dangling node's
+        # connections are never waited for.
+        start = self.start(ax, graph)
+        live = graph.reach.get(start, frozenset()) | {start}
+        inbound = tuple(c for c in graph.forward_inbound[target] if c.source in live)
+        if not inbound:
+            inbound = (connection,)
+        mode = join_mode(ax, node) if node.type == JOIN_TYPE else "WaitAllActive"
+        if mode == "WaitAny":
+            if scope.ignores(connection, target):
+                return False
+            if any(c["node"] == target and c["status"] == "Scheduled" for c in ax.children()):
+                return False
+            if scope.any_followed(inbound, target):
                 ax.schedule(node)
-                continue
-            if target in active:  # already scheduled for this round
-                continue
-            mode = join_mode(ax, node) if is_join else "WaitAllActive"
-            seen = counts.get(target, 0)
-            fired = [s for s in sources if counts.get(s, 0) > seen]
-            if mode == "WaitAny":
-                ready = bool(fired)
-            elif mode == "WaitAll":
-                ready = len(fired) == len(sources)
-            else:
-                others = pending - {target}
-                ready = bool(fired) and not any(
-                    can_still_run(graph, s, others) for s in sources if s not in fired
-                )
-            if ready:
-                ax.schedule(node)
-                active.add(target)
+                cancel_inbound(ax, graph, target)
+                return True
+            if scope.all_visited(inbound, target):
+                return self.flow_out(ax, graph, nodes, target, set())
+            return False
+        if not scope.all_visited(inbound, target):
+            return False
+        followed = scope.all_followed if mode == "WaitAll" else scope.any_followed
+        if followed(inbound, target):
+            ax.schedule(node)
+            return True
+        return self.flow_out(ax, graph, nodes, target, set())
 
     # Token mode -----------------------------------------------------------------------------------
 
@@ -202,15 +248,72 @@ def cancel_ancestors(ax: ActivityContext, graph: FlowGraph, target: str) -> None
             ax.run.cancel_context(child)
 
 
-def can_still_run(graph: FlowGraph, node_id: str, pending: set[str]) -> bool:
-    return any(p == node_id or node_id in graph.reach.get(p, ()) for p in pending)
+#: set on a node scheduled through a backward connection: its run is a loop, not a new visit
+BACKWARD = "flowBackward"
+
+
+class FlowScope:
+    """Elsa's ``FlowScope``, kept in the flowchart's props: visits per node, visits per
+    connection and whether the last visit of each connection was followed."""
+
+    def __init__(self, props: dict[str, Any]) -> None:
+        self.visits: dict[str, int] = props.setdefault("visits", {})
+        self.connections: dict[str, int] = props.setdefault("connectionVisits", {})
+        self.followed: dict[str, bool] = props.setdefault("connectionFollowed", {})
+
+    @staticmethod
+    def key(connection: Connection) -> str:
+        return (
+            f"{connection.source}:{connection.source_port}->"
+            f"{connection.target}:{connection.target_port}"
+        )
+
+    def visit(self, node_id: str) -> None:
+        self.visits[node_id] = self.visits.get(node_id, 0) + 1
+
+    def visit_connection(self, connection: Connection, followed: bool) -> None:
+        key = self.key(connection)
+        self.connections[key] = self.connections.get(key, 0) + 1
+        self.followed[key] = followed
+
+    def count(self, connection: Connection) -> int:
+        return self.connections.get(self.key(connection), 0)
+
+    def all_visited(self, inbound: tuple[Connection, ...], target: str) -> bool:
+        return min(self.count(c) for c in inbound) > self.visits.get(target, 0)
+
+    def any_followed(self, inbound: tuple[Connection, ...], target: str) -> bool:
+        top = max(self.count(c) for c in inbound)
+        return top > self.visits.get(target, 0) and any(
+            self.count(c) == top and self.followed.get(self.key(c), False) for c in inbound
+        )
+
+    def all_followed(self, inbound: tuple[Connection, ...], target: str) -> bool:
+        top = max(self.count(c) for c in inbound)
+        return top > self.visits.get(target, 0) and all(
+            self.count(c) == top and self.followed.get(self.key(c), False) for c in inbound
+        )
+
+    def ignores(self, connection: Connection, target: str) -> bool:
+        """WaitAny: the target already ran for this visit of the connection."""
+        return self.count(connection) <= self.visits.get(target, 0)
+
+
+def cancel_inbound(ax: ActivityContext, graph: FlowGraph, target: str) -> None:
+    """WaitAny: the branches still on their way to the join are cancelled (Elsa cancels the
+    flowchart's children that are forward ancestors of the join)."""
+    for child in ax.children():
+        if child["status"] == "Scheduled":  # Elsa has no context yet for queued work
+            continue
+        if child["node"] != target and target in graph.reach.get(child["node"], ()):
+            ax.run.cancel_context(child)
 
 
 def join_mode(ax: ActivityContext, node: Activity) -> str:
     spec = node.inputs.get("mode")
     if spec is None or spec.expression is None:
         return "WaitAny"
-    return as_text(ax.run.evaluate(ax.ctx, node, spec)) or "WaitAny"
+    return enum_value(ax.run.evaluate(ax.ctx, node, spec), FLOW_JOIN_MODES, "WaitAny")
 
 
 def merge_mode(ax: ActivityContext, node: Activity) -> str:
@@ -230,7 +333,7 @@ class FlowDecision(Behaviour):
 
 class FlowSwitch(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        match_any = as_text(ax.get("mode", "MatchFirst")) == "MatchAny"
+        match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
         matched: list[str] = []
         for case in ax.node.cases:
             if as_bool(ax.evaluate(case.condition, "Boolean")):

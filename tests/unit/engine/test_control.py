@@ -80,9 +80,15 @@ def test_fault_activity_faults_the_workflow_with_code_and_category(harness: Harn
 
 def test_incident_strategy_continue_records_an_incident_and_goes_on(harness: Harness) -> None:
     result = harness.start("fault-continue")
-    assert result.sub_status == "Finished"
+    # As in Elsa, the faulted activity never completes, so the flowchart stays open (Suspended)
+    assert (result.status, result.sub_status) == ("Running", "Suspended")
     assert [i.activity_id for i in result.incidents] == ["bad"]
     assert result.write_lines == ("before", "other branch")
+    # And a retry runs the faulted activity again (it faults again: a second incident)
+    again = harness.engine.retry(result.state)
+    assert again.sub_status == "Suspended"
+    assert [i.activity_id for i in again.incidents] == ["bad"]
+    assert len(again.state["incidents"]) == 2
 
 
 def test_finish_ends_the_workflow_at_once(harness: Harness) -> None:
@@ -104,8 +110,8 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
 ) -> None:
     # Given a workflow whose options.incidentStrategyType is Elsa's ContinueWithIncidentsStrategy
     result = harness.start("fault-continue-option")
-    # Then the fault is an incident and the other branch still runs
-    assert result.sub_status == "Finished"
+    # Then the fault is an incident and the other branch still runs (the faulted one stays open)
+    assert result.sub_status == "Suspended"
     assert [i.activity_id for i in result.incidents] == ["bad"]
     assert result.write_lines == ("before", "other branch")
     # And with Elsa's FaultStrategy the same workflow faults
@@ -122,6 +128,8 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
     faulted = harness.engine.start(faulting, instance_id="fault-option-2")
     assert faulted.sub_status == "Faulted"
     assert faulted.write_lines == ("before",)
+    # And that fault is recorded as an incident too, as Elsa records every fault
+    assert [i.activity_id for i in faulted.incidents] == ["bad"]
 
 
 def test_parallel_completes_when_every_child_completed(harness: Harness) -> None:
@@ -137,3 +145,30 @@ def test_parallel_completes_when_every_child_completed(harness: Harness) -> None
     )
     assert done.write_lines == ("b", "after")
     assert done.sub_status == "Finished"
+
+
+def test_break_outside_a_loop_ends_every_enclosing_sequence() -> None:
+    # Given nested sequences with a Break in the inner one, and no loop around them
+    from broker.engine.api import Engine
+    from broker.engine.lookup import DefinitionIndex
+    from broker.engine.parser import parse_workflow
+
+    def line(text: str) -> dict[str, object]:
+        text_input = {"typeName": "String", "expression": {"type": "Literal", "value": text}}
+        return {"id": text, "type": "Elsa.WriteLine", "text": text_input}
+
+    inner = {
+        "id": "Inner",
+        "type": "Elsa.Sequence",
+        "activities": [line("in"), {"id": "B", "type": "Elsa.Break"}, line("skipped")],
+    }
+    outer = {
+        "id": "Outer",
+        "type": "Elsa.Sequence",
+        "activities": [line("out"), inner, line("after")],
+    }
+    definition = parse_workflow({"definitionId": "d", "root": outer})
+    # When it runs, Then both sequences stop (Elsa's break signal reaches each) and it finishes
+    result = Engine(DefinitionIndex([definition])).start(definition, instance_id="i")
+    assert result.write_lines == ("out", "in")
+    assert (result.status, result.sub_status) == ("Finished", "Finished")

@@ -80,3 +80,12 @@ def test_token_race_runs_once_for_the_first_arrival(harness: Harness) -> None:
 
 def test_token_stream_joins_two_live_branches_once(harness: Harness) -> None:
     assert harness.start("token-stream-join").write_lines == ("A", "B", "C")
+
+
+def test_wait_all_active_join_runs_when_a_decision_skips_its_branch(harness: Harness) -> None:
+    # Given a WaitAllActive join fed by B and by a decision that leaves through False instead
+    result = harness.start("join-wait-all-active-skip")
+    # Then the decision's not-followed connection counts as visited, so the join still runs once
+    assert result.write_lines == ("A", "B", "bypass", "joined")
+    assert completed(result, "j") == 1
+    assert result.sub_status == "Finished"

@@ -63,7 +63,7 @@ def test_elsas_keys_filter_lists_an_objects_keys(scope: DictScope) -> None:
 
 def test_fluid_json_and_digest_filters(scope: DictScope) -> None:
     assert render_liquid("{{ Variables.Customer | json }}", scope) == (
-        '{"Name": "Ada", "Tier": "gold"}'
+        '{"Name":"Ada","Tier":"gold"}'
     )
     assert render_liquid("{{ 'abc' | md5 }}", scope) == hashlib.md5(b"abc").hexdigest()  # noqa: S324
     assert render_liquid("{{ 'abc' | sha1 }}", scope) == hashlib.sha1(b"abc").hexdigest()  # noqa: S324
