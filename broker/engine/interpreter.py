@@ -268,6 +268,10 @@ class Run:
         )
         fault = Fault(message=message, code=code, category=category, activity_id=node.id)
         self.state["fault"] = dataclasses.asdict(fault)
+        # Elsa records the failure as an incident whatever the strategy: a faulted instance has one.
+        incident = Incident(node.id, ctx["id"], message, code)
+        self.incidents.append(incident)
+        self.state.setdefault("incidents", []).append(dataclasses.asdict(incident))
         self.state["status"] = "Finished"
         self.state["subStatus"] = "Faulted"
         if ctx["id"] in self.contexts:

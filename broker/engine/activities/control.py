@@ -36,6 +36,10 @@ class WorkflowScope(Behaviour):
         ax.complete(*chosen)
 
 
+#: Elsa's ``ITerminalNode`` activities: a Sequence completes as soon as one of them completes
+TERMINAL_NODE_TYPES = frozenset({"Elsa.End", "Elsa.Break", "Elsa.Complete", "Elsa.Finish"})
+
+
 class Sequence(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         declare_locals(ax)
@@ -47,6 +51,9 @@ class Sequence(Behaviour):
 
     def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
         index = ax.props["index"] + 1
+        if child.node.type in TERMINAL_NODE_TYPES:
+            ax.complete()
+            return
         if index < len(ax.node.activities):
             ax.props["index"] = index
             ax.schedule(ax.node.activities[index])

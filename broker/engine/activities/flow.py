@@ -196,8 +196,15 @@ def consume(tokens: list[dict[str, Any]], connection: Connection) -> None:
 
 
 def cancel_ancestors(ax: ActivityContext, graph: FlowGraph, target: str) -> None:
-    """Race: branches still on their way to the winner's target are cancelled."""
+    """Race: branches still on their way to the winner's target are cancelled.
+
+    Only branches that started (running or waiting): like Elsa, which creates an activity's
+    context when its work item runs, a branch that is merely queued still runs, and its token
+    into the target is then consumed by the block the winner left.
+    """
     for child in ax.children():
+        if child["status"] == "Scheduled":
+            continue
         if child["node"] != target and target in graph.reach.get(child["node"], ()):
             ax.run.cancel_context(child)
 
