@@ -10,7 +10,7 @@ LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
 
-.PHONY: install install-dev console-assets browser run test lint fmt bench mutation flower clean services lock
+.PHONY: install install-dev console-assets browser run test lint fmt bench mutation flower clean services lock conformance
 
 # quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
 # venv that still has the old one gets both removed and quickjs-ng installed afresh.
@@ -78,9 +78,14 @@ fmt: install-dev
 # Then the chaos tests, alone and one at a time: they kill, pause and restart processes and time
 # their recovery, which other tests' load would only blur. (Exit status 5: none was selected.)
 TEST_WORKERS ?= 2
-test: install-dev services browser lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not chaos" $(PYTEST_ARGS)
+test: install-dev services browser lint conformance
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not chaos" --ignore=tests/conformance $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m chaos $(PYTEST_ARGS) || test $$? -eq 5
+
+# Elsa conformance (docs/conformance.md): the public corpus and the ported elsa-core cases, run
+# in-process; the last line is the summary `elsa_cases=... not_portable=...`.
+conformance: install-dev
+	$(BIN)/python -m tests.conformance.summary $(CONFORMANCE_ARGS)
 
 bench: install-dev services
 	$(BIN)/broker bench $(BENCH_ARGS)

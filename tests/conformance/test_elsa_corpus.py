@@ -1,162 +1,79 @@
-"""The Elsa 3 conformance corpus, run case by case as its README describes.
+"""Every conformance case, one test id each: the public Elsa corpus (outside the project, never
+copied in) and the project's ported cases in ``tests/conformance/cases``.
 
-The corpus lives outside the project (``ELSA_CORPUS``, else beside the project, see
-``tests.support.services.CORPUS``) and is never copied in. Each case folder becomes one test id;
-every expectation present in its ``expected.json`` is checked.
-"""
+A case with ``knownDifference`` must fail (strict xfail: once it passes, remove the marker); a
+case with ``refused`` must be refused at load with the JSON path it names."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from broker.engine.api import Engine, EngineServices
-from broker.engine.definition import WorkflowDefinition
-from broker.engine.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.results import RunResult
-from tests.support.services import CORPUS, require_corpus
+from broker.errors import WorkflowDefinitionError
+from tests.conformance.checks import check
+from tests.conformance.driver import run_case
+from tests.conformance.loader import Case, all_cases, load_definitions, read_json
+from tests.support.services import require_corpus
 
-CASES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json")) if CORPUS.is_dir() else []
-ENTRY_INSTANCE_ID = "entry-instance"
-FIXED_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def load_definitions(folder: Path) -> dict[str, WorkflowDefinition]:
-    definitions = {}
-    for path in sorted(folder.glob("*.json")):
-        if path.name == "expected.json":
-            continue
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
-        definitions[path.name] = parse_workflow(document, file=path.name)
-    return definitions
+CASES = all_cases()
+CORPUS_FOUND = any(case.origin == "corpus" for case in CASES)
+#: what a project case must say about where it comes from
+CITATION_KEYS = ("suite", "test", "testName", "entry", "entryDefinitionId", "expect")
 
 
-def run_until_end(
-    engine: Engine,
-    entry: WorkflowDefinition,
-    expected: Mapping[str, Any],
-    options: Mapping[str, Any],
-) -> tuple[RunResult, list[str], list[Any], list[Any]]:
-    payload = expected.get("input") or {}
-    result = engine.start(entry, instance_id=ENTRY_INSTANCE_ID, input=payload, options=options)
-    lines, journal, children = (
-        list(result.write_lines),
-        list(result.journal),
-        list(result.child_instances),
-    )
-    if expected["runMode"] == "untilEnd":
-        while result.status != "Finished" and result.bookmarks:
-            for bookmark in list(result.bookmarks):
-                if not any(b["id"] == bookmark.id for b in result.state["bookmarks"]):
-                    continue
-                result = engine.resume(result.state, bookmark_id=bookmark.id, input=payload)
-                lines += result.write_lines
-                journal += result.journal
-                children += result.child_instances
-    return result, lines, journal, children
+def params(cases: list[Case]) -> list[object]:
+    marked = []
+    for case in cases:
+        marks = []
+        if case.known_difference is not None:
+            reason = case.known_difference.get("reason", "known difference")
+            marks.append(pytest.mark.xfail(strict=True, reason=str(reason)))
+        marked.append(pytest.param(case, id=case.id, marks=marks))
+    return marked
 
 
-def run_trigger(
-    engine: Engine,
-    entry: WorkflowDefinition,
-    expected: Mapping[str, Any],
-    options: Mapping[str, Any],
-) -> RunResult:
-    stimulus = expected["trigger"]["http"]
-    for node in entry.triggers():
-        if node.type != "Elsa.HttpEndpoint":
-            continue
-        path = node.inputs["path"].expression or {}
-        methods = node.inputs.get("supportedMethods")
-        allowed = (
-            json.loads(methods.expression["value"]) if methods and methods.expression else ["GET"]
-        )
-        if (
-            str(path.get("value")).strip("/") == stimulus["path"].strip("/")
-            and stimulus["method"] in allowed
-        ):
-            return engine.start(
-                entry,
-                instance_id=ENTRY_INSTANCE_ID,
-                options=options,
-                trigger={
-                    "activityId": node.id,
-                    "method": stimulus["method"],
-                    "path": stimulus["path"],
-                    "body": stimulus.get("body"),
-                },
-            )
-    pytest.fail(f"no HTTP trigger matches {stimulus}")
-
-
-@pytest.mark.parametrize("case", CASES or ["corpus-missing"])
-def test_elsa_corpus_case(case: str) -> None:
-    require_corpus(CASES)
+@pytest.mark.parametrize("case", params(CASES))
+def test_elsa_case(case: Case) -> None:
+    if case.refused is not None:
+        check_refused(case)
+        return
     # Given the case's definitions, registered by version and definition id
-    folder = CORPUS / case
-    expected = json.loads((folder / "expected.json").read_text(encoding="utf-8-sig"))
-    definitions = load_definitions(folder)
-    index = DefinitionIndex(definitions.values())
-    mode = (expected.get("options") or {}).get("flowchartMode", "CounterBased")
-    engine = Engine(index, EngineServices(clock=lambda: FIXED_NOW), flowchart_mode=mode)
-    options = {"flowchartMode": mode}
-    version_id = expected.get("entryDefinitionVersionId")
-    entry = (index.by_version_id(version_id) if version_id else None) or index.by_definition_id(
-        expected["entryDefinitionId"]
-    )
-    assert entry is not None, "the entry definition did not load"
+    # When it runs as its runMode says, Then every phase's expectations hold
+    for phase in run_case(case):
+        check(phase.observed, phase.expect, phase.label)
 
-    # When it runs as the case says
-    children: list[Any] = []
-    if expected["runMode"] == "trigger":
-        result = run_trigger(engine, entry, expected, options)
-        lines, journal = list(result.write_lines), list(result.journal)
-    else:
-        result, lines, journal, children = run_until_end(engine, entry, expected, options)
 
-    # Then every stated expectation holds
-    expect = expected["expect"]
-    if "status" in expect:
-        assert result.status == expect["status"], result.fault
-    if "subStatus" in expect:
-        assert result.sub_status == expect["subStatus"], result.fault
-    if "writeLines" in expect:
-        if expect.get("writeLinesUnordered"):
-            missing = [line for line in expect["writeLines"] if line not in lines]
-            assert not missing, (lines, result.fault)
-        else:
-            assert lines == expect["writeLines"], result.fault
-    if "variables" in expect:
-        root = result.state["contexts"].get(result.state["rootContextId"])
-        variables = root["scope"]["vars"] if root else result.state["variables"]
-        for name, value in expect["variables"].items():
-            assert variables.get(name) == value, (variables, result.fault)
-    if "childInstances" in expect:
-        for wanted in expect["childInstances"]:
-            matches = [c for c in children if c.definition_id == wanted["definitionId"]]
-            assert matches, f"no child instance of {wanted['definitionId']}"
-            if "correlationId" in wanted:
-                assert any(c.correlation_id == wanted["correlationId"] for c in matches)
-            for key, value in (wanted.get("properties") or {}).items():
-                value = ENTRY_INSTANCE_ID if value == "$entryInstanceId" else value
-                assert any(c.properties.get(key) == value for c in matches)
-    if "activityCompletedCount" in expect:
-        for activity_id, count in expect["activityCompletedCount"].items():
-            completed = [
-                e for e in journal if e.activity_id == activity_id and e.event_name == "Completed"
-            ]
-            assert len(completed) == count, result.fault
-    if "httpResponse" in expect:
-        response = result.http_response
-        assert response is not None, result.fault
-        content = response["content"]
-        body = content if isinstance(content, str) else json.dumps(content)
-        assert body == expect["httpResponse"]["body"]
-        if expect["httpResponse"].get("successStatusCode"):
-            assert 200 <= response["statusCode"] < 300
+def check_refused(case: Case) -> None:
+    refused = case.refused
+    assert refused is not None
+    entry = case.expected["entry"]
+    # Given the other files load
+    load_definitions(case, skip=entry)
+    # When the entry file is read, Then it is refused naming the JSON path
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        parse_workflow(read_json(case.folder / entry), file=entry)
+    assert raised.value.path == refused["path"], str(raised.value)
+    assert str(refused.get("contains", "")) in str(raised.value), str(raised.value)
+
+
+def test_the_public_corpus_is_found() -> None:
+    require_corpus(CORPUS_FOUND)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.origin == "project"], ids=lambda c: c.id)
+def test_project_case_cites_its_upstream_test(case: Case) -> None:
+    expected = case.expected
+    missing = [key for key in CITATION_KEYS if key not in expected]
+    assert not missing, f"{case.id}: expected.json lacks {missing}"
+    assert isinstance(expected["testName"], list), case.id
+    assert expected["testName"], case.id
+    assert (case.folder / expected["entry"]).is_file(), f"{case.id}: no entry file"
+    if expected.get("translated"):
+        files = sorted(p.name for p in case.folder.glob("*.json") if p.name != "expected.json")
+        assert sorted(expected.get("sources") or {}) == files, (
+            f"{case.id}: sources must map each workflow file to the C# file it was translated from"
+        )
+    difference = case.known_difference
+    if difference is not None:
+        assert difference.get("reason"), case.id
+        assert difference.get("needs"), case.id

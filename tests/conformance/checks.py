@@ -1,0 +1,179 @@
+"""The ``expect`` keys of a conformance case, one small checker each.
+
+A checker takes what the run showed and the key's value, and raises ``AssertionError`` naming what
+differed. A key absent from ``expect`` is not checked (the upstream test did not assert it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tests.conformance.driver import ENTRY_INSTANCE_ID, Observed
+
+Checker = Callable[[Observed, Any, Mapping[str, Any]], None]
+
+#: keys that qualify another key, or only document the case
+NOT_CHECKS = frozenset({"writeLinesUnordered", "notes"})
+
+
+def _why(observed: Observed) -> str:
+    result = observed.result
+    return f"(status {result.status}/{result.sub_status}, fault {result.fault})"
+
+
+def check_status(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    assert observed.result.status == value, f"status {observed.result.status!r} {_why(observed)}"
+
+
+def check_sub_status(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = observed.result.sub_status
+    assert actual == value, f"subStatus {actual!r} {_why(observed)}"
+
+
+def check_write_lines(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    if expect.get("writeLinesUnordered"):
+        missing = [line for line in value if line not in observed.lines]
+        assert not missing, f"lines {missing} missing from {observed.lines} {_why(observed)}"
+    else:
+        assert observed.lines == list(value), f"lines {observed.lines} {_why(observed)}"
+
+
+def root_variables(observed: Observed) -> Mapping[str, Any]:
+    state = observed.result.state
+    root = state["contexts"].get(state["rootContextId"])
+    variables: Mapping[str, Any] = root["scope"]["vars"] if root else state["variables"]
+    return variables
+
+
+def check_variables(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    variables = root_variables(observed)
+    for name, wanted in value.items():
+        actual = variables.get(name)
+        assert actual == wanted, f"variable {name!r} is {actual!r} {_why(observed)}"
+
+
+def check_child_instances(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    for wanted in value:
+        matches = [c for c in observed.children if c.definition_id == wanted["definitionId"]]
+        assert matches, f"no child instance of {wanted['definitionId']}"
+        if "correlationId" in wanted:
+            assert any(c.correlation_id == wanted["correlationId"] for c in matches), matches
+        for key, prop in (wanted.get("properties") or {}).items():
+            prop = ENTRY_INSTANCE_ID if prop == "$entryInstanceId" else prop
+            assert any(c.properties.get(key) == prop for c in matches), (key, matches)
+
+
+def _count(observed: Observed, activity_id: str, event: str) -> int:
+    return sum(
+        1 for e in observed.journal if e.activity_id == activity_id and e.event_name == event
+    )
+
+
+def check_activity_completed_count(
+    observed: Observed, value: Any, expect: Mapping[str, Any]
+) -> None:
+    for activity_id, count in value.items():
+        actual = _count(observed, activity_id, "Completed")
+        assert actual == count, f"{activity_id} completed {actual}x {_why(observed)}"
+
+
+def check_activity_executed_count(
+    observed: Observed, value: Any, expect: Mapping[str, Any]
+) -> None:
+    for activity_id, count in value.items():
+        actual = _count(observed, activity_id, "Started")
+        assert actual == count, f"{activity_id} started {actual}x {_why(observed)}"
+
+
+def check_http_response(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    response = observed.result.http_response
+    assert response is not None, f"no HTTP response {_why(observed)}"
+    content = response["content"]
+    if "body" in value:
+        body = content if isinstance(content, str) else json.dumps(content)
+        assert body == value["body"], f"HTTP body {body!r}"
+    if value.get("successStatusCode"):
+        assert 200 <= response["statusCode"] < 300, f"HTTP status {response['statusCode']}"
+    if "statusCode" in value:
+        assert response["statusCode"] == value["statusCode"], f"HTTP {response['statusCode']}"
+
+
+def check_bookmarks(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = len(observed.result.bookmarks)
+    assert actual == value, f"{actual} open bookmarks {_why(observed)}"
+
+
+def check_output(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    output = observed.result.output
+    assert isinstance(output, Mapping), f"workflow output {output!r} {_why(observed)}"
+    for name, wanted in value.items():
+        assert name in output, f"no output {name!r} in {dict(output)} {_why(observed)}"
+        assert output[name] == wanted, f"output {name!r} is {output[name]!r}"
+
+
+def check_incidents(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    incidents = observed.result.state.get("incidents") or []
+    if isinstance(value, int):
+        assert len(incidents) == value, f"{len(incidents)} incidents: {incidents}"
+        return
+    assert len(incidents) == len(value), f"{len(incidents)} incidents: {incidents}"
+    for wanted, actual in zip(value, incidents, strict=True):
+        if "activityId" in wanted:
+            assert actual["activity_id"] == wanted["activityId"], incidents
+        if "message" in wanted:
+            assert wanted["message"] in actual["message"], incidents
+
+
+def check_journal(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    records = [f"{e.activity_id}:{e.event_name}" for e in observed.journal]
+    position = 0
+    for wanted in value:
+        try:
+            position = records.index(wanted, position) + 1
+        except ValueError:
+            raise AssertionError(f"journal lacks {wanted!r} in order: {records}") from None
+
+
+def check_fault_message(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = observed.result.fault
+    assert fault is not None, f"no fault {_why(observed)}"
+    assert value in fault.message, f"fault message {fault.message!r}"
+
+
+def check_http_calls(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    calls = [{"method": c.method, "url": c.url} for c in observed.http_calls]
+    wanted = [{"method": str(c["method"]).upper(), "url": c["url"]} for c in value]
+    assert calls == wanted, f"HTTP calls {calls}"
+
+
+#: every ``expect`` key and its checker; new keys go at the end, one function each
+CHECKS: dict[str, Checker] = {
+    "status": check_status,
+    "subStatus": check_sub_status,
+    "writeLines": check_write_lines,
+    "variables": check_variables,
+    "childInstances": check_child_instances,
+    "activityCompletedCount": check_activity_completed_count,
+    "httpResponse": check_http_response,
+    "bookmarks": check_bookmarks,
+    "output": check_output,
+    "incidents": check_incidents,
+    "activityExecutedCount": check_activity_executed_count,
+    "journal": check_journal,
+    "faultMessage": check_fault_message,
+    "httpCalls": check_http_calls,
+}
+
+
+def check(observed: Observed, expect: Mapping[str, Any], label: str) -> None:
+    """Check every key of ``expect``; an unknown key is an error in the case, never ignored."""
+    unknown = sorted(set(expect) - set(CHECKS) - NOT_CHECKS)
+    if unknown:
+        raise AssertionError(f"{label}: unknown expect keys {unknown}")
+    for key, value in expect.items():
+        if key in CHECKS:
+            try:
+                CHECKS[key](observed, value, expect)
+            except AssertionError as exc:
+                raise AssertionError(f"{label}.{key}: {exc}") from None

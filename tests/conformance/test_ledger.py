@@ -1,0 +1,59 @@
+"""The ledgers account for every upstream test exactly once and agree with the case folders."""
+
+from __future__ import annotations
+
+import collections
+
+from tests.conformance.ledger import ledger_files, problems, read_ledgers
+from tests.conformance.loader import project_cases
+
+
+def test_every_ledger_row_is_well_formed() -> None:
+    # Given every ledger, When each row is checked, Then none has a problem
+    found = [problem for row in read_ledgers() for problem in problems(row)]
+    assert not found, "\n".join(found)
+
+
+def test_no_upstream_test_is_listed_twice() -> None:
+    counts = collections.Counter((row.file, row.test) for row in read_ledgers())
+    twice = [f"{file} {test}" for (file, test), n in counts.items() if n > 1]
+    assert not twice, twice
+
+
+def test_every_ported_row_names_existing_cases() -> None:
+    known = {case.id for case in project_cases()}
+    missing = [
+        f"{row.where}: {case}"
+        for row in read_ledgers()
+        if row.status == "ported"
+        for case in row.cases
+        if case not in known
+    ]
+    assert not missing, missing
+
+
+def test_every_project_case_is_named_by_a_row_or_marked_extra() -> None:
+    named = {case for row in read_ledgers() for case in row.cases}
+    orphans = [
+        case.id
+        for case in project_cases()
+        if case.id not in named and not case.expected.get("extra")
+    ]
+    assert not orphans, f'cases no ledger row names (mark them "extra": "why"): {orphans}'
+
+
+def test_a_ported_case_cites_the_test_file_its_row_names() -> None:
+    cases = {case.id: case for case in project_cases()}
+    wrong = [
+        f"{row.where}: {case_id} cites {cases[case_id].expected.get('test')}"
+        for row in read_ledgers()
+        for case_id in row.cases
+        if case_id in cases
+        and row.file != cases[case_id].expected.get("test")
+        and row.file not in (cases[case_id].expected.get("alsoTests") or ())
+    ]
+    assert not wrong, wrong
+
+
+def test_the_ledgers_exist() -> None:
+    assert ledger_files(), "no ledger under tests/conformance/upstream"
