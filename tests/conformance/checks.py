@@ -147,6 +147,11 @@ def check_http_calls(observed: Observed, value: Any, expect: Mapping[str, Any]) 
     assert calls == wanted, f"HTTP calls {calls}"
 
 
+def check_instance_name(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = observed.result.state.get("name")
+    assert actual == value, f"instance name {actual!r} {_why(observed)}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -163,6 +168,7 @@ CHECKS: dict[str, Checker] = {
     "journal": check_journal,
     "faultMessage": check_fault_message,
     "httpCalls": check_http_calls,
+    "instanceName": check_instance_name,
 }
 
 
