@@ -146,7 +146,8 @@ class ParallelForEach(Loop):
 
 class For(Loop):
     def execute(self, ax: ActivityContext) -> None:
-        ax.props["step"] = as_int(ax.get("step", 1), 1) or 1
+        # Elsa counts up when the step is zero or more (a zero step repeats the start value)
+        ax.props["step"] = as_int(ax.get("step", 1), 1)
         ax.props["end"] = as_int(ax.get("end", 0))
         ax.props["inclusive"] = as_bool(ax.get("outerBoundInclusive", True))
         ax.props["current"] = as_int(ax.get("start", 0))
@@ -155,7 +156,7 @@ class For(Loop):
     def iterate(self, ax: ActivityContext) -> None:
         current, end, step = ax.props["current"], ax.props["end"], ax.props["step"]
         inclusive = ax.props["inclusive"]
-        if step > 0:
+        if step >= 0:
             more = current <= end if inclusive else current < end
         else:
             more = current >= end if inclusive else current > end
