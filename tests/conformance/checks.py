@@ -5,6 +5,7 @@ differed. A key absent from ``expect`` is not checked (the upstream test did not
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -152,6 +153,27 @@ def check_instance_name(observed: Observed, value: Any, expect: Mapping[str, Any
     assert actual == value, f"instance name {actual!r} {_why(observed)}"
 
 
+def check_fault_code(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = observed.result.fault
+    assert fault is not None, f"no fault {_why(observed)}"
+    assert fault.code == value, f"fault code {fault.code!r}"
+
+
+def check_fault_category(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = observed.result.fault
+    assert fault is not None, f"no fault {_why(observed)}"
+    assert fault.category == value, f"fault category {fault.category!r}"
+
+
+def check_bookmark_due_at(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: ISO 8601 time}``: the due time of that activity's open bookmark."""
+    for activity_id, wanted in value.items():
+        due = [b.due_at for b in observed.result.bookmarks if b.activity_id == activity_id]
+        assert len(due) == 1 and due[0] is not None, f"{activity_id}: bookmarks due {due}"
+        at = due[0]
+        assert at == dt.datetime.fromisoformat(wanted), f"{activity_id} due {at.isoformat()}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -169,6 +191,9 @@ CHECKS: dict[str, Checker] = {
     "faultMessage": check_fault_message,
     "httpCalls": check_http_calls,
     "instanceName": check_instance_name,
+    "faultCode": check_fault_code,
+    "faultCategory": check_fault_category,
+    "bookmarkDueAt": check_bookmark_due_at,
 }
 
 
