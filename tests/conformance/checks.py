@@ -174,6 +174,35 @@ def check_bookmark_due_at(observed: Observed, value: Any, expect: Mapping[str, A
         assert at == dt.datetime.fromisoformat(wanted), f"{activity_id} due {at.isoformat()}"
 
 
+def check_http_response_headers(
+    observed: Observed, value: Any, expect: Mapping[str, Any]
+) -> None:
+    """``{name: value}``: headers of the HTTP response the workflow wrote (names any case)."""
+    response = observed.result.http_response
+    assert response is not None, f"no HTTP response {_why(observed)}"
+    headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
+    for name, wanted in value.items():
+        assert headers.get(name.lower()) == wanted, f"response header {name}: {headers}"
+
+
+def check_http_call_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[{name: value}, ...]``: headers each outbound call carried, in call order."""
+    calls = observed.http_calls
+    assert len(calls) == len(value), f"{len(calls)} HTTP calls"
+    for call, wanted in zip(calls, value, strict=True):
+        headers = {str(k).lower(): v for k, v in call.headers.items()}
+        for name, text in wanted.items():
+            assert headers.get(name.lower()) == text, f"{call.url} header {name}: {headers}"
+
+
+def check_http_response_empty(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``true``: the HTTP response the workflow wrote has no body."""
+    response = observed.result.http_response
+    assert response is not None, f"no HTTP response {_why(observed)}"
+    empty = response["content"] in (None, "", b"")
+    assert empty == bool(value), f"HTTP body {response['content']!r}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -194,6 +223,9 @@ CHECKS: dict[str, Checker] = {
     "faultCode": check_fault_code,
     "faultCategory": check_fault_category,
     "bookmarkDueAt": check_bookmark_due_at,
+    "httpResponseHeaders": check_http_response_headers,
+    "httpCallHeaders": check_http_call_headers,
+    "httpResponseEmpty": check_http_response_empty,
 }
 
 
