@@ -169,14 +169,13 @@ def check_bookmark_due_at(observed: Observed, value: Any, expect: Mapping[str, A
     """``{activityId: ISO 8601 time}``: the due time of that activity's open bookmark."""
     for activity_id, wanted in value.items():
         due = [b.due_at for b in observed.result.bookmarks if b.activity_id == activity_id]
-        assert len(due) == 1 and due[0] is not None, f"{activity_id}: bookmarks due {due}"
+        assert len(due) == 1, f"{activity_id}: bookmarks due {due}"
         at = due[0]
+        assert at is not None, f"{activity_id}: the bookmark has no due time"
         assert at == dt.datetime.fromisoformat(wanted), f"{activity_id} due {at.isoformat()}"
 
 
-def check_http_response_headers(
-    observed: Observed, value: Any, expect: Mapping[str, Any]
-) -> None:
+def check_http_response_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
     """``{name: value}``: headers of the HTTP response the workflow wrote (names any case)."""
     response = observed.result.http_response
     assert response is not None, f"no HTTP response {_why(observed)}"

@@ -123,7 +123,8 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
     assert faulted.sub_status == "Faulted"
     # (the other branch was already scheduled: Elsa runs scheduled work before the step ends)
     assert faulted.write_lines == ("before", "other branch")
-    assert faulted.fault is not None and faulted.fault.activity_id == "bad"
+    assert faulted.fault is not None
+    assert faulted.fault.activity_id == "bad"
 
 
 def test_parallel_completes_when_every_child_completed(harness: Harness) -> None:
