@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.engine import expressions
 from broker.engine.activities.base import DONE
-from broker.engine.definition import Activity
+from broker.engine.definition import Activity, Input
 from broker.engine.results import Command
 
 if TYPE_CHECKING:
@@ -55,7 +55,14 @@ class ActivityContext:
         """The evaluated input ``name`` (``default`` when unset)."""
         spec = self.node.inputs.get(name)
         if spec is None or spec.expression is None:
-            return default
+            plain = self.node.properties.get(name)
+            if isinstance(plain, str | int | float | bool):
+                # Elsa reads a bare JSON value where an input belongs as a Literal.
+                spec = Input(None, {"type": "Literal", "value": plain})
+            else:
+                if spec is not None:  # declared but empty: evaluated as null, as Elsa records
+                    self.run.capture(self.ctx, self.node, "inputs", name, None)
+                return default
         value = self.run.evaluate(self.ctx, self.node, spec)
         self.run.capture(self.ctx, self.node, "inputs", name, value)
         return default if value is None else value

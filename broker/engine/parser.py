@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from broker.engine import shapes
 from broker.engine.definition import (
     TYPE_ALIASES,
     Activity,
@@ -22,6 +23,7 @@ from broker.engine.definition import (
     WorkflowDefinition,
     camel_case,
 )
+from broker.engine.enums import ENUM_INPUTS, enum_member
 from broker.engine.graph import Connection, FlowGraph, build_graph
 from broker.engine.strategies import (
     STORAGE_DRIVERS,
@@ -53,13 +55,14 @@ _STRUCTURAL_KEYS = frozenset(
         "properties",
         "displayName",
         "description",
+        "applicationProperties",
     }
 )
 
 
 def parse_workflow(document: Mapping[str, Any], *, file: str | None = None) -> WorkflowDefinition:
-    """Parse and validate an Elsa 3 workflow definition document."""
-    return _Parser(file).workflow(document)
+    """Parse and validate an Elsa 3 workflow definition document (camelCase or PascalCase)."""
+    return _Parser(file).workflow(shapes.workflow_document(document))
 
 
 class _Parser:
@@ -73,7 +76,8 @@ class _Parser:
     def workflow(self, doc: Mapping[str, Any]) -> WorkflowDefinition:
         if not isinstance(doc, Mapping):
             raise self.error("a workflow definition must be a JSON object", "$")
-        definition_id = doc.get("definitionId") or doc.get("id")
+        # Elsa's samples load files with only a name and a root (the id is then made up).
+        definition_id = doc.get("definitionId") or doc.get("id") or doc.get("name")
         if not isinstance(definition_id, str) or not definition_id:
             raise self.error("missing definitionId", "$.definitionId")
         version_id = doc.get("id") or definition_id
@@ -152,7 +156,7 @@ class _Parser:
                     id=str(var_id),
                     name=item["name"],
                     type_name=item.get("typeName"),
-                    value=item.get("value"),
+                    value=shapes.plain_value(item.get("value")),
                     storage=storage,
                 )
             )
@@ -177,6 +181,9 @@ class _Parser:
         if not isinstance(kind, str) or not kind:
             raise self.error("an activity needs a type", f"{path}.type")
         kind = TYPE_ALIASES.get(kind, kind)
+        if kind.endswith(">") and kind.find("<") > 0:
+            # Elsa names a generic activity by its type arguments: "Elsa.SetVariable<Int32>".
+            kind = kind[: kind.index("<")]
         activity_id = doc.get("id")
         if activity_id is None:
             activity_id = path
@@ -189,6 +196,10 @@ class _Parser:
         fields = self.fields(doc, path)
         properties = self.properties_bag(doc.get("properties"), f"{path}.properties")
         for key, value in fields.items():
+            members = ENUM_INPUTS.get((kind, key))
+            if members is not None and value is not None:
+                properties["inputs"][key] = self.enum_input(value, members, f"{path}.{key}")
+                continue
             self.classify(key, value, f"{path}.{key}", properties)
         activities = tuple(
             self.activity(child, f"{path}.activities[{i}]")
@@ -215,7 +226,11 @@ class _Parser:
         custom = self.mapping(doc.get("customProperties"), f"{path}.customProperties")
         read_resilience(custom, f"{path}.customProperties", self.file)
         check_log_persistence(custom, f"{path}.customProperties", self.file)
-        can_start = doc.get("canStartWorkflow", custom.get("canStartWorkflow", False))
+        legacy = self.mapping(doc.get("applicationProperties"), f"{path}.applicationProperties")
+        can_start = doc.get(
+            "canStartWorkflow",
+            custom.get("canStartWorkflow", legacy.get("canStartWorkflow", False)),
+        )
         node = Activity(
             id=activity_id,
             type=kind,
@@ -237,6 +252,27 @@ class _Parser:
             node = dataclasses.replace(node, graph=self.graph(node, doc, path))
         self.nodes[activity_id] = node
         return node
+
+    def enum_input(self, value: Any, members: tuple[str, ...], path: str) -> Input:
+        """An enum as Elsa writes it: a name, a number, or an input wrapping a literal of either
+        (another expression is evaluated when the activity runs)."""
+        type_name = None
+        if isinstance(value, Mapping):
+            type_name = value.get("typeName")
+            expression = value.get("expression")
+            if not isinstance(expression, Mapping) or not isinstance(expression.get("type"), str):
+                raise self.error("an expression needs a type", f"{path}.expression")
+            if expression["type"] != "Literal":
+                return Input(type_name, expression)
+            value, path = expression.get("value"), f"{path}.expression.value"
+        member = enum_member(value, members)
+        if member is None:
+            raise self.error(
+                f"{value!r} is not one of {', '.join(members)} (or their numbers 0-"
+                f"{len(members) - 1})",
+                path,
+            )
+        return Input(type_name or "String", {"type": "Literal", "value": member})
 
     def fields(self, doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         return {key: value for key, value in doc.items() if key not in _STRUCTURAL_KEYS}

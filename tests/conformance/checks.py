@@ -239,3 +239,19 @@ def check(observed: Observed, expect: Mapping[str, Any], label: str) -> None:
                 CHECKS[key](observed, value, expect)
             except AssertionError as exc:
                 raise AssertionError(f"{label}.{key}: {exc}") from None
+
+
+def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
+    records them (Elsa's ``ActivityState``)."""
+    for activity_id, inputs in value.items():
+        recorded: dict[str, Any] = {}
+        for entry in observed.journal:
+            if entry.activity_id == activity_id and entry.inputs:
+                recorded.update(entry.inputs)
+        for name, wanted in inputs.items():
+            assert name in recorded, f"{activity_id} recorded no input {name!r}: {recorded}"
+            assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
+
+
+CHECKS["activityInputs"] = check_activity_inputs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.engine.parser import parse_workflow
+from broker.engine.validation import validate_document
 from broker.errors import WorkflowDefinitionError
 from tests.conformance.checks import check
 from tests.conformance.driver import run_case
@@ -49,9 +49,9 @@ def check_refused(case: Case) -> None:
     entry = case.expected["entry"]
     # Given the other files load
     load_definitions(case, skip=entry)
-    # When the entry file is read, Then it is refused naming the JSON path
+    # When the entry file is read and checked, Then it is refused naming the JSON path
     with pytest.raises(WorkflowDefinitionError) as raised:
-        parse_workflow(read_json(case.folder / entry), file=entry)
+        validate_document(read_json(case.folder / entry), file=entry)
     assert raised.value.path == refused["path"], str(raised.value)
     assert str(refused.get("contains", "")) in str(raised.value), str(raised.value)
 

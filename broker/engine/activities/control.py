@@ -6,9 +6,15 @@ from typing import Any
 
 from broker.engine.activities.base import DONE, Behaviour, CompletedChild
 from broker.engine.activity_context import ActivityContext
+from broker.engine.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
 from broker.engine.interpreter import new_scope
-from broker.engine.values import as_bool, as_int, as_list, as_text
+from broker.engine.values import as_bool, as_int, as_list
 from broker.errors import WorkflowFault
+
+#: set on the containers a Break passes on its way up (Elsa's ``IsBreaking`` property)
+BREAKING = "isBreaking"
+#: Elsa's ``ITerminalNode`` activities: a Sequence ends when one of them completes in it
+TERMINAL_TYPES = frozenset({"Elsa.Break", "Elsa.Complete", "Elsa.End", "Elsa.Finish"})
 
 
 def declare_locals(ax: ActivityContext) -> None:
@@ -37,10 +43,6 @@ class WorkflowScope(Behaviour):
         ax.complete(*chosen)
 
 
-#: Elsa's ``ITerminalNode`` activities: a Sequence completes as soon as one of them completes
-TERMINAL_NODE_TYPES = frozenset({"Elsa.End", "Elsa.Break", "Elsa.Complete", "Elsa.Finish"})
-
-
 class Sequence(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         declare_locals(ax)
@@ -51,10 +53,11 @@ class Sequence(Behaviour):
         ax.schedule(ax.node.activities[0])
 
     def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
-        index = ax.props["index"] + 1
-        if child.node.type in TERMINAL_NODE_TYPES:
+        # Elsa: a Break below (no loop in between) or a terminal child ends the sequence.
+        if ax.props.get(BREAKING) or child.node.type in TERMINAL_TYPES:
             ax.complete()
             return
+        index = ax.props["index"] + 1
         if index < len(ax.node.activities):
             ax.props["index"] = index
             ax.schedule(ax.node.activities[index])
@@ -85,7 +88,7 @@ class If(Behaviour):
 
 class Switch(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        match_any = as_text(ax.get("mode", "MatchFirst")) == "MatchAny"
+        match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
         scheduled = False
         for case in ax.node.cases:
             if as_bool(ax.evaluate(case.condition, "Boolean")):
@@ -188,13 +191,21 @@ class While(Loop):
 
 
 class Break(Behaviour):
+    """Elsa's break signal: it bubbles up to the innermost loop, which completes; every
+    Sequence and Fork on the way is marked breaking and completes when its child does."""
+
     def execute(self, ax: ActivityContext) -> None:
         engine = ax.run.engine
         loop = ax.find_ancestor(lambda node: getattr(engine.behaviour(node), "is_loop", False))
-        if loop is None:
-            ax.complete()
+        if loop is not None:
+            ax.run.complete(loop, DONE)
             return
-        ax.run.complete(loop, DONE)
+        parent = ax.ctx["parent"]
+        while parent:
+            ctx = ax.run.contexts[parent]
+            ctx["props"][BREAKING] = True
+            parent = ctx["parent"]
+        ax.complete()
 
 
 class Parallel(Behaviour):
@@ -214,12 +225,13 @@ class Parallel(Behaviour):
 
 class Fork(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        ax.props["waitAny"] = as_text(ax.get("joinMode", "WaitAll")) == "WaitAny"
+        mode = enum_value(ax.get("joinMode"), FORK_JOIN_MODES, "WaitAll")
+        ax.props["waitAny"] = mode == "WaitAny"
         for branch in ax.node.branches:
             ax.schedule(branch)
         if not ax.has_children():
             ax.complete()
 
     def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
-        if ax.props["waitAny"] or not ax.has_children():
+        if ax.props["waitAny"] or ax.props.get(BREAKING) or not ax.has_children():
             ax.complete()

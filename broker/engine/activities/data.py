@@ -24,6 +24,7 @@ class SetVariable(Behaviour):
         value = None
         if spec is not None and spec.expression is not None:
             value = ax.evaluate(spec.expression, variable.get("typeName") or spec.type_name)
+        ax.run.capture(ax.ctx, ax.node, "inputs", "value", value)
         assign_variable(ax, variable, value)
         ax.complete()
 

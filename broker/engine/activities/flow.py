@@ -20,6 +20,7 @@ from broker.engine.activities.base import Behaviour, CompletedChild
 from broker.engine.activities.control import declare_locals
 from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Activity
+from broker.engine.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
 from broker.engine.graph import Connection, FlowGraph
 from broker.engine.values import as_bool, as_list, as_text
 
@@ -224,7 +225,7 @@ def join_mode(ax: ActivityContext, node: Activity) -> str:
     spec = node.inputs.get("mode")
     if spec is None or spec.expression is None:
         return "WaitAny"
-    return as_text(ax.run.evaluate(ax.ctx, node, spec)) or "WaitAny"
+    return enum_value(ax.run.evaluate(ax.ctx, node, spec), FLOW_JOIN_MODES, "WaitAny")
 
 
 def merge_mode(ax: ActivityContext, node: Activity) -> str:
@@ -254,7 +255,7 @@ class FlowDecision(Behaviour):
 
 class FlowSwitch(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        match_any = as_text(ax.get("mode", "MatchFirst")) == "MatchAny"
+        match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
         matched: list[str] = []
         for case in ax.node.cases:
             if as_bool(ax.evaluate(case.condition, "Boolean")):

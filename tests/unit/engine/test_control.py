@@ -140,3 +140,30 @@ def test_parallel_completes_when_every_child_completed(harness: Harness) -> None
     )
     assert done.write_lines == ("b", "after")
     assert done.sub_status == "Finished"
+
+
+def test_break_outside_a_loop_ends_every_enclosing_sequence() -> None:
+    # Given nested sequences with a Break in the inner one, and no loop around them
+    from broker.engine.api import Engine
+    from broker.engine.lookup import DefinitionIndex
+    from broker.engine.parser import parse_workflow
+
+    def line(text: str) -> dict[str, object]:
+        text_input = {"typeName": "String", "expression": {"type": "Literal", "value": text}}
+        return {"id": text, "type": "Elsa.WriteLine", "text": text_input}
+
+    inner = {
+        "id": "Inner",
+        "type": "Elsa.Sequence",
+        "activities": [line("in"), {"id": "B", "type": "Elsa.Break"}, line("skipped")],
+    }
+    outer = {
+        "id": "Outer",
+        "type": "Elsa.Sequence",
+        "activities": [line("out"), inner, line("after")],
+    }
+    definition = parse_workflow({"definitionId": "d", "root": outer})
+    # When it runs, Then both sequences stop (Elsa's break signal reaches each) and it finishes
+    result = Engine(DefinitionIndex([definition])).start(definition, instance_id="i")
+    assert result.write_lines == ("out", "in")
+    assert (result.status, result.sub_status) == ("Finished", "Finished")

@@ -1,0 +1,163 @@
+"""The shapes Elsa's readers accept, brought to the one the parser reads: property names in
+PascalCase or camelCase (Elsa reads them case-insensitively) become camelCase, in the workflow
+document, its activities, connections, variables and input wrappers. Values stay as written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def camel(name: str) -> str:
+    """``"CanStartWorkflow"`` -> ``"canStartWorkflow"``; ``"ID"`` -> ``"id"``."""
+    if name.isupper():
+        return name.lower()
+    return name[:1].lower() + name[1:]
+
+
+def camel_keys(value: Any) -> Any:
+    """The mapping with its own keys camelCased (a camelCase key wins over its PascalCase
+    twin); anything else unchanged."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = camel(key) if isinstance(key, str) else key
+        if name in out and name != key:
+            continue  # the PascalCase twin of a key already read
+        out[name] = item
+    return out
+
+
+def workflow_document(doc: Any) -> Any:
+    """A workflow definition document in the camelCase shape."""
+    if not isinstance(doc, Mapping):
+        return doc
+    out = camel_keys(doc)
+    for key in ("options", "customProperties"):
+        if key in out:
+            out[key] = camel_keys(out[key])
+    for key in ("variables", "inputs", "outputs"):
+        if isinstance(out.get(key), list):
+            out[key] = [camel_keys(item) for item in out[key]]
+    if "root" in out:
+        out["root"] = activity(out["root"])
+    return out
+
+
+def activity(node: Any) -> Any:
+    """An activity object (and everything it holds) in the camelCase shape."""
+    if not isinstance(node, Mapping):
+        return node
+    out = camel_keys(node)
+    for key, value in list(out.items()):
+        if key == "metadata":
+            continue
+        if key in ("customProperties", "applicationProperties"):
+            out[key] = camel_keys(value)
+        elif key in ("activities", "branches"):
+            out[key] = [activity(item) for item in value] if isinstance(value, list) else value
+        elif key == "connections" and isinstance(value, list):
+            out[key] = [connection(item) for item in value]
+        elif key == "variables" and isinstance(value, list):
+            out[key] = [camel_keys(item) for item in value]
+        elif key in ("cases", "expectedStatusCodes") and isinstance(value, list):
+            out[key] = [case(item) for item in value]
+        elif key == "properties" and isinstance(value, list):
+            out[key] = [camel_keys(item) for item in value]  # Elsa 2's property bag
+        else:
+            out[key] = member(value)
+    return out
+
+
+def member(value: Any) -> Any:
+    """An activity property: an input wrapper, an embedded activity, or a plain value."""
+    if isinstance(value, list):
+        return [activity(item) if looks_like_activity(item) else item for item in value]
+    if not isinstance(value, Mapping):
+        return value
+    if looks_like_activity(value):
+        return activity(value)
+    if looks_like_input(value):
+        out = camel_keys(value)
+        for key in ("expression", "memoryReference"):
+            if isinstance(out.get(key), Mapping):
+                out[key] = camel_keys(out[key])
+        return out
+    return value
+
+
+def connection(value: Any) -> Any:
+    out = camel_keys(value)
+    if isinstance(out, dict):
+        for key in ("source", "target"):
+            if isinstance(out.get(key), Mapping):
+                out[key] = camel_keys(out[key])
+    return out
+
+
+def case(value: Any) -> Any:
+    out = camel_keys(value)
+    if isinstance(out, dict):
+        if isinstance(out.get("condition"), Mapping):
+            out["condition"] = member(out["condition"])
+            if looks_like_expression(out["condition"]):
+                out["condition"] = camel_keys(out["condition"])
+        if "activity" in out:
+            out["activity"] = activity(out["activity"])
+    return out
+
+
+def _lower_keys(value: Mapping[str, Any]) -> set[str]:
+    return {str(key).lower() for key in value}
+
+
+def looks_like_activity(value: Any) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    keys = _lower_keys(value)
+    return "type" in keys and "typename" not in keys and ("id" in keys or "activities" in keys)
+
+
+def looks_like_input(value: Mapping[str, Any]) -> bool:
+    keys = _lower_keys(value)
+    return bool(keys & {"expression", "memoryreference"}) or keys == {"typename"}
+
+
+def looks_like_expression(value: Mapping[str, Any]) -> bool:
+    return _lower_keys(value) <= {"type", "value"} and "type" in _lower_keys(value)
+
+
+def plain_value(value: Any) -> Any:
+    """A value as Elsa's payload serializer writes it, as plain JSON: ``{"_island": "<json>",
+    "_type": "JsonObject"}`` is the parsed JSON, ``{"$values": [...]}`` the list,
+    ``{"$ref": "6"}`` the value with ``"$id": "6"`` (null for a reference back into a list
+    still being read: JSON has no cycles); ``_type`` and ``$id`` markers go."""
+    return _plain(value, {})
+
+
+def _plain(value: Any, seen: dict[str, Any]) -> Any:
+    if isinstance(value, list):
+        return [_plain(item, seen) for item in value]
+    if not isinstance(value, Mapping):
+        return value
+    if isinstance(value.get("$ref"), str) and len(value) == 1:
+        return seen.get(value["$ref"])
+    if isinstance(value.get("_island"), str):
+        try:
+            result: Any = _plain(json.loads(value["_island"]), seen)
+        except ValueError:
+            result = value["_island"]
+    elif "$values" in value and isinstance(value["$values"], list):
+        result = [_plain(item, seen) for item in value["$values"]]
+    else:
+        result = {}
+        if isinstance(value.get("$id"), str):
+            seen[value["$id"]] = result  # registered first: its members may refer to it
+        for key, item in value.items():
+            if key not in ("_type", "$id"):
+                result[key] = _plain(item, seen)
+    if isinstance(value.get("$id"), str):
+        seen[value["$id"]] = result
+    return result
