@@ -149,8 +149,7 @@ class ParallelForEach(Loop):
 
 class For(Loop):
     def execute(self, ax: ActivityContext) -> None:
-        # Elsa counts up when the step is zero or more (a zero step repeats the start value)
-        ax.props["step"] = as_int(ax.get("step", 1), 1)
+        ax.props["step"] = as_int(ax.get("step", 1), 1) or 1
         ax.props["end"] = as_int(ax.get("end", 0))
         ax.props["inclusive"] = as_bool(ax.get("outerBoundInclusive", True))
         ax.props["current"] = as_int(ax.get("start", 0))
@@ -159,7 +158,7 @@ class For(Loop):
     def iterate(self, ax: ActivityContext) -> None:
         current, end, step = ax.props["current"], ax.props["end"], ax.props["step"]
         inclusive = ax.props["inclusive"]
-        if step >= 0:
+        if step > 0:
             more = current <= end if inclusive else current < end
         else:
             more = current >= end if inclusive else current > end
