@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
+from broker.engine import shapes
+
 __all__ = ["to_mermaid"]
 
 _DECISIONS = frozenset({"If", "FlowDecision", "Switch", "FlowSwitch", "Fork", "FlowFork"})
@@ -68,7 +70,7 @@ def to_mermaid(
     edges between two of them, are drawn as the executed path; ``faulted`` is the activity that
     faulted, if any."""
     renderer = _Renderer()
-    root = document.get("root")
+    root = shapes.workflow_document(document).get("root")  # PascalCase files too
     nodes: list[str] = []
     edges: list[str] = []
     if isinstance(root, Mapping):

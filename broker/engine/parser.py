@@ -61,8 +61,20 @@ _STRUCTURAL_KEYS = frozenset(
 
 
 def parse_workflow(document: Mapping[str, Any], *, file: str | None = None) -> WorkflowDefinition:
-    """Parse and validate an Elsa 3 workflow definition document (camelCase or PascalCase)."""
-    return _Parser(file).workflow(shapes.workflow_document(document))
+    """Parse and validate an Elsa 3 workflow definition document (camelCase or PascalCase); an
+    error names the JSON path as the document spells it."""
+    try:
+        return _Parser(file).workflow(shapes.workflow_document(document))
+    except WorkflowDefinitionError as exc:
+        raise in_original_spelling(exc, document) from None
+
+
+def in_original_spelling(error: WorkflowDefinitionError, document: Any) -> WorkflowDefinitionError:
+    """The error with its JSON path spelled as ``document`` spells its property names."""
+    path = shapes.original_path(document, error.path)
+    if path == error.path:
+        return error
+    return WorkflowDefinitionError(error.reason, file=error.file, path=path)
 
 
 class _Parser:

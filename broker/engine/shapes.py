@@ -1,10 +1,12 @@
 """The shapes Elsa's readers accept, brought to the one the parser reads: property names in
 PascalCase or camelCase (Elsa reads them case-insensitively) become camelCase, in the workflow
-document, its activities, connections, variables and input wrappers. Values stay as written."""
+document, its activities, connections, variables and input wrappers. Values, and the author's
+own keys (custom properties, metadata), stay as written: a camelCase document is unchanged."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,14 +32,31 @@ def camel_keys(value: Any) -> Any:
     return out
 
 
+#: the flags Elsa keeps in ``customProperties`` (older exports write them in PascalCase, and in
+#: ``applicationProperties``); other keys there are the author's, kept as written
+_FLAGS = frozenset({"canStartWorkflow", "runAsynchronously"})
+
+
+def flag_keys(value: Any) -> Any:
+    """``customProperties`` with Elsa's own flags camelCased, every other key as written."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = camel(key) if isinstance(key, str) and camel(key) in _FLAGS else key
+        if name in out and name != key:
+            continue
+        out[name] = item
+    return out
+
+
 def workflow_document(doc: Any) -> Any:
     """A workflow definition document in the camelCase shape."""
     if not isinstance(doc, Mapping):
         return doc
     out = camel_keys(doc)
-    for key in ("options", "customProperties"):
-        if key in out:
-            out[key] = camel_keys(out[key])
+    if "options" in out:
+        out["options"] = camel_keys(out["options"])
     for key in ("variables", "inputs", "outputs"):
         if isinstance(out.get(key), list):
             out[key] = [camel_keys(item) for item in out[key]]
@@ -55,7 +74,7 @@ def activity(node: Any) -> Any:
         if key == "metadata":
             continue
         if key in ("customProperties", "applicationProperties"):
-            out[key] = camel_keys(value)
+            out[key] = flag_keys(value)
         elif key in ("activities", "branches"):
             out[key] = [activity(item) for item in value] if isinstance(value, list) else value
         elif key == "connections" and isinstance(value, list):
@@ -161,3 +180,31 @@ def _plain(value: Any, seen: dict[str, Any]) -> Any:
     if isinstance(value.get("$id"), str):
         seen[value["$id"]] = result
     return result
+
+
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def original_path(document: Any, path: str) -> str:
+    """A JSON path into the camelCase shape, spelled as ``document`` spells it (``$.Root.Text``
+    for a PascalCase file); the part that cannot be followed is kept as it is."""
+    if not path.startswith("$"):
+        return path
+    node, out, position = document, "$", 1
+    for match in _SEGMENT.finditer(path, 1):
+        if match.start() != position:
+            break
+        key, index = match.group(1), match.group(2)
+        if index is not None:
+            if not isinstance(node, list) or int(index) >= len(node):
+                break
+            node, out = node[int(index)], f"{out}[{index}]"
+        else:
+            if not isinstance(node, Mapping):
+                break
+            actual = key if key in node else next((k for k in node if camel(str(k)) == key), None)
+            if actual is None:
+                break
+            node, out = node[actual], f"{out}.{actual}"
+        position = match.end()
+    return out + path[position:]

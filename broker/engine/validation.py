@@ -18,7 +18,7 @@ from typing import Any
 from broker.engine.cron import check_cron
 from broker.engine.definition import Activity, WorkflowDefinition
 from broker.engine.expressions import SUPPORTED_TYPES
-from broker.engine.parser import parse_workflow
+from broker.engine.parser import in_original_spelling, parse_workflow
 from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.errors import WorkflowDefinitionError
 
@@ -126,7 +126,10 @@ def may_be_definition_activity(type_name: str) -> bool:
 def validate_document(document: Mapping[str, Any], *, file: str | None) -> WorkflowDefinition:
     """Parse and check one file on its own (other files' activity types are the registry's)."""
     definition = parse_workflow(document, file=file)
-    check_definition(definition, may_be_definition_activity)
+    try:
+        check_definition(definition, may_be_definition_activity)
+    except WorkflowDefinitionError as exc:
+        raise in_original_spelling(exc, document) from None
     return definition
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.engine import shapes
 from broker.engine.definition import WorkflowDefinition
 from broker.engine.validation import foreign_types, validate_document
 from broker.errors import WorkflowDefinitionError
@@ -114,6 +115,8 @@ def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
     """Validate a loaded document and extract what the registry needs."""
     if not isinstance(document, dict):
         raise WorkflowDefinitionError("a workflow file must hold a JSON object", file=file)
+    # Kept in the shape Elsa writes: PascalCase names (older exports) are read as camelCase.
+    document = shapes.workflow_document(document)
     definition_id = _text(document, "definitionId", file, required=True)
     assert definition_id is not None
     version_id = _text(document, "id", file)

@@ -111,7 +111,11 @@ def _truthy(value: Any) -> bool:
 def _activity_triggers(activity: Mapping[str, Any], path: str) -> list[TriggerSpec]:
     props = activity.get("customProperties")
     props = props if isinstance(props, Mapping) else {}
-    can_start = props.get("canStartWorkflow", activity.get("canStartWorkflow"))
+    legacy = activity.get("applicationProperties")  # where older exports kept the flag
+    legacy = legacy if isinstance(legacy, Mapping) else {}
+    can_start = props.get(
+        "canStartWorkflow", activity.get("canStartWorkflow", legacy.get("canStartWorkflow"))
+    )
     name = TRIGGER_NAMES.get(str(activity["type"]))
     if name is None or not _truthy(can_start):
         return []

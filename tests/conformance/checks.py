@@ -202,6 +202,19 @@ def check_http_response_empty(observed: Observed, value: Any, expect: Mapping[st
     assert empty == bool(value), f"HTTP body {response['content']!r}"
 
 
+def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
+    records them (Elsa's ``ActivityState``)."""
+    for activity_id, inputs in value.items():
+        recorded: dict[str, Any] = {}
+        for entry in observed.journal:
+            if entry.activity_id == activity_id and entry.inputs:
+                recorded.update(entry.inputs)
+        for name, wanted in inputs.items():
+            assert name in recorded, f"{activity_id} recorded no input {name!r}: {recorded}"
+            assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -225,6 +238,7 @@ CHECKS: dict[str, Checker] = {
     "httpResponseHeaders": check_http_response_headers,
     "httpCallHeaders": check_http_call_headers,
     "httpResponseEmpty": check_http_response_empty,
+    "activityInputs": check_activity_inputs,
 }
 
 
@@ -239,19 +253,3 @@ def check(observed: Observed, expect: Mapping[str, Any], label: str) -> None:
                 CHECKS[key](observed, value, expect)
             except AssertionError as exc:
                 raise AssertionError(f"{label}.{key}: {exc}") from None
-
-
-def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
-    records them (Elsa's ``ActivityState``)."""
-    for activity_id, inputs in value.items():
-        recorded: dict[str, Any] = {}
-        for entry in observed.journal:
-            if entry.activity_id == activity_id and entry.inputs:
-                recorded.update(entry.inputs)
-        for name, wanted in inputs.items():
-            assert name in recorded, f"{activity_id} recorded no input {name!r}: {recorded}"
-            assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
-
-
-CHECKS["activityInputs"] = check_activity_inputs

@@ -502,3 +502,24 @@ def test_a_file_the_engine_parser_refuses_is_reported(settings: Settings, tmp_pa
     assert registry.problems[0].reason.startswith("$.root.connections[0]: ")
     assert "nowhere" in registry.problems[0].reason
     assert registry.for_request_type("InvoiceProcess") is None
+
+
+def test_a_pascal_case_file_indexes_its_pascal_case_trigger_flag(tmp_path: Path) -> None:
+    # Given the invoice workflow as an older export writes it: PascalCase property names and
+    # the trigger flag as "CanStartWorkflow" in customProperties
+    document = fixture("invoice.json")
+    endpoint = document["root"]["activities"][0]
+    flags = endpoint.setdefault("customProperties", {})
+    flags.pop("canStartWorkflow", None)
+    endpoint.pop("canStartWorkflow", None)
+    flags["CanStartWorkflow"] = True
+    pascal = {key[0].upper() + key[1:]: value for key, value in document.items()}
+    path = write(tmp_path / "invoice.json", pascal)
+
+    # When the file is read, Then its definition id and its endpoint's triggers are found
+    wf = read_workflow_file(path)
+    assert wf.definition_id == document["definitionId"]
+    assert [(t.activity_id, t.name) for t in wf.triggers] == [
+        ("receive", "Elsa.HttpEndpoint"),
+        ("receive", "Elsa.HttpEndpoint"),
+    ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from broker.engine.api import Engine
+from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from tests.unit.engine.conftest import Harness
 
 
@@ -144,10 +147,6 @@ def test_parallel_completes_when_every_child_completed(harness: Harness) -> None
 
 def test_break_outside_a_loop_ends_every_enclosing_sequence() -> None:
     # Given nested sequences with a Break in the inner one, and no loop around them
-    from broker.engine.api import Engine
-    from broker.engine.lookup import DefinitionIndex
-    from broker.engine.parser import parse_workflow
-
     def line(text: str) -> dict[str, object]:
         text_input = {"typeName": "String", "expression": {"type": "Literal", "value": text}}
         return {"id": text, "type": "Elsa.WriteLine", "text": text_input}

@@ -215,3 +215,24 @@ def test_the_executed_path_and_the_faulted_activity_are_styled() -> None:
     assert "    class b_1 faulted" in text
     # And without a run the drawing is unchanged
     assert "classDef" not in to_mermaid(document)
+
+
+def test_a_pascal_case_file_is_drawn_like_its_camel_case_twin() -> None:
+    pascal = {
+        "Root": {
+            "Id": "F",
+            "Type": "Elsa.Flowchart",
+            "Activities": [{"Id": "Hello", "Type": "Elsa.WriteLine"}],
+            "Connections": [],
+        }
+    }
+    camel = {
+        "root": {
+            "id": "F",
+            "type": "Elsa.Flowchart",
+            "activities": [{"id": "Hello", "type": "Elsa.WriteLine"}],
+            "connections": [],
+        }
+    }
+    assert "Hello" in to_mermaid(pascal)
+    assert to_mermaid(pascal) == to_mermaid(camel)

@@ -10,7 +10,7 @@ import pytest
 from broker.engine.api import Engine, EngineServices
 from broker.engine.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.shapes import camel, plain_value, workflow_document
+from broker.engine.shapes import camel, original_path, plain_value, workflow_document
 from broker.errors import WorkflowDefinitionError
 
 
@@ -305,3 +305,23 @@ def test_a_generic_activity_type_name_is_read_as_its_activity() -> None:
 def test_a_bare_value_where_an_input_belongs_is_read_as_a_literal() -> None:
     root = {"id": "W", "type": "Elsa.WriteLine", "text": "plain text"}
     assert run(document(root)).write_lines == ("plain text",)
+
+
+def test_a_refused_pascal_case_document_is_named_by_its_own_spelling() -> None:
+    # Given a PascalCase file whose Fork has a JoinMode Elsa cannot read
+    pascal = {
+        "DefinitionId": "d",
+        "Root": {"Id": "F", "Type": "Elsa.Fork", "JoinMode": "Sometimes", "Branches": []},
+    }
+    # When it is read, Then the error's path is the file's own: $.Root.JoinMode
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        parse_workflow(pascal, file="case.json")
+    assert raised.value.path == "$.Root.JoinMode"
+
+
+def test_a_path_that_leaves_the_document_keeps_its_remainder() -> None:
+    document_ = {"Root": {"Activities": [{"Text": {}}]}}
+    assert original_path(document_, "$.root.activities[0].text.expression.type") == (
+        "$.Root.Activities[0].Text.expression.type"
+    )
+    assert original_path(document_, "$.root.activities[3].id") == "$.Root.Activities[3].id"
