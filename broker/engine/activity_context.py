@@ -170,6 +170,7 @@ class ActivityScope:
         names: list[str] = []
         for scope in self._run.scopes(self._ctx):
             names.extend(name for name in scope["vars"] if name not in names)
+        names.extend(name for name in self._loop_variables() if name not in names)
         return names
 
     def get_variable(self, name: str) -> Any:
@@ -179,7 +180,26 @@ class ActivityScope:
             alias = scope["ids"].get(name)
             if alias is not None:
                 return scope["vars"][alias]
+        loop = self._loop_variables()
+        if name in loop:
+            return loop[name]
         raise KeyError(name)
+
+    def _loop_variables(self) -> dict[str, Any]:
+        """``CurrentValue`` and ``CurrentIndex``, the variables Elsa's ForEach and
+        ParallelForEach declare for their body, from the innermost loop iteration."""
+        current: Mapping[str, Any] | None = self._ctx
+        contexts = self._run.contexts
+        while current is not None:
+            props = current["props"]
+            if "currentValue" in props:
+                found = {"CurrentValue": props["currentValue"]}
+                if "currentIndex" in props:
+                    found["CurrentIndex"] = props["currentIndex"]
+                return found
+            parent = current["parent"]
+            current = contexts.get(parent) if parent else None
+        return {}
 
     def set_variable(self, name: str, value: Any) -> None:
         for scope in self._run.scopes(self._ctx):

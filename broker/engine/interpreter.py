@@ -51,6 +51,8 @@ class Run:
         # Elsa's last activity result (getLastResult()): transient, not kept across a suspension
         self.last_result: Any = None
         self.halted = False
+        #: contexts that faulted in this step, queued again when it ends
+        self.faulted: list[str] = []
         self.clock = engine.services.clock
         self._definitions: dict[str, WorkflowDefinition] = {}
         self._workflow_nodes: dict[str, Activity] = {}
@@ -122,6 +124,12 @@ class Run:
         queue = self.queue
         while queue and not self.halted:
             self.execute(queue.pop(0))
+        if self.faulted:
+            # Like Elsa, work already scheduled in other branches ran before the instance stopped
+            # as faulted (a Parallel's other children, a ParallelForEach's other items).
+            queue[:0] = [c for c in self.faulted if c in self.contexts and c not in queue]
+            self.faulted.clear()
+            self.halted = True
 
     def execute(self, ctx_id: str) -> None:
         ctx = self.contexts.get(ctx_id)
@@ -282,16 +290,20 @@ class Run:
             "instance %s faulted in activity %s: %s", self.state["instanceId"], node.id, message
         )
         fault = Fault(message=message, code=code, category=category, activity_id=node.id)
-        self.state["fault"] = dataclasses.asdict(fault)
+        if not self.faulted:  # the first fault of this step is the instance's
+            self.state["fault"] = dataclasses.asdict(fault)
         self.state["status"] = "Finished"
         self.state["subStatus"] = "Faulted"
         if ctx["id"] in self.contexts:
-            # Kept at the head of the queue so a replay resumes at the failed activity.
+            # Put back at the head of the queue when the step ends (``drive``), so a replay
+            # resumes at the failed activity.
             ctx["status"] = "Scheduled"
             self.cancel_children(ctx)
-            if ctx["id"] not in self.queue:
-                self.queue.insert(0, ctx["id"])
-        self.halted = True
+            if ctx["id"] in self.queue:
+                self.queue.remove(ctx["id"])
+            self.faulted.append(ctx["id"])
+        else:
+            self.halted = True
 
     # Journal and bookmarks --------------------------------------------------------------------
 

@@ -269,6 +269,19 @@ HELPERS: tuple[Helper, ...] = (
         "the bytes a base64 text holds",
         "(value) => base64Decode(String(value))",
     ),
+    Helper(
+        "streamToBytes",
+        "declare function streamToBytes(value: number[] | string): number[];",
+        "a stream's content as bytes (no .NET streams here: bytes pass, text gives its UTF-8)",
+        "(value) => typeof value === 'string' ? utf8Encode(value) : Array.from(value, Number)",
+    ),
+    Helper(
+        "streamToBase64",
+        "declare function streamToBase64(value: number[] | string): string;",
+        "a stream's content, base64-encoded (bytes, or the UTF-8 of a text)",
+        "(value) => base64Encode(typeof value === 'string' ? utf8Encode(value)"
+        " : Array.from(value, Number))",
+    ),
     # Dates and times
     Helper(
         "DateTime",

@@ -5,6 +5,7 @@ differed. A key absent from ``expect`` is not checked (the upstream test did not
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -147,6 +148,60 @@ def check_http_calls(observed: Observed, value: Any, expect: Mapping[str, Any]) 
     assert calls == wanted, f"HTTP calls {calls}"
 
 
+def check_instance_name(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = observed.result.state.get("name")
+    assert actual == value, f"instance name {actual!r} {_why(observed)}"
+
+
+def check_fault_code(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = observed.result.fault
+    assert fault is not None, f"no fault {_why(observed)}"
+    assert fault.code == value, f"fault code {fault.code!r}"
+
+
+def check_fault_category(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = observed.result.fault
+    assert fault is not None, f"no fault {_why(observed)}"
+    assert fault.category == value, f"fault category {fault.category!r}"
+
+
+def check_bookmark_due_at(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: ISO 8601 time}``: the due time of that activity's open bookmark."""
+    for activity_id, wanted in value.items():
+        due = [b.due_at for b in observed.result.bookmarks if b.activity_id == activity_id]
+        assert len(due) == 1, f"{activity_id}: bookmarks due {due}"
+        at = due[0]
+        assert at is not None, f"{activity_id}: the bookmark has no due time"
+        assert at == dt.datetime.fromisoformat(wanted), f"{activity_id} due {at.isoformat()}"
+
+
+def check_http_response_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{name: value}``: headers of the HTTP response the workflow wrote (names any case)."""
+    response = observed.result.http_response
+    assert response is not None, f"no HTTP response {_why(observed)}"
+    headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
+    for name, wanted in value.items():
+        assert headers.get(name.lower()) == wanted, f"response header {name}: {headers}"
+
+
+def check_http_call_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[{name: value}, ...]``: headers each outbound call carried, in call order."""
+    calls = observed.http_calls
+    assert len(calls) == len(value), f"{len(calls)} HTTP calls"
+    for call, wanted in zip(calls, value, strict=True):
+        headers = {str(k).lower(): v for k, v in call.headers.items()}
+        for name, text in wanted.items():
+            assert headers.get(name.lower()) == text, f"{call.url} header {name}: {headers}"
+
+
+def check_http_response_empty(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+    """``true``: the HTTP response the workflow wrote has no body."""
+    response = observed.result.http_response
+    assert response is not None, f"no HTTP response {_why(observed)}"
+    empty = response["content"] in (None, "", b"")
+    assert empty == bool(value), f"HTTP body {response['content']!r}"
+
+
 def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
     """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
     records them (Elsa's ``ActivityState``)."""
@@ -176,6 +231,13 @@ CHECKS: dict[str, Checker] = {
     "journal": check_journal,
     "faultMessage": check_fault_message,
     "httpCalls": check_http_calls,
+    "instanceName": check_instance_name,
+    "faultCode": check_fault_code,
+    "faultCategory": check_fault_category,
+    "bookmarkDueAt": check_bookmark_due_at,
+    "httpResponseHeaders": check_http_response_headers,
+    "httpCallHeaders": check_http_call_headers,
+    "httpResponseEmpty": check_http_response_empty,
     "activityInputs": check_activity_inputs,
 }
 

@@ -59,7 +59,9 @@ A case is a folder `tests/conformance/cases/<case-id>/` holding the workflow JSO
 records), `journal` (`"activityId:Event"` records in this order, a subsequence), `faultMessage`
 (substring), `httpCalls` (`[{"method", "url"}]` made, in order), `activityInputs`
 (`{activityId: {input: value}}`: the evaluated inputs its journal records, Elsa's
-`ActivityState`). An unknown key fails the case.
+`ActivityState`), `instanceName`, `faultCode`, `faultCategory`, `bookmarkDueAt`
+(`{activityId: ISO 8601 time}`), `httpResponseHeaders` (`{name: value}`), `httpCallHeaders`
+(`[{name: value}]` per call, in order), `httpResponseEmpty`. An unknown key fails the case.
 
 A ledger `tests/conformance/upstream/<suite>.tsv` has one row per upstream `[Fact]` or `[Theory]`
 (`file`, `test`, `status` = `ported` or `not_portable`, `case` ids, `reason`).

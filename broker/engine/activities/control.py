@@ -9,6 +9,7 @@ from broker.engine.activity_context import ActivityContext
 from broker.engine.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
 from broker.engine.interpreter import new_scope
 from broker.engine.values import as_bool, as_int, as_list
+from broker.errors import WorkflowFault
 
 #: set on the containers a Break passes on its way up (Elsa's ``IsBreaking`` property)
 BREAKING = "isBreaking"
@@ -111,7 +112,12 @@ class Loop(Behaviour):
 
 class ForEach(Loop):
     def execute(self, ax: ActivityContext) -> None:
-        ax.props["items"] = as_list(ax.get("items"))
+        items = ax.get("items")
+        spec = ax.node.inputs.get("items")
+        if items is None and spec is not None and spec.expression:
+            # Elsa's ForEach lists its items: a collection that evaluates to null faults it.
+            raise WorkflowFault("ForEach: items evaluated to null", activity_id=ax.node.id)
+        ax.props["items"] = as_list(items)
         ax.props["index"] = -1
         self.next(ax)
 

@@ -71,7 +71,8 @@ class Correlate(Behaviour):
 
 class SetName(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        ax.state["name"] = as_text(ax.get("value", ax.get("name")))
+        name = ax.get("value", ax.get("name"))
+        ax.state["name"] = None if name is None else as_text(name)
         ax.complete()
 
 
@@ -82,8 +83,9 @@ class Fault(Behaviour):
         category = ax.get("category")
         raise WorkflowFault(
             message,
-            fault_code=as_text(code) if code is not None else None,
-            category=as_text(category) if category is not None else None,
+            # Elsa's defaults for an unset code and category
+            fault_code=as_text(code) if code is not None else "0",
+            category=as_text(category) if category is not None else "General",
             activity_id=ax.node.id,
         )
 
@@ -106,7 +108,10 @@ class Complete(Behaviour):
 
     def execute(self, ax: ActivityContext) -> None:
         outcomes = as_outcomes(ax.get("outcomes")) or ("Done",)
-        finish_scope(ax, nearest_workflow_scope(ax), outcomes)
+        scope = nearest_workflow_scope(ax)
+        # It completes itself first (its journal shows it), then ends its scope, as in Elsa.
+        ax.run.record(ax.ctx, ax.node, "Completed", ",".join(outcomes))
+        finish_scope(ax, scope, outcomes)
 
 
 def nearest_workflow_scope(ax: ActivityContext) -> dict[str, Any]:
@@ -125,6 +130,7 @@ class Finish(Behaviour):
 
     def execute(self, ax: ActivityContext) -> None:
         root = ax.run.contexts[ax.state["rootContextId"]]
+        ax.run.record(ax.ctx, ax.node, "Completed", "Done")
         finish_scope(ax, root, ("Done",))
 
 

@@ -242,8 +242,15 @@ def consume(tokens: list[dict[str, Any]], connection: Connection) -> None:
 
 
 def cancel_ancestors(ax: ActivityContext, graph: FlowGraph, target: str) -> None:
-    """Race: branches still on their way to the winner's target are cancelled."""
+    """Race: branches still on their way to the winner's target are cancelled.
+
+    Only branches that are waiting with nothing queued: Elsa's scheduler runs a branch on to
+    the point where it blocks before another one arrives, so a branch with queued work still
+    runs (a token it sends into the target is consumed by the block the winner left).
+    """
     for child in ax.children():
+        if has_queued_work(ax, child):
+            continue
         if child["node"] != target and target in graph.reach.get(child["node"], ()):
             ax.run.cancel_context(child)
 
@@ -309,6 +316,13 @@ def cancel_inbound(ax: ActivityContext, graph: FlowGraph, target: str) -> None:
             ax.run.cancel_context(child)
 
 
+def has_queued_work(ax: ActivityContext, ctx: dict[str, Any]) -> bool:
+    if ctx["status"] == "Scheduled":
+        return True
+    contexts = ax.run.contexts
+    return any(has_queued_work(ax, contexts[c]) for c in ctx["children"] if c in contexts)
+
+
 def join_mode(ax: ActivityContext, node: Activity) -> str:
     spec = node.inputs.get("mode")
     if spec is None or spec.expression is None:
@@ -323,7 +337,17 @@ def merge_mode(ax: ActivityContext, node: Activity) -> str:
 
 
 class FlowJoin(Behaviour):
-    """The flowchart decides when a join runs; running it just passes control on."""
+    """The flowchart decides when a join runs. In counter mode, as Elsa's does, running it
+    cancels the branches still under way towards it (a WaitAny join's losers, waiting on a
+    bookmark), then passes control on."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        parent = ax.run.contexts.get(ax.ctx["parent"]) if ax.ctx["parent"] else None
+        if parent is not None and ax.state.get("flowchartMode") != "TokenBased":
+            flowchart = ActivityContext(ax.run, parent, ax.run.node(parent))
+            if flowchart.node.graph is not None:
+                cancel_ancestors(flowchart, flowchart.node.graph, ax.node.id)
+        ax.complete()
 
 
 class FlowDecision(Behaviour):

@@ -62,9 +62,11 @@ def headers_of(value: Any) -> dict[str, str]:
 
 class WriteHttpResponse(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
+        code = status_code(ax.get("statusCode"))
         ax.state["httpResponse"] = {
-            "statusCode": status_code(ax.get("statusCode")),
-            "content": ax.get("content"),
+            "statusCode": code,
+            # as Elsa's: a 204 No Content response carries no body
+            "content": None if code == 204 else ax.get("content"),
             "contentType": ax.get("contentType"),
             "headers": headers_of(ax.get("responseHeaders")),
         }
@@ -148,7 +150,9 @@ class SendHttpRequest(Behaviour):
                 ax.schedule(child)
             else:
                 ax.complete("Done", code)
-        elif not expected or response.status_code in expected:
+        elif not expected:  # as Elsa's: no expected codes, no status-code outcome
+            ax.complete("Done")
+        elif response.status_code in expected:
             ax.complete(code, "Done")
         else:
             ax.complete("Unmatched status code", "Done")

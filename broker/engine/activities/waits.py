@@ -96,6 +96,9 @@ class StartAt(Delay):
             ax.complete()
             return
         due = as_datetime(ax.get("dateTime"))
+        if due <= ax.now():  # as Elsa's: a time already reached does not wait
+            ax.complete()
+            return
         ax.bookmark(self.bookmark_name, {"resumeAt": due.isoformat()}, due_at=due)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from broker.engine.api import Engine
+from broker.engine.lookup import DefinitionIndex
+from broker.engine.parser import parse_workflow
 from tests.unit.engine.conftest import Harness
 
 
@@ -127,7 +130,10 @@ def test_studio_incident_strategy_option_continue_goes_on_and_fault_stops(
     )
     faulted = harness.engine.start(faulting, instance_id="fault-option-2")
     assert faulted.sub_status == "Faulted"
-    assert faulted.write_lines == ("before",)
+    # (the other branch was already scheduled: Elsa runs scheduled work before the step ends)
+    assert faulted.write_lines == ("before", "other branch")
+    assert faulted.fault is not None
+    assert faulted.fault.activity_id == "bad"
     # And that fault is recorded as an incident too, as Elsa records every fault
     assert [i.activity_id for i in faulted.incidents] == ["bad"]
 
@@ -149,10 +155,6 @@ def test_parallel_completes_when_every_child_completed(harness: Harness) -> None
 
 def test_break_outside_a_loop_ends_every_enclosing_sequence() -> None:
     # Given nested sequences with a Break in the inner one, and no loop around them
-    from broker.engine.api import Engine
-    from broker.engine.lookup import DefinitionIndex
-    from broker.engine.parser import parse_workflow
-
     def line(text: str) -> dict[str, object]:
         text_input = {"typeName": "String", "expression": {"type": "Literal", "value": text}}
         return {"id": text, "type": "Elsa.WriteLine", "text": text_input}
