@@ -1,0 +1,473 @@
+"""Running Elsa's alterations on workflow instances: ``run`` (given instances), ``retry`` (their
+faulted activities), plans (``submit`` by a filter, ``dry_run``, ``get``).
+
+Each instance is altered under its lock, in one transaction that saves its state fenced on its
+checkpoint and notes a ``WorkflowAltered`` audit event on its request. An instance left with work
+scheduled goes on through the same path as every recovery: a faulted one by the replay of its
+request dead letter (``RequestReplayed``, back to Processing), a waiting one by a retry row. A
+Cancel goes through ``instance_admin.cancel``. See docs/design.md, "Recovery".
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, select, update
+from sqlalchemy.orm import Session
+
+from broker.errors import BadRequest, Conflict, NotFound
+from broker.runtime import (
+    alterations,
+    dead_letters,
+    ids,
+    instance_admin,
+    outbox,
+    statuses,
+)
+from broker.runtime.alterations import Log
+from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
+from broker.runtime.wiring import Runtime
+from broker.store.db import transaction
+from broker.store.models import (
+    AlterationPlan,
+    InstanceStatus,
+    InstanceSubStatus,
+    WorkflowDefinition,
+    WorkflowInstance,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+#: the audit event every alteration of a request's instance writes
+ALTERED_EVENT = "WorkflowAltered"
+#: seconds to wait for an instance a worker holds
+LOCK_WAIT_SECONDS = 5.0
+#: the filter fields ``dry_run`` and ``submit`` understand (Elsa's
+#: ``AlterationWorkflowInstanceFilter``); any other is refused
+FILTER_FIELDS = (
+    "workflowInstanceIds",
+    "correlationIds",
+    "names",
+    "searchTerm",
+    "definitionIds",
+    "definitionVersionIds",
+    "hasIncidents",
+    "isSystem",
+    "statuses",
+    "subStatuses",
+    "emptyFilterSelectsAll",
+)
+
+
+@dataclasses.dataclass
+class Result:
+    """Elsa's ``RunAlterationsResult`` of one instance, with the outbox rows to publish."""
+
+    instance_id: str
+    log: Log
+    scheduled_work: bool = False
+    outbox_ids: list[str] = dataclasses.field(default_factory=list)
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "workflowInstanceId": self.instance_id,
+            "log": {"logEntries": self.log.entries},
+            "workflowHasScheduledWork": self.scheduled_work,
+            "isSuccessful": not self.log.failed,
+        }
+
+
+def run(
+    rt: Runtime,
+    instance_ids: Sequence[str],
+    raw_alterations: Any,
+    *,
+    actor: str,
+    plan_id: str | None = None,
+) -> list[Result]:
+    """Apply the alterations to each instance (Elsa's ``alterations/run``); an instance whose
+    alterations fail is left unchanged, with the errors in its log."""
+    parsed = alterations.parse(raw_alterations)
+    return [_run_one(rt, i, parsed, actor=actor, plan_id=plan_id) for i in instance_ids]
+
+
+def retry(
+    rt: Runtime,
+    instance_ids: Sequence[str],
+    activity_ids: Sequence[str] | None,
+    *,
+    actor: str,
+) -> list[Result]:
+    """Schedule the faulted activities of each instance again (Elsa's
+    ``alterations/workflows/retry``): those named, else the one that faulted and those with an
+    incident."""
+    results = []
+    for instance_id in instance_ids:
+        with transaction(rt.factory, write=False) as session:
+            instance = session.get(WorkflowInstance, instance_id)
+            state = dict(instance.state or {}) if instance is not None else {}
+        wanted = list(activity_ids or _faulted_activities(state))
+        if instance is not None and not wanted:
+            log = Log()
+            log.add(
+                f"Workflow instance {instance_id} has no faulted activity to retry",
+                "Warning",
+            )
+            results.append(Result(instance_id, log))
+            continue
+        schedule = [{"type": alterations.SCHEDULE_ACTIVITY, "activityId": a} for a in wanted]
+        results.append(_run_one(rt, instance_id, alterations.parse(schedule), actor=actor))
+    return results
+
+
+def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+    fault = state.get("fault") or {}
+    for activity_id in [fault.get("activityId")] + [
+        i.get("activityId") for i in state.get("incidents") or []
+    ]:
+        if activity_id and activity_id not in found:
+            found.append(str(activity_id))
+    return found
+
+
+def _run_one(
+    rt: Runtime,
+    instance_id: str,
+    parsed: list[dict[str, Any]],
+    *,
+    actor: str,
+    plan_id: str | None = None,
+) -> Result:
+    log = Log()
+    result = Result(instance_id, log)
+    lock = rt.locks.acquire(
+        f"instance:{instance_id}", ttl=rt.settings.lock_ttl, timeout=LOCK_WAIT_SECONDS
+    )
+    if lock is None:
+        log.add(f"Workflow instance {instance_id} is busy; try again", "Error")
+        return result
+    try:
+        with transaction(rt.factory) as session:
+            _alter(rt, session, result, parsed, actor=actor, plan_id=plan_id)
+            if log.failed:
+                session.rollback()
+    finally:
+        lock.release()
+    if result.outbox_ids:
+        try:
+            rt.publisher.publish(result.outbox_ids)
+        except Exception:
+            logger.exception(
+                "fast-path publish after altering %s failed; the relay retries",
+                instance_id,
+            )
+    return result
+
+
+def _alter(
+    rt: Runtime,
+    session: Session,
+    result: Result,
+    parsed: list[dict[str, Any]],
+    *,
+    actor: str,
+    plan_id: str | None,
+) -> None:
+    log, instance_id = result.log, result.instance_id
+    instance = session.get(WorkflowInstance, instance_id)
+    if instance is None:
+        log.add(f"Workflow instance with ID '{instance_id}' not found.", "Error")
+        return
+    published = rt.registry.get_version(instance.definition_version_id)
+    if published is None or instance.state is None:
+        log.add(
+            f"Workflow definition with ID '{instance.definition_version_id}' not found.",
+            "Error",
+        )
+        return
+    faulted = instance.sub_status == InstanceSubStatus.FAULTED.value
+    finished = instance.status == InstanceStatus.FINISHED.value
+    state = copy.deepcopy(dict(instance.state))
+    target = alterations.Target(
+        rt.definitions.parse(published), _versions(rt, session, parsed, instance)
+    )
+    cancel = alterations.apply(state, parsed, target, log)
+    scheduled = bool(state.get("queue")) and not cancel
+    if cancel and finished:
+        log.add(f"Workflow instance {instance_id} is already {instance.sub_status}", "Error")
+    if finished and not faulted and any(a["type"] != alterations.MODIFY_VARIABLE for a in parsed):
+        log.add(
+            f"Workflow instance {instance_id} finished as {instance.sub_status}",
+            "Error",
+        )
+    if log.failed:
+        return
+    if scheduled and not faulted:
+        state["subStatus"] = InstanceSubStatus.EXECUTING.value
+    checkpoint = instance.checkpoint + 1
+    changed = session.execute(
+        update(WorkflowInstance)
+        .where(
+            WorkflowInstance.id == instance_id,
+            WorkflowInstance.checkpoint == instance.checkpoint,
+        )
+        .values(
+            state=state,
+            checkpoint=checkpoint,
+            definition_version_id=state.get("definitionVersionId", instance.definition_version_id),
+            version=state.get("version", instance.version),
+            updated_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        log.add(f"Workflow instance {instance_id} moved on meanwhile; try again", "Error")
+        return
+    request_id = _request_of(session, instance)
+    if request_id is not None:
+        statuses.note(
+            session,
+            request_id,
+            ALTERED_EVENT,
+            source=actor,
+            message=", ".join(a["type"] for a in parsed),
+            properties={
+                "workflowInstanceId": instance_id,
+                "planId": plan_id,
+                "alterations": parsed,
+            },
+        )
+    logger.warning(
+        "workflow instance %s altered by %s: %s",
+        instance_id,
+        actor,
+        [a["type"] for a in parsed],
+        extra={"instance_id": instance_id, "request_id": request_id},
+    )
+    if cancel:
+        session.refresh(instance)
+        instance_admin.cancel(session, instance_id)
+        log.add("Workflow instance cancelled", event="Cancelled")
+        return
+    if scheduled:
+        result.scheduled_work = True
+        result.outbox_ids.append(
+            _dispatch(session, instance, faulted, checkpoint, actor, published.queue)
+        )
+        log.add("Workflow instance dispatched", event="Dispatched")
+
+
+def _dispatch(
+    session: Session,
+    instance: WorkflowInstance,
+    faulted: bool,
+    checkpoint: int,
+    actor: str,
+    queue: str | None,
+) -> str:
+    """Run the scheduled work: a faulted instance through the replay of its dead letter (which
+    reopens its request), any other by a retry row."""
+    if faulted:
+        letter = dead_letters.open_fault(session, instance.id)
+        if letter is None:  # faulted before every fault wrote one
+            letter = dead_letters.record_fault(
+                session,
+                key=f"{instance.id}:{checkpoint}:alteration",
+                reason=dead_letters.FAULTED,
+                error=(instance.fault or {}).get("message"),
+                request_id=instance.request_id,
+                instance_id=instance.id,
+                activity_id=(instance.fault or {}).get("activityId"),
+                name=instance.definition_id,
+            )
+        return dead_letters.replay(session, letter.id, source=actor).outbox_id
+    row = outbox.enqueue(
+        session,
+        outbox_id=ids.outbox_id_for("alteration", instance.id, str(checkpoint)),
+        task_name=RESUME_INSTANCE,
+        queue=queue or DEFAULT_QUEUE,
+        args={"instance_id": instance.id, "retry": 1},
+        request_id=instance.request_id,
+        instance_id=instance.id,
+    )
+    return row.id
+
+
+def _versions(
+    rt: Runtime,
+    session: Session,
+    parsed: list[dict[str, Any]],
+    instance: WorkflowInstance,
+) -> dict[int, Any]:
+    """The definition versions the plan's Migrate alterations name, parsed."""
+    wanted = {int(a["targetVersion"]) for a in parsed if a["type"] == alterations.MIGRATE}
+    found: dict[int, Any] = {}
+    for version in wanted:
+        version_id = session.scalars(
+            select(WorkflowDefinition.id).where(
+                WorkflowDefinition.definition_id == instance.definition_id,
+                WorkflowDefinition.version == version,
+            )
+        ).first()
+        published = rt.registry.get_version(version_id) if version_id else None
+        if published is not None:
+            found[version] = rt.definitions.parse(published)
+    return found
+
+
+def _request_of(session: Session, instance: WorkflowInstance) -> str | None:
+    """The request an instance serves: its own, or its root parent's."""
+    seen: set[str] = set()
+    current: WorkflowInstance | None = instance
+    while current is not None and current.request_id is None and current.parent_id:
+        if current.id in seen:
+            return None
+        seen.add(current.id)
+        current = session.get(WorkflowInstance, current.parent_id)
+    return current.request_id if current is not None else None
+
+
+# Plans ------------------------------------------------------------------------------------------
+
+
+def parse_filter(raw: Any, field: str = "filter") -> dict[str, Any]:
+    """Elsa's ``AlterationWorkflowInstanceFilter``, checked; unknown fields are refused."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise BadRequest(f"{field} must be an object", field=field)
+    known = {f.lower(): f for f in FILTER_FIELDS}
+    parsed: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = known.get(str(key).lower())
+        if name is None:
+            raise BadRequest(
+                f"{field}.{key} is not supported (supported: {', '.join(FILTER_FIELDS)})",
+                field=f"{field}.{key}",
+            )
+        if value is None:
+            continue
+        if name in ("hasIncidents", "isSystem", "emptyFilterSelectsAll"):
+            if not isinstance(value, bool):
+                raise BadRequest(f"{field}.{name} must be true or false", field=f"{field}.{name}")
+        elif name == "searchTerm":
+            if not isinstance(value, str):
+                raise BadRequest(f"{field}.{name} must be a string", field=f"{field}.{name}")
+        elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise BadRequest(f"{field}.{name} must be a list of strings", field=f"{field}.{name}")
+        parsed[name] = value
+    return parsed
+
+
+def dry_run(session: Session, raw_filter: Any) -> list[str]:
+    """The ids of the instances a plan with this filter would alter (Elsa's ``dry-run``)."""
+    wanted = parse_filter(raw_filter)
+    table = WorkflowInstance
+    where: list[ColumnElement[bool]] = []
+    columns = {
+        "workflowInstanceIds": table.id,
+        "correlationIds": table.correlation_id,
+        "names": table.name,
+        "definitionIds": table.definition_id,
+        "definitionVersionIds": table.definition_version_id,
+        "statuses": table.status,
+        "subStatuses": table.sub_status,
+    }
+    for name, column in columns.items():
+        if name in wanted:
+            where.append(column.in_(wanted[name]))
+    if "searchTerm" in wanted:
+        term = f"%{wanted['searchTerm']}%"
+        where.append(
+            table.name.ilike(term) | table.id.ilike(term) | table.correlation_id.ilike(term)
+        )
+    if "hasIncidents" in wanted:
+        where.append(
+            table.incident_count > 0 if wanted["hasIncidents"] else table.incident_count == 0
+        )
+    if not where and not wanted.get("emptyFilterSelectsAll"):
+        return []
+    return list(
+        session.scalars(select(table.id).where(*where).order_by(table.created_at, table.id))
+    )
+
+
+def submit(rt: Runtime, body: Any, *, actor: str) -> str:
+    """Record a plan (Elsa's ``AlterationPlanParams``: ``id``, ``alterations``, ``filter``) and
+    run it on the instances its filter selects, one job each; answers the plan id. The plan runs
+    at once, in this call (Elsa runs it in the background); ``get`` shows its jobs."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("the body must be an object", field="body")
+    parsed = alterations.parse(body.get("alterations", body.get("Alterations")))
+    raw_filter = body.get("filter", body.get("Filter"))
+    filter_ = parse_filter(raw_filter)
+    plan_id = body.get("id") or body.get("Id") or uuid.uuid4().hex
+    if not isinstance(plan_id, str) or len(plan_id) > 64:
+        raise BadRequest("id must be a string of at most 64 characters", field="id")
+    now = utcnow()
+    with transaction(rt.factory) as session:
+        if session.get(AlterationPlan, plan_id) is not None:
+            raise Conflict(f"Alteration plan '{plan_id}' exists already")
+        session.add(
+            AlterationPlan(
+                id=plan_id,
+                status="Running",
+                alterations=parsed,
+                filter=filter_,
+                jobs=[],
+                created_by=actor,
+                created_at=now,
+                started_at=now,
+            )
+        )
+        targets = dry_run(session, filter_)
+    jobs = []
+    for instance_id in targets:
+        started = utcnow()
+        result = _run_one(rt, instance_id, parsed, actor=actor, plan_id=plan_id)
+        jobs.append(
+            {
+                "id": ids.derive("alteration-job", plan_id, instance_id),
+                "planId": plan_id,
+                "workflowInstanceId": instance_id,
+                "status": "Failed" if result.log.failed else "Completed",
+                "log": result.log.entries,
+                "createdAt": alterations.iso(started),
+                "startedAt": alterations.iso(started),
+                "completedAt": alterations.iso(utcnow()),
+            }
+        )
+    with transaction(rt.factory) as session:
+        session.execute(
+            update(AlterationPlan)
+            .where(AlterationPlan.id == plan_id)
+            .values(status="Completed", jobs=jobs, completed_at=utcnow())
+        )
+    logger.warning("alteration plan %s by %s ran on %d instances", plan_id, actor, len(jobs))
+    return plan_id
+
+
+def get(session: Session, plan_id: str) -> dict[str, Any]:
+    """Elsa's ``alterations/{id}`` answer: ``{plan, jobs}``."""
+    plan = session.get(AlterationPlan, plan_id)
+    if plan is None:
+        raise NotFound(f"Alteration plan '{plan_id}' not found")
+    return {
+        "plan": {
+            "id": plan.id,
+            "alterations": plan.alterations,
+            "workflowInstanceFilter": plan.filter,
+            "status": plan.status,
+            "createdAt": alterations.iso(plan.created_at),
+            "startedAt": alterations.iso(plan.started_at) if plan.started_at else None,
+            "completedAt": alterations.iso(plan.completed_at) if plan.completed_at else None,
+        },
+        "jobs": list(plan.jobs or []),
+    }
