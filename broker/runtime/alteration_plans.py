@@ -1,11 +1,6 @@
-"""Running Elsa's alterations on workflow instances: ``run`` (given instances), ``retry`` (their
-faulted activities), plans (``submit`` by a filter, ``dry_run``, ``get``).
-
-Each instance is altered under its lock, in one transaction that saves its state fenced on its
-checkpoint and notes a ``WorkflowAltered`` audit event on its request. An instance left with work
-scheduled goes on through the same path as every recovery: a faulted one by the replay of its
-request dead letter (``RequestReplayed``, back to Processing), a waiting one by a retry row. A
-Cancel goes through ``instance_admin.cancel``. See docs/design.md, "Recovery".
+"""Elsa's alterations run on workflow instances: ``run`` (given instances), ``retry`` (their
+faulted activities) and plans (``submit`` by a filter, ``dry_run``, ``get``). Each instance is
+altered under its lock and goes on through its dead letter's replay (docs/design.md, "Recovery").
 """
 
 from __future__ import annotations
@@ -160,14 +155,6 @@ def _run_one(
                 session.rollback()
     finally:
         lock.release()
-    if result.outbox_ids:
-        try:
-            rt.publisher.publish(result.outbox_ids)
-        except Exception:
-            logger.exception(
-                "fast-path publish after altering %s failed; the relay retries",
-                instance_id,
-            )
     return result
 
 
@@ -399,9 +386,17 @@ def dry_run(session: Session, raw_filter: Any) -> list[str]:
     )
 
 
-def submit(rt: Runtime, body: Any, *, actor: str) -> str:
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    """A plan that ran: its id, and the outbox rows its jobs wrote (for the caller to publish)."""
+
+    plan_id: str
+    outbox_ids: list[str]
+
+
+def submit(rt: Runtime, body: Any, *, actor: str) -> Submitted:
     """Record a plan (Elsa's ``AlterationPlanParams``: ``id``, ``alterations``, ``filter``) and
-    run it on the instances its filter selects, one job each; answers the plan id. The plan runs
+    run it on the instances its filter selects, one job each. The plan runs
     at once, in this call (Elsa runs it in the background); ``get`` shows its jobs."""
     if not isinstance(body, Mapping):
         raise BadRequest("the body must be an object", field="body")
@@ -428,10 +423,12 @@ def submit(rt: Runtime, body: Any, *, actor: str) -> str:
             )
         )
         targets = dry_run(session, filter_)
-    jobs = []
+    jobs: list[dict[str, Any]] = []
+    outbox_ids: list[str] = []
     for instance_id in targets:
         started = utcnow()
         result = _run_one(rt, instance_id, parsed, actor=actor, plan_id=plan_id)
+        outbox_ids += result.outbox_ids
         jobs.append(
             {
                 "id": ids.derive("alteration-job", plan_id, instance_id),
@@ -451,7 +448,7 @@ def submit(rt: Runtime, body: Any, *, actor: str) -> str:
             .values(status="Completed", jobs=jobs, completed_at=utcnow())
         )
     logger.warning("alteration plan %s by %s ran on %d instances", plan_id, actor, len(jobs))
-    return plan_id
+    return Submitted(plan_id, outbox_ids)
 
 
 def get(session: Session, plan_id: str) -> dict[str, Any]:
