@@ -122,11 +122,11 @@ def retry(
 
 
 def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
+    """The activity that faulted the instance, then those with an incident (the engine's state
+    keeps them as ``activity_id``; Elsa's JSON says ``activityId``)."""
     found: list[str] = []
-    fault = state.get("fault") or {}
-    for activity_id in [fault.get("activityId")] + [
-        i.get("activityId") for i in state.get("incidents") or []
-    ]:
+    for entry in [state.get("fault") or {}, *(state.get("incidents") or [])]:
+        activity_id = entry.get("activity_id") or entry.get("activityId")
         if activity_id and activity_id not in found:
             found.append(str(activity_id))
     return found

@@ -175,9 +175,7 @@ def test_a_faulted_child_has_its_own_dead_letter(rt: Runtime) -> None:
         child = session.scalars(
             select(WorkflowInstance).where(WorkflowInstance.parent_id == parent_id)
         ).one()
-        letter = session.scalars(
-            select(DeadLetter).where(DeadLetter.instance_id == child.id)
-        ).one()
+        letter = session.scalars(select(DeadLetter).where(DeadLetter.instance_id == child.id)).one()
         assert (child.sub_status, letter.kind, letter.reason, letter.activity_id) == (
             "Faulted",
             "request",
