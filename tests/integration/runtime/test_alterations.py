@@ -254,7 +254,8 @@ def test_migrate_moves_a_waiting_instance_to_another_version(
     write_workflow(tmp_path / "wf", newer)
     rt.registry.load()
     current = rt.registry.get_definition("approval")
-    assert current is not None and current.version == 2
+    assert current is not None
+    assert current.version == 2
     # When an operator migrates the instance to version 2
     answer = client(api).post(
         "/elsa/api/alterations/run",
@@ -298,7 +299,8 @@ def test_alterations_refuse_bad_input_with_the_field_named_and_change_nothing(
     assert "workflowInstanceIds" in answer.get_json()["errors"]["generalErrors"][0]
     with transaction(rt.factory, write=False) as session:
         instance = session.get(WorkflowInstance, instance_id)
-        assert instance is not None and instance.sub_status == "Faulted"
+        assert instance is not None
+        assert instance.sub_status == "Faulted"
 
 
 @pytest.mark.parametrize("role", [None, "viewer", "designer"])
