@@ -146,7 +146,7 @@ def start_workflow(
         StepResult(
             instance_id=instance_id,
             step_key=PENDING_START,
-            output={"trigger": trigger, "correlationId": correlation_id},
+            output={"trigger": trigger, "correlationId": correlation_id, "requestId": request_id},
             created_at=now,
         )
     )
