@@ -431,3 +431,26 @@ def client_command(
 def thumbprint_command(file: Path) -> None:
     """Print the SHA-1 thumbprint of a PEM certificate (as elsa-broker prints it)."""
     click.echo(thumbprint(file))
+
+
+@certs.command("clients")
+def clients_command() -> None:
+    """List the allowlisted clients (files and database) and the refused database rows."""
+    from broker.clients import ClientRegistry
+    from broker.store import db
+
+    settings = get_settings()
+    registry = ClientRegistry(
+        settings, db.make_session_factory(db.make_engine(settings.database_url))
+    )
+    registry.load()
+    for client in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
+        click.echo(
+            f"{client.client_id}\tthumbprint {client.thumbprint or '-'}"
+            f"\tsha256 {client.fingerprint_sha256 or '-'}"
+        )
+    problems = registry.problems
+    for problem in problems:
+        click.echo(f"{problem.client_id}\tREFUSED: {problem.reason}", err=True)
+    if problems:
+        raise SystemExit(1)
