@@ -30,8 +30,12 @@ from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import (
     AlterationPlan,
+    DeadLetter,
+    DeadLetterKind,
     InstanceStatus,
     InstanceSubStatus,
+    Request,
+    RequestStatus,
     WorkflowDefinition,
     WorkflowInstance,
     utcnow,
@@ -107,6 +111,8 @@ def retry(
         with transaction(rt.factory, write=False) as session:
             instance = session.get(WorkflowInstance, instance_id)
             state = dict(instance.state or {}) if instance is not None else {}
+            if instance is not None and not state.get("fault") and instance.fault:
+                state["fault"] = instance.fault
         wanted = list(activity_ids or _faulted_activities(state))
         if instance is not None and not wanted:
             log = Log()
@@ -119,6 +125,43 @@ def retry(
         schedule = [{"type": alterations.SCHEDULE_ACTIVITY, "activityId": a} for a in wanted]
         results.append(_run_one(rt, instance_id, alterations.parse(schedule), actor=actor))
     return results
+
+
+def retry_request(rt: Runtime, request_id: str, *, actor: str) -> list[str]:
+    """Retry a Faulted request (the console's Retry button): its instance's faulted activities,
+    or, for a request whose instance never ran (a remote dispatch, an unknown version), the replay
+    of its open dead letter. Answers the outbox rows to publish; ``Conflict`` when it is not
+    Faulted or nothing can be retried."""
+    with transaction(rt.factory, write=False) as session:
+        record = session.get(Request, request_id)
+        if record is None:
+            raise NotFound(f"Request '{request_id}' not found")
+        if record.status != RequestStatus.FAULTED.value:
+            raise Conflict(f"Request '{request_id}' is {record.status}, not Faulted")
+        instance_id = record.instance_id or ids.instance_id_for_request(request_id)
+        instance = session.get(WorkflowInstance, instance_id)
+        ran = instance is not None and instance.state is not None
+    if ran:
+        (result,) = retry(rt, [instance_id], None, actor=actor)
+        if result.log.failed or not result.scheduled_work:
+            raise Conflict(
+                "; ".join(e["message"] for e in result.log.entries) or "nothing to retry"
+            )
+        return result.outbox_ids
+    with transaction(rt.factory) as session:
+        letter = session.scalars(
+            select(DeadLetter)
+            .where(
+                DeadLetter.request_id == request_id,
+                DeadLetter.kind == DeadLetterKind.REQUEST.value,
+                DeadLetter.replayable.is_(True),
+            )
+            .order_by(DeadLetter.created_at.desc())
+            .limit(1)
+        ).first()
+        if letter is None:
+            raise Conflict(f"Request '{request_id}' has no dead letter left to replay")
+        return [dead_letters.replay(session, letter.id, source=actor).outbox_id]
 
 
 def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
@@ -172,8 +215,11 @@ def _alter(
     if instance is None:
         log.add(f"Workflow instance with ID '{instance_id}' not found.", "Error")
         return
+    if instance.state is None:
+        log.add(f"Workflow instance {instance_id} has no saved state to alter", "Error")
+        return
     published = rt.registry.get_version(instance.definition_version_id)
-    if published is None or instance.state is None:
+    if published is None:
         log.add(
             f"Workflow definition with ID '{instance.definition_version_id}' not found.",
             "Error",
