@@ -20,6 +20,7 @@ from broker.outbound import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.ports import NullPublisher
 from broker.runtime.wiring import Runtime
+from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WorkflowInstance
 from tests.support.runtime import (
@@ -79,17 +80,11 @@ def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
     write_workflow(folder, target_call())
     write_workflow(folder, approval())
     env = runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
-    runtime: Runtime = in_process_runtime(env_settings(env), tmp_path / "locks")
+    runtime: Runtime = in_process_runtime(Settings.from_env(env), tmp_path / "locks")
     # Loopback refused, as a private address is in production, until a test allowlists it.
     runtime._http = OutboundHttp(runtime.settings, allowlist=[])
     yield runtime
     dispose_engines()
-
-
-def env_settings(env: dict[str, str]) -> Any:
-    from broker.settings import Settings
-
-    return Settings.from_env(env)
 
 
 @pytest.fixture
