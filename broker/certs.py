@@ -437,20 +437,14 @@ def thumbprint_command(file: Path) -> None:
 def clients_command() -> None:
     """List the allowlisted clients (files and database) and the refused database rows."""
     from broker.clients import ClientRegistry
-    from broker.store import db
+    from broker.store.db import make_engine, make_session_factory
 
     settings = get_settings()
-    registry = ClientRegistry(
-        settings, db.make_session_factory(db.make_engine(settings.database_url))
-    )
-    registry.load()
-    for client in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
+    registry = ClientRegistry(settings, make_session_factory(make_engine(settings.database_url)))
+    for c in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
         click.echo(
-            f"{client.client_id}\tthumbprint {client.thumbprint or '-'}"
-            f"\tsha256 {client.fingerprint_sha256 or '-'}"
+            f"{c.client_id}\tthumbprint {c.thumbprint or '-'}\tsha256 {c.fingerprint_sha256 or '-'}"
         )
-    problems = registry.problems
-    for problem in problems:
+    for problem in registry.problems:
         click.echo(f"{problem.client_id}\tREFUSED: {problem.reason}", err=True)
-    if problems:
-        raise SystemExit(1)
+    raise SystemExit(1 if registry.problems else 0)

@@ -26,7 +26,7 @@ from broker.console import assets, auth, studio
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError, Conflict
-from broker.runtime import alteration_plans, request_queries
+from broker.runtime import alteration_jobs, request_queries
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import instance_admin as instances
 from broker.runtime.pause import set_paused
@@ -217,7 +217,7 @@ def retry_request(request_id: str) -> BaseResponse:
     """The request page's Retry: its faulted activities run again (through its dead letter)."""
     _protect_form()
     try:
-        outbox_ids = alteration_plans.retry_request(_runtime(), request_id, actor=_actor())
+        outbox_ids = alteration_jobs.retry_request(_runtime(), request_id, actor=_actor())
     except Conflict as exc:
         return redirect(url_for("pages.request_detail", request_id=request_id, message=exc.message))
     _publish(outbox_ids, request_id)
@@ -231,7 +231,7 @@ def retry_request(request_id: str) -> BaseResponse:
 def retry_instance(instance_id: str) -> BaseResponse:
     """The instance page's Retry: Elsa's retry of the instance's faulted activities."""
     _protect_form()
-    (result,) = alteration_plans.retry(_runtime(), [instance_id], None, actor=_actor())
+    (result,) = alteration_jobs.retry(_runtime(), [instance_id], None, actor=_actor())
     _publish(result.outbox_ids, instance_id)
     message = "; ".join(e["message"] for e in result.log.entries)
     return redirect(url_for("pages.instance_viewer", instance_id=instance_id, message=message))

@@ -1,6 +1,6 @@
 """Elsa's alterations of a saved workflow instance: ScheduleActivity, ModifyVariable, Migrate and
 Cancel, read from Elsa's JSON (``{"type": "ScheduleActivity", "activityId": ...}``) and applied
-to a copy of the instance's state. ``alteration_plans`` runs them on instances and keeps plans.
+to a copy of the instance's state; ``alteration_jobs`` runs them on instances.
 """
 
 from __future__ import annotations

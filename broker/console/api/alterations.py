@@ -1,6 +1,6 @@
 """Elsa's alterations API: ``alterations/workflows/retry``, ``alterations/run``, ``submit``,
 ``dry-run`` and ``{id}``, for operators (Elsa's ``run:alterations``), in Elsa's shapes; the
-runtime's ``alteration_plans`` does the work and writes each action to the request's history.
+runtime's ``alteration_jobs`` and ``alteration_plans`` do the work and audit it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from broker.console.roles import current, require
 from broker.errors import BadRequest
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
-from broker.runtime import alteration_plans
+from broker.runtime import alteration_jobs, alteration_plans
 from broker.runtime.wiring import Runtime
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def publish(outbox_ids: Sequence[str]) -> None:
         logger.exception("fast-path publish of altered instances failed; the relay will retry")
 
 
-def results(found: list[alteration_plans.Result]) -> dict[str, Any]:
+def results(found: list[alteration_jobs.Result]) -> dict[str, Any]:
     publish([i for r in found for i in r.outbox_ids])
     return {"results": [r.view() for r in found]}
 
@@ -86,7 +86,7 @@ def retry() -> dict[str, Any]:
         raw = body()
     instance_ids = strings(raw, "workflowInstanceIds", required=True) or []
     activity_ids = strings(raw, "activityIds", required=False)
-    return results(alteration_plans.retry(runtime(), instance_ids, activity_ids, actor=actor()))
+    return results(alteration_jobs.retry(runtime(), instance_ids, activity_ids, actor=actor()))
 
 
 @blueprint.post("/alterations/run")
@@ -96,7 +96,7 @@ def run() -> dict[str, Any]:
     raw = body()
     instance_ids = strings(raw, "workflowInstanceIds", required=True) or []
     alterations = raw.get("alterations", raw.get("Alterations"))
-    return results(alteration_plans.run(runtime(), instance_ids, alterations, actor=actor()))
+    return results(alteration_jobs.run(runtime(), instance_ids, alterations, actor=actor()))
 
 
 @blueprint.post("/alterations/submit")
