@@ -431,3 +431,20 @@ def client_command(
 def thumbprint_command(file: Path) -> None:
     """Print the SHA-1 thumbprint of a PEM certificate (as elsa-broker prints it)."""
     click.echo(thumbprint(file))
+
+
+@certs.command("clients")
+def clients_command() -> None:
+    """List the allowlisted clients (files and database) and the refused database rows."""
+    from broker.clients import ClientRegistry
+    from broker.store.db import make_engine, make_session_factory
+
+    settings = get_settings()
+    registry = ClientRegistry(settings, make_session_factory(make_engine(settings.database_url)))
+    for c in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
+        click.echo(
+            f"{c.client_id}\tthumbprint {c.thumbprint or '-'}\tsha256 {c.fingerprint_sha256 or '-'}"
+        )
+    for problem in registry.problems:
+        click.echo(f"{problem.client_id}\tREFUSED: {problem.reason}", err=True)
+    raise SystemExit(1 if registry.problems else 0)

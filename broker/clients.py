@@ -7,6 +7,11 @@ request types are case-insensitive.
 
 Lookups are cheap: the merged view is cached and rebuilt when a file's modification time changes,
 when the database view is older than ``db_ttl`` seconds, or on ``load()``.
+
+An enabled row that cannot be built (a malformed thumbprint or fingerprint) withdraws its client,
+file entry included: the row was meant to replace that entry, so neither admits anyone until the
+row is fixed. Each such row is logged as an error (client id and reason) when it first appears,
+and listed by ``problems`` (``broker certs clients`` prints them).
 """
 
 from __future__ import annotations
@@ -39,6 +44,14 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
+class ClientProblem:
+    """An enabled database row that could not be built, and so withdrew its client."""
+
+    client_id: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class _View:
     clients: dict[str, ApiClient]  # by lower-cased client id
     by_thumbprint: dict[str, ApiClient]
@@ -67,6 +80,7 @@ class ClientRegistry:
         self._view = None
         self._stamp = (None, None)
         self._loaded_at = 0.0
+        self._problems: tuple[ClientProblem, ...] = ()
 
     # Loading -------------------------------------------------------------------------------------
 
@@ -79,13 +93,23 @@ class ClientRegistry:
         stamp = (_mtime(self._clients_file), _mtime(self._rules_file))
         clients = read_clients_file(self._clients_file)
         rules = read_request_types_file(self._rules_file)
+        problems: list[ClientProblem] = []
         if self._factory is not None:
             file_limits = {key: client.rate_limits for key, client in clients.items()}
-            _apply_database(self._factory, clients, rules)
+            problems = _apply_database(self._factory, clients, rules)
             # A database row has no rate limits of its own: it keeps its file entry's.
             for key, limits in file_limits.items():
                 if key in clients:
                     clients[key] = dataclasses.replace(clients[key], rate_limits=limits)
+        for problem in sorted(set(problems) - set(self._problems), key=lambda p: p.client_id):
+            logger.error(
+                "client %s is refused: its database row cannot be used (%s); fix or disable "
+                "the row",
+                problem.client_id,
+                problem.reason,
+                extra={"client_id": problem.client_id},
+            )
+        self._problems = tuple(problems)
         view = _build_view(clients, rules)
         # The periodic re-read (database rows may change) is news only when something changed.
         changed = self._view is None or view != self._view
@@ -115,6 +139,12 @@ class ClientRegistry:
         return self._factory is not None and time.monotonic() - self._loaded_at > self._db_ttl
 
     # Lookups -------------------------------------------------------------------------------------
+
+    @property
+    def problems(self) -> list[ClientProblem]:
+        """The enabled database rows that could not be built (their clients are refused)."""
+        self._current()
+        return list(self._problems)
 
     def authenticate(self, *, sha1_thumbprint: str, sha256_fingerprint: str) -> ApiClient | None:
         """The client a verified certificate belongs to, or None when it is not allowlisted.
@@ -221,8 +251,10 @@ def _apply_database(
     factory: sessionmaker[Session],
     clients: dict[str, ApiClient],
     rules: dict[tuple[str, str], RequestTypeRule],
-) -> None:
-    """Let database rows replace (or, when disabled, withdraw) the file entries they name."""
+) -> list[ClientProblem]:
+    """Let database rows replace (or, when disabled, withdraw) the file entries they name;
+    answers the enabled rows that could not be built (their clients are withdrawn)."""
+    problems: list[ClientProblem] = []
     try:
         with factory() as session:
             client_rows = session.scalars(select(models.Client)).all()
@@ -252,7 +284,9 @@ def _apply_database(
                 callback_secret=from_file.callback_secret if from_file else None,
             )
         except ValueError as exc:
-            logger.error("client row %s is ignored: %s", row.client_id, exc)
+            # Fail closed: the file entry this row replaces must not admit anyone either.
+            clients.pop(key, None)
+            problems.append(ClientProblem(row.client_id, str(exc)))
     for rule_row in rule_rows:
         rule_key = (rule_row.client_key.lower(), rule_row.request_type_key.lower())
         if not rule_row.enabled:
@@ -264,6 +298,7 @@ def _apply_database(
             required_keys=tuple(rule_row.required_keys or ()),
             allow_additional_keys=rule_row.allow_additional_keys,
         )
+    return problems
 
 
 def _build_view(

@@ -102,9 +102,12 @@ def admitted(allowlist: Sequence[HostPattern], host: str, port: int) -> bool:
 
 
 def blocked_reason(address: str) -> str | None:
-    """Why an IP address is not a public one, or None when it is public."""
+    """Why an IP address is not a public one, or None when it is public.
+
+    An IPv6 scope id (``fe80::1%eth0``) is read with the address and the address judged; a scope
+    id on an IPv4 address (``8.8.8.8%x``), or a malformed one, makes it no IP address at all."""
     try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 scope id
+        ip = ipaddress.ip_address(address)
     except ValueError:
         return "not an IP address"
     if isinstance(ip, ipaddress.IPv6Address):

@@ -4,7 +4,8 @@
 Studio's custom elements, handing them a short-lived access token (never a key). ``/requests``,
 ``/requests/{id}`` (status, audit history, the workflow's Mermaid diagram with the executed path),
 ``/dead-letters`` (with replay) and ``/runtime`` (pause, resume) are server-rendered here from the
-runtime's own functions. Reading needs the viewer role; replay, pause and resume the operator.
+runtime's own functions. Reading needs the viewer role; replay, retry (the Retry button of a
+faulted request or instance), pause and resume the operator.
 Forms posted under a sign-in session carry a CSRF token; callers with an Authorization header
 need none (a browser never adds that header on its own).
 """
@@ -24,12 +25,13 @@ from werkzeug.wrappers import Response as BaseResponse
 from broker.console import assets, auth, studio
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
-from broker.errors import BadRequest, BrokerError
+from broker.errors import BadRequest, BrokerError, Conflict
+from broker.runtime import alteration_jobs, request_queries
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import instance_admin as instances
-from broker.runtime import request_queries
 from broker.runtime.pause import set_paused
 from broker.runtime.status import runtime_view
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import credentials
 from broker.store import db as store
@@ -59,7 +61,9 @@ def _protect_form() -> None:
         csrf.protect()
 
 
-def _studio_page(title: str, element: str, attributes: dict[str, str]) -> str:
+def _studio_page(
+    title: str, element: str, attributes: dict[str, str], *, retry_url: str | None = None
+) -> str:
     principal = current()
     assert principal is not None  # the route requires a role
     return render_template(
@@ -73,6 +77,8 @@ def _studio_page(title: str, element: str, attributes: dict[str, str]) -> str:
         },
         studio_installed=assets.installed(_settings(), assets.STUDIO),
         install_hint=assets.INSTALL_HINT,
+        retry_url=retry_url,
+        message=request.args.get("message"),
     )
 
 
@@ -156,8 +162,79 @@ def instance_list() -> str:
 @require("viewer")
 def instance_viewer(instance_id: str) -> str:
     return _studio_page(
-        f"Instance {instance_id}", "elsa-workflow-instance-viewer", {"instance-id": instance_id}
+        f"Instance {instance_id}",
+        "elsa-workflow-instance-viewer",
+        {"instance-id": instance_id},
+        retry_url=_instance_retry_url(instance_id),
     )
+
+
+def _instance_retry_url(instance_id: str) -> str | None:
+    """Where the instance page's Retry button posts: for operators, on a faulted instance."""
+    principal = current()
+    if principal is None or principal.role != "operator":
+        return None
+    try:
+        with store.transaction(_factory(), write=False) as db:
+            faulted = instances.get(db, instance_id).sub_status == "Faulted"
+    except BrokerError:
+        return None
+    return url_for("pages.retry_instance", instance_id=instance_id) if faulted else None
+
+
+# Retry --------------------------------------------------------------------------------------------
+
+_RUNTIME = "broker.pages.runtime"
+
+
+def _runtime() -> Runtime:
+    """The runtime a retry runs on: the console's database and registry, built once."""
+    found = current_app.extensions.get(_RUNTIME)
+    if not isinstance(found, Runtime):
+        context = auth.context()
+        found = Runtime(_settings(), factory=context.session_factory, registry=context.registry)
+        current_app.extensions[_RUNTIME] = found
+    return found
+
+
+def _actor() -> str:
+    principal = current()
+    return f"console:{principal.name if principal is not None else 'unknown'}"
+
+
+def _publish(outbox_ids: list[str], what: str) -> None:
+    publisher = auth.context().publisher
+    if outbox_ids and publisher is not None:
+        try:
+            publisher.publish(outbox_ids)
+        except Exception:
+            logger.exception("fast-path publish after retrying %s failed (relay retries)", what)
+
+
+@bp.post("/requests/<request_id>/retry")
+@require("operator")
+def retry_request(request_id: str) -> BaseResponse:
+    """The request page's Retry: its faulted activities run again (through its dead letter)."""
+    _protect_form()
+    try:
+        outbox_ids = alteration_jobs.retry_request(_runtime(), request_id, actor=_actor())
+    except Conflict as exc:
+        return redirect(url_for("pages.request_detail", request_id=request_id, message=exc.message))
+    _publish(outbox_ids, request_id)
+    logger.warning("request %s retried from the console by %s", request_id, _actor())
+    message = "Retried: the request resumes at the failed activity"
+    return redirect(url_for("pages.request_detail", request_id=request_id, message=message))
+
+
+@bp.post("/instances/<instance_id>/retry")
+@require("operator")
+def retry_instance(instance_id: str) -> BaseResponse:
+    """The instance page's Retry: Elsa's retry of the instance's faulted activities."""
+    _protect_form()
+    (result,) = alteration_jobs.retry(_runtime(), [instance_id], None, actor=_actor())
+    _publish(result.outbox_ids, instance_id)
+    message = "; ".join(e["message"] for e in result.log.entries)
+    return redirect(url_for("pages.instance_viewer", instance_id=instance_id, message=message))
 
 
 # Requests -----------------------------------------------------------------------------------------
@@ -214,6 +291,7 @@ def request_detail(request_id: str) -> str:
         journal=journal,
         diagram=diagram,
         mermaid_installed=assets.installed(_settings(), assets.MERMAID),
+        message=request.args.get("message"),
     )
 
 

@@ -32,7 +32,11 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     svc = services()
     client = authenticate()
     rate_limits.enforce(SUBMISSIONS, client)
-    submission = parse_submission(read_json(svc.settings), request.headers.get("Idempotency-Key"))
+    submission = parse_submission(
+        read_json(svc.settings),
+        request.headers.get("Idempotency-Key"),
+        correlation_id=request.headers.get("X-Correlation-ID"),
+    )
     clients, registry = svc.client_directory(), svc.workflow_directory()
     rule = clients.rule_for(client.client_id, submission.request_type)
     if rule is None:

@@ -183,8 +183,12 @@ def _payload(value: Any) -> dict[str, Any] | None:
     return value
 
 
-def parse_submission(document: Any, idempotency_key: str | None) -> Submission:
-    """A ``POST /requests`` body: requestType, keys (strings only) and an optional payload."""
+def parse_submission(
+    document: Any, idempotency_key: str | None, *, correlation_id: str | None = None
+) -> Submission:
+    """A ``POST /requests`` body: requestType, keys (strings only) and an optional payload;
+    ``correlation_id``: the client's own, from the ``X-Correlation-ID`` header (as Elsa's HTTP
+    workflows read it), which the workflow instance is correlated with."""
     body = _object(document, SUBMISSION_FIELDS)
     request_type = _name(body.get("requestType"), "requestType")
     keys = body.get("keys", {})
@@ -199,12 +203,17 @@ def parse_submission(document: Any, idempotency_key: str | None) -> Submission:
         idempotency_key = _name(idempotency_key, "Idempotency-Key")
         if not idempotency_key.isprintable():
             raise BadRequest("Idempotency-Key must be printable", field="Idempotency-Key")
+    if correlation_id is not None:
+        correlation_id = _name(correlation_id, "X-Correlation-ID")
+        if not correlation_id.isprintable():
+            raise BadRequest("X-Correlation-ID must be printable", field="X-Correlation-ID")
     return Submission(
         request_type=request_type,
         keys=keys,
         payload=_payload(body.get("payload")),
         idempotency_key=idempotency_key,
         callback_url=_callback_url(body.get("callbackUrl")),
+        correlation_id=correlation_id,
     )
 
 

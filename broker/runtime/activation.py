@@ -12,22 +12,47 @@
 is accepted but whose instance does not exist yet (``Queued``, ``Processing``) counts too, so two
 submissions in a row cannot both start a singleton. Elsa skips a refused start silently; the broker
 refuses it with ``ActivationRefused`` (409) so the submitter knows, and a trigger that is refused
-records why (``broker.runtime.triggers``). A request's correlation id is its own new id, so the
-two correlation strategies never refuse ``POST /requests``; they matter for event triggers, whose
-correlation id comes with the event.
+records why (``broker.runtime.triggers``). The correlation id compared is the starter's, as Elsa's:
+the client's ``X-Correlation-ID`` on ``POST /requests``, the event's for an event trigger, the
+console user's; without one the correlation is not constrained (as Elsa's instance filter with no
+correlation id), so ``correlation`` then refuses while any instance runs.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker.errors import ActivationRefused
-from broker.store.models import InstanceStatus, Request, RequestStatus, WorkflowDefinition
+from broker.runtime import ids
+from broker.runtime.persist.target import PENDING_START
+from broker.store.models import (
+    InstanceStatus,
+    Request,
+    RequestStatus,
+    StepResult,
+    WorkflowDefinition,
+)
 from broker.store.models import WorkflowInstance as Instance
 
 STRATEGIES = ("always", "singleton", "correlation", "correlated-singleton")
 _ACTIVE = (RequestStatus.QUEUED.value, RequestStatus.PROCESSING.value)
+
+
+def pending_start(
+    request_id: str, correlation_id: str, now: dt.datetime, **more: Any
+) -> dict[str, Any]:
+    """The pending-start row of a request's instance correlated with ``correlation_id`` (the
+    first step reads it), naming its request so ``check_activation`` finds it while queued."""
+    return {
+        "instance_id": ids.instance_id_for_request(request_id),
+        "step_key": PENDING_START,
+        "output": {"correlationId": correlation_id, "requestId": request_id, **more},
+        "created_at": now,
+    }
 
 
 def check_activation(
@@ -41,9 +66,7 @@ def check_activation(
     if strategy == "always":
         return
     by_definition = strategy in ("singleton", "correlated-singleton")
-    by_correlation = strategy in ("correlation", "correlated-singleton")
-    if by_correlation and correlation_id is None:
-        return
+    by_correlation = strategy in ("correlation", "correlated-singleton") and bool(correlation_id)
     if by_definition:
         session.execute(
             select(WorkflowDefinition.id)
@@ -57,7 +80,13 @@ def check_activation(
         requests = requests.where(Request.definition_id == definition_id)
     if by_correlation:
         instances = instances.where(Instance.correlation_id == correlation_id)
-        requests = requests.where(Request.id == correlation_id)
+        # An accepted request correlated so, whose instance does not exist yet: its own id, or
+        # the correlation its pending start carries (``pending_start``).
+        pending = select(StepResult.output["requestId"].as_string()).where(
+            StepResult.step_key == PENDING_START,
+            StepResult.output["correlationId"].as_string() == correlation_id,
+        )
+        requests = requests.where(Request.id.in_(pending) | (Request.id == correlation_id))
     running = session.scalar(instances.limit(1)) or session.scalar(requests.limit(1))
     if running is None:
         return

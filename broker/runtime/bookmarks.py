@@ -68,11 +68,12 @@ def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookma
         stmt = stmt.where(Bookmark.correlation_id == item.correlation_id)
     if item.client_key is not None:
         stmt = stmt.where(Bookmark.client_key == item.client_key)
-    wanted = item.name.lower()
+    if not item.name:
+        return []  # an event without a name resumes nothing (nor a bookmark without one)
     return [
         b
         for b in session.scalars(stmt.order_by(Bookmark.created_at, Bookmark.id))
-        if str((b.payload or {}).get("eventName", "")).lower() == wanted
+        if triggers.event_matches(b.payload, item.name)
     ]
 
 

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from broker.errors import BadRequest, Conflict, NotFound, Unauthenticated
-from broker.runtime import statuses
+from broker.runtime import dead_letters, statuses
 from broker.runtime.statuses import finish_request
 from broker.store.models import Request, RequestEvent, RequestStatus, utcnow
 
@@ -161,6 +161,17 @@ def complete_from_callback(
     if set_to is None:
         session.refresh(request)
         raise Conflict(f"Request '{request_id}' is already {request.status}", status=request.status)
+    if set_to == RequestStatus.FAULTED.value:
+        # Replayable: the replay dispatches the request to the remote executor again.
+        dead_letters.record_fault(
+            session,
+            key=f"remote:{request_id}:callback:{request.remote_attempt or 0}",
+            reason=dead_letters.FAULTED,
+            error=error,
+            request_id=request_id,
+            instance_id=None,
+            client_key=request.client_key,
+        )
     statuses.note(
         session,
         request_id,

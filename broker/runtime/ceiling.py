@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from broker.runtime import dead_letters, ids, journal, outbox
+from broker.runtime import dead_letters, journal, outbox
 from broker.runtime.persist import Target, notify_parent
 from broker.runtime.statuses import finish_request
 from broker.runtime.wiring import Runtime
@@ -133,21 +133,16 @@ def fault_overdue_step_txn(
     if instance is not None and instance.parent_id is not None:
         notify_parent(session, _target_of(instance, queue), _NoOutput(), "Faulted", now)
     if request_id is not None or instance is not None:
-        dead_letters.record(
+        dead_letters.record_fault(
             session,
-            dead_letter_id=ids.dead_letter_id_for(
-                "request",
-                f"{instance_id}:{instance.checkpoint if instance is not None else 0}:timeout",
-            ),
-            kind="request",
+            key=f"{instance_id}:{instance.checkpoint if instance is not None else 0}:timeout",
             reason=FAULT_CODE,
+            error=message,
             request_id=request_id,
             instance_id=instance_id if instance is not None else None,
             client_key=client_key,
             name=instance.definition_id if instance is not None else None,
-            error=message,
-            attempts=1,
-            data={"queue": queue} if queue else None,
+            queue=queue,
         )
     outbox.mark_done(session, outbox_id)
     logger.error(

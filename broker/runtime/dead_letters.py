@@ -1,6 +1,10 @@
-"""Dead letters of the runtime: requests out of retries, outbox rows that could not be
+"""Dead letters of the runtime: faulted requests and instances, outbox rows that could not be
 delivered and webhook deliveries that failed for their whole horizon, and their replay by an
 operator.
+
+Every fault writes a ``request`` dead letter through ``record_fault`` (retries exhausted, an
+activity that faulted, a step over its time limit, a remote dispatch or callback that failed), so
+every ``Faulted`` request and instance can be brought back.
 
 A dead letter keeps what replay needs in ``data`` (never shown in views). Replay is atomic: it
 marks the letter replayed (no longer replayable) and writes the new work (an outbox row) in the
@@ -15,7 +19,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import BrokerError, Conflict, NotFound
@@ -75,6 +79,68 @@ def record(
     session.add(letter)
     session.flush()
     return letter
+
+
+#: the reasons of request dead letters: an activity faulted (``Fault``, a refused URL, a 4xx, an
+#: expression error), or its transient failures ran out of attempts
+FAULTED, EXHAUSTED = "Faulted", "Exhausted"
+
+
+def record_fault(
+    session: Session,
+    *,
+    key: str,
+    reason: str,
+    error: str | None,
+    request_id: str | None,
+    instance_id: str | None,
+    activity_id: str | None = None,
+    client_key: str | None = None,
+    name: str | None = None,
+    attempts: int = 1,
+    queue: str | None = None,
+    source_id: str | None = None,
+) -> DeadLetter:
+    """The ``request`` dead letter of one fault of a request or of a (child) instance: ``key``
+    names the fault (its id derives from it, so recording it twice writes it once), ``reason``
+    and ``activity_id`` say why and where. Replaying it resumes at the failed activity."""
+    letter = record(
+        session,
+        dead_letter_id=ids.dead_letter_id_for("request", key),
+        kind=DeadLetterKind.REQUEST.value,
+        reason=reason,
+        source_id=source_id,
+        request_id=request_id,
+        instance_id=instance_id,
+        activity_id=activity_id,
+        client_key=client_key,
+        name=name,
+        error=error,
+        attempts=attempts,
+        data={"queue": queue} if queue else None,
+    )
+    logger.info(
+        "dead letter %s: %s in activity %s",
+        letter.id,
+        reason,
+        activity_id,
+        extra={"request_id": request_id, "instance_id": instance_id},
+    )
+    return letter
+
+
+def open_fault(session: Session, instance_id: str) -> DeadLetter | None:
+    """The newest replayable ``request`` dead letter of ``instance_id``, if any."""
+    return session.scalars(
+        select(DeadLetter)
+        .where(
+            DeadLetter.instance_id == instance_id,
+            DeadLetter.kind == DeadLetterKind.REQUEST.value,
+            DeadLetter.replayable.is_(True),
+        )
+        .order_by(DeadLetter.created_at.desc())
+        .limit(1)
+    ).first()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,7 +38,7 @@ from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
 from broker.registry.versions import PublishedWorkflow
-from broker.runtime import callbacks, dead_letters, ids, outbox, statuses
+from broker.runtime import callbacks, dead_letters, outbox, statuses
 from broker.runtime.outcome import Outcome
 from broker.runtime.retry import RetryPolicy, policy_for
 from broker.runtime.statuses import finish_request, start_processing
@@ -245,19 +245,17 @@ class _Failure:
             set_to = finish_request(
                 session, self.request_id, sub_status="Faulted", output=None, error=message
             )
-            dead_letters.record(
+            dead_letters.record_fault(
                 session,
-                dead_letter_id=ids.dead_letter_id_for(
-                    "request", f"remote:{self.request_id}:{replays}"
-                ),
-                kind="request",
+                key=f"remote:{self.request_id}:{replays}",
                 reason=reason,
-                source_id=self.outbox_id,
-                request_id=self.request_id,
-                name=self.published.definition_id,
                 error=error,
+                request_id=self.request_id,
+                instance_id=None,
+                source_id=self.outbox_id,
+                name=self.published.definition_id,
                 attempts=attempt,
-                data={"queue": self.published.queue},
+                queue=self.published.queue,
             )
             outbox.mark_done(session, self.outbox_id)
         if set_to is not None:

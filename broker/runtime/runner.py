@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from broker import metrics
 from broker.errors import NotFound
 from broker.registry.versions import PublishedWorkflow
-from broker.runtime import ids, outbox
+from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.outcome import Outcome
 from broker.runtime.persist import Start, Target
 from broker.runtime.remote import dispatch_remote
@@ -274,6 +274,17 @@ def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: s
     """Fault a request that cannot run; answers whether this call moved it to Faulted."""
     with transaction(rt.factory) as session:
         set_to = finish_request(session, request_id, sub_status="Faulted", output=None, error=error)
+        if set_to is not None:
+            # Replayable once the workflow is loaded again: the replay starts the request anew.
+            dead_letters.record_fault(
+                session,
+                key=f"start:{request_id}:{outbox_id}",
+                reason=dead_letters.FAULTED,
+                error=error,
+                request_id=request_id,
+                instance_id=None,
+                source_id=outbox_id,
+            )
         outbox.mark_done(session, outbox_id)
     logger.error("request %s faulted: %s", request_id, error, extra={"request_id": request_id})
     return set_to is not None

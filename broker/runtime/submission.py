@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime import statuses, webhooks
-from broker.runtime.activation import check_activation
+from broker.runtime.activation import check_activation, pending_start
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.pause import is_paused_cached
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow
 from broker.runtime.request_queries import new_request_view, request_view
-from broker.store.models import OutboxRow, OutboxState, Request, table_of, utcnow
+from broker.store.models import OutboxRow, OutboxState, Request, StepResult, table_of, utcnow
 from broker.store.rows import insert_rows
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 # A batch's request and outbox rows go in with one statement per table (``insert_rows``).
 _REQUESTS = table_of(Request)
 _OUTBOX = table_of(OutboxRow)
+_STEP_RESULTS = table_of(StepResult)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,9 @@ class Submission:
     idempotency_key: str | None = None
     #: a one-off webhook endpoint for this request's terminal events
     callback_url: str | None = None
+    #: the client's correlation id (``X-Correlation-ID``): the instance is correlated with it, and
+    #: the Correlation activation strategies compare it (else the request's id is its correlation)
+    correlation_id: str | None = None
 
     def body_hash(self) -> str:
         """SHA-256 of the canonical JSON of the body (what an idempotent retry must repeat)."""
@@ -86,6 +90,8 @@ class Prepared:
     #: the one-off webhook endpoint of a ``callbackUrl``: (url, signing secret)
     callback: tuple[str, str] | None
     submitted: Submitted
+    #: the instance's pending start, when the client gave its correlation id
+    pending: dict[str, Any] | None = None
 
 
 def submit(
@@ -172,7 +178,7 @@ def prepare(
         definition_id=workflow.definition_id,
         # The registry's PublishedWorkflow reads it from options.activationStrategyType.
         strategy=getattr(workflow, "activation_strategy", "always"),
-        correlation_id=request_id,
+        correlation_id=submission.correlation_id,
     )
     now = utcnow()
     outbox_id = str(uuid.uuid4())
@@ -235,7 +241,10 @@ def prepare(
         outbox_ids=(outbox_id,),
         messages=(message,),
     )
-    return Prepared(values, event, row, callback, submitted)
+    pending = None
+    if submission.correlation_id is not None:
+        pending = pending_start(request_id, submission.correlation_id, now)
+    return Prepared(values, event, row, callback, submitted, pending)
 
 
 def write(session: Session, batch: Sequence[Prepared]) -> None:
@@ -245,6 +254,9 @@ def write(session: Session, batch: Sequence[Prepared]) -> None:
     insert_rows(session, _REQUESTS, [prepared.request for prepared in batch])
     statuses.add_events(session, [prepared.event for prepared in batch])
     insert_rows(session, _OUTBOX, [prepared.outbox for prepared in batch])
+    pending = [prepared.pending for prepared in batch if prepared.pending is not None]
+    if pending:
+        insert_rows(session, _STEP_RESULTS, pending)
     for prepared in batch:
         if prepared.callback is not None:
             url, secret = prepared.callback

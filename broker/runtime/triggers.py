@@ -146,7 +146,7 @@ def start_workflow(
         StepResult(
             instance_id=instance_id,
             step_key=PENDING_START,
-            output={"trigger": trigger, "correlationId": correlation_id},
+            output={"trigger": trigger, "correlationId": correlation_id, "requestId": request_id},
             created_at=now,
         )
     )
@@ -183,6 +183,16 @@ def may_submit(session: Session, client_id: str, request_type: str | None) -> bo
         )
     ).first()
     return rule is not None and rule.enabled and not rule.required_keys
+
+
+def event_matches(payload: Mapping[str, Any] | None, name: str | None) -> bool:
+    """Whether an Event bookmark's or trigger's ``payload`` waits for the event ``name``
+    (case-insensitive). A payload without a name (missing, null, empty, not text) matches no
+    event, and an event without a name matches nothing."""
+    wanted = (payload or {}).get("eventName")
+    if not isinstance(wanted, str) or not wanted or not name:
+        return False
+    return wanted.lower() == name.lower()
 
 
 def current_triggers(
@@ -236,9 +246,8 @@ def event_starts(
     options = item.options or {}
     published_by = options.get("publishedBy")
     written: list[str] = []
-    wanted = item.name.lower()
     for current, row in current_triggers(session, registry, EVENT):
-        if str((row.payload or {}).get("eventName", "")).lower() != wanted:
+        if not event_matches(row.payload, item.name):
             continue
         if published_by is not None:
             client_id = str(options.get("clientId") or SYSTEM_CLIENT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,35 @@ def test_a_disabled_row_withdraws_a_file_entry_and_the_rows_after_it_still_apply
     assert registry.get("ClientB") == ApiClient(
         "ClientB", None, SHA256_A, "from the database", frozenset({"admin"})
     )
+
+
+def test_an_enabled_row_that_cannot_be_built_refuses_its_client_loudly(
+    settings: Settings,
+    files: tuple[Path, Path],
+    factory: sessionmaker[Session],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given ClientA in clients.json, and an enabled database row replacing it whose thumbprint
+    # was mistyped (a database edit bypasses the registration's checks)
+    with factory() as session, session.begin():
+        session.add(models.Client(client_key="clienta", client_id="ClientA", thumbprint="NOT-HEX"))
+    registry = registry_for(settings, *files, factory=factory)
+    # When the registry loads
+    with caplog.at_level(logging.ERROR, logger="broker.clients"):
+        registry.load()
+        registry.load()
+    # Then ClientA is refused: neither the broken row nor the file entry it replaces admits it
+    assert registry.get("ClientA") is None
+    assert registry.authenticate(sha1_thumbprint=SHA1_A, sha256_fingerprint="") is None
+    # ... the problem is listed with the client and the reason
+    (problem,) = registry.problems
+    assert problem.client_id == "ClientA"
+    assert "thumbprint" in problem.reason.lower()
+    # ... and logged once as an error naming the client and the reason, not at every reload
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert "ClientA" in errors[0].getMessage()
+    assert problem.reason in errors[0].getMessage()
 
 
 def test_a_registry_that_cannot_read_its_database_answers_503_naming_the_allowlist(

@@ -383,8 +383,13 @@ def test_empty_allowlist_refuses_non_public_addresses(
         ("240.0.0.1", "reserved"),
         ("93.184.216.34", None),
         ("2606:4700::1111", None),
-        ("fe80::1%eth0", "link-local"),  # a scope id is not part of the address
-        ("fe80::1%eth0%1", "link-local"),
+        ("fe80::1%eth0", "link-local"),  # a scope id is read with the address
+        ("2606:4700::1111%eth0", None),
+        ("::ffff:10.0.0.1%1", "private"),
+        ("fe80::1%eth0%1", "not an IP address"),
+        ("fe80::1%", "not an IP address"),
+        ("8.8.8.8%x", "not an IP address"),  # IPv4 has no scope id: refused, never "public"
+        ("127.0.0.1%lo", "not an IP address"),
         ("not-an-address", "not an IP address"),
         ("2001:0:5db8:d822::f5ff:fffe", "private"),  # Teredo: a client behind 10.0.0.1
         ("224.0.0.1", "multicast"),

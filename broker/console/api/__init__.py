@@ -3,10 +3,10 @@
 One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
 (activities, expressions, variable types, strategies), ``definitions``, ``runs`` (execute and
 dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
-(bookmark-queue dead letters, workflow-runtime status) and ``scripting`` (the script editor's
-TypeScript declarations). Every route declares the role it needs
-(``broker.console.roles``): viewers read, designers also save, publish and run, operators also
-cancel, replay and pause.
+(bookmark-queue dead letters, workflow-runtime status), ``alterations`` (retry, alteration plans)
+and ``scripting`` (the script editor's TypeScript declarations). Every route declares the role
+it needs (``broker.console.roles``): viewers read, designers also save, publish and run, operators
+also cancel, replay, alter and pause.
 
 The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
 and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
@@ -16,6 +16,7 @@ errors as Elsa's endpoints answer them (``{statusCode, message, errors: {general
 """
 
 from broker.console.api import (
+    alterations,
     definitions,
     descriptors,
     executions,
@@ -28,6 +29,7 @@ from broker.console.api import (
 from broker.console.api.base import blueprint
 
 __all__ = [
+    "alterations",
     "blueprint",
     "definitions",
     "descriptors",

@@ -99,7 +99,21 @@ PATHS: dict[str, Any] = {
                         "maxLength": NAME_MAX,
                         "pattern": "^[!-~]([ -~]*[!-~])?$",
                     },
-                }
+                },
+                {
+                    "name": "X-Correlation-ID",
+                    "in": "header",
+                    "required": False,
+                    "description": "the client's correlation id (as Elsa's HTTP workflows read "
+                    "it): the workflow instance is correlated with it, events addressed to it "
+                    "resume it, and the Correlation activation strategies compare it",
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": NAME_MAX,
+                        "pattern": "^[!-~]([ -~]*[!-~])?$",
+                    },
+                },
             ],
             "requestBody": {"required": True, "content": {JSON: {"schema": ref("Submission")}}},
             "responses": _responses(

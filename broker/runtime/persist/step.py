@@ -1,5 +1,5 @@
 """The fenced save of one engine step: instance state and checkpoint, journal rows, bookmarks and
-timers, a retry or a request dead letter, and the request's end.
+timers, a retry, the request dead letter of any fault, and the request's end.
 
 The instance row is the fence: it is updated only ``WHERE checkpoint = <the one this step started
 from> AND status = Running``, so a stale, duplicated or cancelled run cannot overwrite newer state.
@@ -20,6 +20,7 @@ from broker.engine.results import RunResult
 from broker.redaction import redact_text
 from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import RESUME_INSTANCE
+from broker.runtime.dead_letters import EXHAUSTED, FAULTED
 from broker.runtime.persist.commands import notify_parent, save_children, save_commands
 from broker.runtime.persist.target import Saved, StaleStep, Start, Target
 from broker.runtime.retry import policy_for
@@ -131,23 +132,8 @@ def save_step(
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
     save_children(session, target, result.child_instances, now)
-    if exhausted is not None and result.retry is not None:  # exhausted implies a retry
-        dead_letters.record(
-            session,
-            dead_letter_id=ids.dead_letter_id_for(
-                "request", f"{target.instance_id}:{saved.checkpoint}"
-            ),
-            kind="request",
-            reason="Exhausted",
-            request_id=target.request_id,
-            instance_id=target.instance_id,
-            activity_id=result.retry.activity_id,
-            client_key=target.client_key,
-            name=target.definition_id,
-            error=result.retry.error,
-            attempts=target.attempt,
-            data={"queue": target.queue},
-        )
+    if finished and sub_status == InstanceSubStatus.FAULTED.value:
+        _record_fault(session, target, saved, result, fault, exhausted=exhausted is not None)
     if finished:
         if target.parent_id is not None:  # only a child has a parent link to notify
             notify_parent(session, target, result, sub_status, now)
@@ -163,6 +149,41 @@ def save_step(
         if target.request_id is not None:
             saved.finished_at = now
     return saved
+
+
+def _record_fault(
+    session: Session,
+    target: Target,
+    saved: Saved,
+    result: RunResult,
+    fault: dict[str, Any] | None,
+    *,
+    exhausted: bool,
+) -> None:
+    """Every fault of a step writes a request dead letter (docs/design.md, section 4): the
+    retries ran out, or an activity faulted (``Fault``, a refused URL, a 4xx, a bad expression).
+    The engine keeps the failed activity at the head of its queue, so a replay resumes there."""
+    activity_id: str | None
+    error: str | None
+    if exhausted and result.retry is not None:
+        reason, activity_id, error = EXHAUSTED, result.retry.activity_id, result.retry.error
+    else:
+        reason = FAULTED
+        activity_id = (fault or {}).get("activityId")
+        error = (fault or {}).get("message")
+    dead_letters.record_fault(
+        session,
+        key=f"{target.instance_id}:{saved.checkpoint}",
+        reason=reason,
+        error=error,
+        request_id=target.request_id,
+        instance_id=target.instance_id,
+        activity_id=activity_id,
+        client_key=target.client_key,
+        name=target.definition_id,
+        attempts=target.attempt,
+        queue=target.queue,
+    )
 
 
 def _renamed(target: Target, state: Mapping[str, Any]) -> Target:

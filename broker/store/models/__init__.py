@@ -31,6 +31,7 @@ from broker.store.models.states import (
 from broker.store.models.webhooks import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from broker.store.models.workflows import (
     ActivityExecution,
+    AlterationPlan,
     StepResult,
     Trigger,
     WorkflowDefinition,
@@ -41,6 +42,7 @@ from broker.store.models.workflows import (
 __all__ = [
     "NAMING",
     "ActivityExecution",
+    "AlterationPlan",
     "Base",
     "Bookmark",
     "BookmarkQueueItem",

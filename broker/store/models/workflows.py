@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.store.models.base import Base, Id, utcnow
+from broker.store.models.base import Base, Id, JsonColumn, utcnow
 from broker.store.models.states import InstanceStatus, InstanceSubStatus
 
 
@@ -131,3 +131,20 @@ class StepResult(Base):
     step_key: Mapped[str] = mapped_column(String(200), primary_key=True)  # activity instance id
     output: Mapped[Any | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class AlterationPlan(Base):
+    """An operator's alteration plan (Elsa's ``AlterationPlan``): the alterations, the filter that
+    chose its instances, and one job per instance with its log (``broker.runtime.alterations``)."""
+
+    __tablename__ = "alteration_plans"
+
+    id: Mapped[str] = mapped_column(Id, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20))  # Pending, Running, Completed, Failed
+    alterations: Mapped[list[Any]] = mapped_column(JsonColumn)
+    filter: Mapped[dict[str, Any]]
+    jobs: Mapped[list[Any]] = mapped_column(JsonColumn)  # [{id, workflowInstanceId, status, log}]
+    created_by: Mapped[str | None] = mapped_column(String(200))  # the console principal
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[dt.datetime | None]
+    completed_at: Mapped[dt.datetime | None]

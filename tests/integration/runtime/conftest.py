@@ -107,6 +107,14 @@ def write_workflows(folder: Path, sink: Sink) -> None:
         },
         delayed("00:00:01"),
         workflow(
+            "refuse",
+            [
+                activity("fail", "Elsa.Fault", message=literal("rejected by the ledger")),
+                set_output("out", "never", True),
+            ],
+            request_type="Refuse",
+        ),
+        workflow(
             "remote",
             [set_output("out", "result", "never run here")],
             request_type="Remote",

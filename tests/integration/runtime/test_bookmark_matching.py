@@ -195,6 +195,34 @@ def test_an_event_bookmark_without_an_event_name_is_resumed_by_no_event(
     assert matches(factory, "e1") == []
 
 
+def test_an_event_with_an_empty_name_resumes_no_bookmark_without_a_name(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given bookmarks with no event name: missing, empty, and null
+    instance(factory, "i1")
+    bookmark(factory, "bm-missing", "i1", payload={})
+    bookmark(factory, "bm-empty", "i1", payload={"eventName": ""})
+    bookmark(factory, "bm-null", "i1", payload={"eventName": None})  # type: ignore[dict-item]
+    # When an event with an empty name comes
+    stimulus(factory, "e-empty", "")
+    # Then it resumes none of them
+    assert matches(factory, "e-empty") == []
+
+
+def test_a_bookmark_whose_event_name_is_null_is_not_resumed_by_the_event_none(
+    factory: sessionmaker[Session],
+) -> None:
+    # Given a bookmark whose eventName is null (JSON null, not the text "None")
+    instance(factory, "i1")
+    bookmark(factory, "bm-null", "i1", payload={"eventName": None})  # type: ignore[dict-item]
+    # When events named "none" and "None" come
+    stimulus(factory, "e-lower", "none")
+    stimulus(factory, "e-title", "None")
+    # Then neither resumes it
+    assert matches(factory, "e-lower") == []
+    assert matches(factory, "e-title") == []
+
+
 def test_an_event_for_one_correlation_id_resumes_only_that_conversation(
     factory: sessionmaker[Session],
 ) -> None:

@@ -127,6 +127,43 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
         dead_letters.replay(session, letter.id)
 
 
+def test_a_fault_activity_leaves_a_dead_letter_whose_replay_runs_it_again(stack: Stack) -> None:
+    # Given a request whose workflow reaches a Fault activity, run by a real worker
+    request_id = submit_request(stack.factory, stack.registry, "Refuse", publisher=stack.publisher)
+    wait_status(stack, request_id, "Faulted")
+    # Then a replayable request dead letter names the reason and the activity
+    with transaction(stack.factory, write=False) as session:
+        letter = session.scalars(
+            select(DeadLetter).where(DeadLetter.request_id == request_id)
+        ).one()
+        assert (letter.kind, letter.reason, letter.activity_id, letter.replayable) == (
+            "request",
+            "Faulted",
+            "fail",
+            True,
+        )
+    # When an operator replays it
+    with transaction(stack.factory) as session:
+        replayed = dead_letters.replay(session, letter.id)
+    stack.publisher.publish([replayed.outbox_id])
+    # Then the worker runs the Fault activity again, which faults the request again, with a
+    # fresh dead letter
+    wait_until(
+        lambda: (
+            event_types(stack.factory, request_id)[-2:] == ["RequestReplayed", "RequestFaulted"]
+        ),
+        timeout=WAIT,
+        what="the replayed request to fault again",
+    )
+    with transaction(stack.factory, write=False) as session:
+        runs = journal.attempts_of(session, ids.instance_id_for_request(request_id), "fail")
+        letters = session.scalars(
+            select(DeadLetter).where(DeadLetter.request_id == request_id)
+        ).all()
+    assert len(runs) == 2
+    assert sorted(d.replayable for d in letters) == [False, True]
+
+
 def test_an_event_resumes_a_suspended_request(stack: Stack) -> None:
     # Given a request waiting for the event "approval"
     request_id = submit_request(

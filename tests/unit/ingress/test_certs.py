@@ -17,6 +17,7 @@ from broker import certs
 from broker.clients import ClientRegistry
 from broker.errors import ConfigError
 from broker.settings import Settings, set_settings
+from broker.store import models
 
 
 def test_init_creates_a_ca_once_and_force_replaces_it(tmp_path: Path) -> None:
@@ -151,3 +152,22 @@ def test_cli_client_refuses_unknown_or_unregistered_scopes_and_issues_nothing(
     registry = ClientRegistry(ingress_settings, session_factory)
     registry.load()
     assert registry.get("Ops") is None
+
+
+def test_cli_clients_lists_the_allowlist_and_names_a_refused_row(
+    ingress_settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    # Given a client registered in the database, and a row whose thumbprint was mistyped
+    with session_factory.begin() as session:
+        session.add(models.Client(client_key="good", client_id="Good", thumbprint="AB" * 20))
+        session.add(models.Client(client_key="broken", client_id="Broken", thumbprint="NOT-HEX"))
+    set_settings(ingress_settings)
+    try:
+        result = CliRunner().invoke(certs.certs, ["clients"])
+    finally:
+        set_settings(None)
+    # Then the good one is listed, the broken one is named as refused with its reason, and the
+    # command fails so a script notices
+    assert f"Good\tthumbprint {'AB' * 20}" in result.output
+    assert "Broken\tREFUSED:" in result.output
+    assert result.exit_code == 1

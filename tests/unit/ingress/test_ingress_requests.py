@@ -541,3 +541,47 @@ def test_a_singleton_workflow_refuses_a_second_request_while_one_runs(
     with session_factory.begin() as session:
         session.get_one(Request, first.get_json()["correlationId"]).status = "Completed"
     assert client.post("/requests", json={"requestType": "OpenType"}).status_code == 202
+
+
+class _CorrelationWorkflow(_Workflow):
+    activation_strategy = "correlation"
+
+
+class _CorrelationRegistry:
+    def for_request_type(self, name: str) -> _Workflow:
+        return _CorrelationWorkflow()
+
+
+def test_a_correlation_workflow_refuses_a_second_request_with_the_clients_correlation_id(
+    ingress_settings: Settings, session_factory: sessionmaker[Session], pki: Pki
+) -> None:
+    # Given a workflow whose options.activationStrategyType is Elsa's CorrelationStrategy
+    app = create_public_app(
+        ingress_settings,
+        session_factory=session_factory,
+        clients=_AllowAll(),
+        registry=_CorrelationRegistry(),
+        publisher=RecordingPublisher(),
+    )
+    client = app.test_client()
+    client.environ_base["broker.peer_cert"] = pki.der("ClientA")  # type: ignore[assignment]
+    order_7 = {"X-Correlation-ID": "order-7"}
+    first = client.post("/requests", json={"requestType": "OpenType"}, headers=order_7)
+    assert first.status_code == 202
+    # When a second request with the same client correlation id comes while the first is queued
+    second = client.post("/requests", json={"requestType": "OpenType"}, headers=order_7)
+    # Then it is refused, and nothing is written
+    assert second.status_code == 409
+    assert second.get_json()["code"] == "activation_refused"
+    assert count(session_factory, Request) == 1
+    # And another correlation id is accepted
+    other = client.post(
+        "/requests", json={"requestType": "OpenType"}, headers={"X-Correlation-ID": "order-8"}
+    )
+    assert other.status_code == 202
+    # And a malformed one is refused with the header named
+    blank = client.post(
+        "/requests", json={"requestType": "OpenType"}, headers={"X-Correlation-ID": " "}
+    )
+    assert blank.status_code == 400
+    assert "X-Correlation-ID" in blank.get_json()["error"]

@@ -30,7 +30,7 @@ def test_each_strategy_refuses_only_what_elsa_refuses(settings: Settings) -> Non
                     status=status,
                 )
             )
-    refused = {
+    refused: dict[tuple[str, str, str | None], bool] = {
         ("always", "d", "c-1"): False,
         ("singleton", "d", "c-9"): True,
         ("singleton", "other", "c-1"): False,
@@ -39,6 +39,10 @@ def test_each_strategy_refuses_only_what_elsa_refuses(settings: Settings) -> Non
         ("correlated-singleton", "d", "c-1"): True,
         ("correlated-singleton", "other", "c-1"): False,
         ("correlated-singleton", "d", "c-9"): False,
+        # without a correlation id the correlation is not constrained, as in Elsa's filter
+        ("correlation", "other", None): True,
+        ("correlated-singleton", "d", None): True,
+        ("correlated-singleton", "other", None): False,
     }
     for (strategy, definition_id, correlation), expected in refused.items():
         with db.transaction(factory) as session:
