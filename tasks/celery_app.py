@@ -17,6 +17,7 @@ from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, setup_logging, worker_ready
 
+from broker import metrics
 from broker.errors import StoreUnavailable
 from broker.logs import configure_logging
 from broker.runtime import ceiling, ids
@@ -56,6 +57,13 @@ def touch(path: Path) -> None:
         logger.warning("worker heartbeat file %s not touched: %s", path, exc)
 
 
+def beat(path: Path | None) -> None:
+    """One beat of the worker's loop: the heartbeat gauge (alerts), and the file when set."""
+    metrics.record_worker_heartbeat()
+    if path is not None:
+        touch(path)
+
+
 class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
     """Touches ``BROKER_WORKER_HEARTBEAT_FILE`` every ``LIVENESS_INTERVAL`` seconds from the
     worker's timer, which its event loop drives (Redis, AMQP): a probe reading the file's age
@@ -71,11 +79,9 @@ class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def start(self, worker: Any) -> None:
         setting = get_settings().worker_heartbeat_file
-        if not setting:
-            return
-        path = Path(setting)
-        touch(path)
-        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, touch, (path,))
+        path = Path(setting) if setting else None
+        beat(path)
+        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, beat, (path,))
 
     def stop(self, worker: Any) -> None:
         if self.tref is not None:
@@ -192,6 +198,7 @@ def maintenance_job(fn: F) -> F:
 
     @functools.wraps(fn)
     def job(*args: Any, **kwargs: Any) -> Any:
+        metrics.record_maintenance(fn.__name__)
         try:
             return fn(*args, **kwargs)
         except StoreUnavailable as exc:
@@ -207,13 +214,15 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     The internal listener sums only the processes that share its PROMETHEUS_MULTIPROC_DIR, i.e.
     on its own host; a worker elsewhere (another container, pod or machine) is scraped here.
     """
-    bind = get_settings().worker_metrics_bind
+    settings = get_settings()
+    bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker import metrics
+    from broker import health
 
-    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND")
-    logger.info("worker %s serves /metrics on %s", sender, bind)
+    # /readyz there too: the readiness probe of a worker pod (database and transport).
+    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))
+    logger.info("worker %s serves /metrics, /healthz, /readyz on %s", sender, bind)
 
 
 worker_ready.connect(_serve_worker_metrics)

@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
+from broker import health
 from broker.console import auth, identity, pages, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
@@ -41,6 +42,7 @@ OPEN_ENDPOINTS = frozenset(
         "studio.app_settings",
         "studio.mermaid",
         "healthz",
+        "readyz",
     }
 )
 
@@ -114,7 +116,12 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return jsonify({"status": "ok"})
+        return jsonify(health.liveness())
+
+    @app.get("/readyz")
+    def readyz() -> tuple[Response, int]:
+        ready = health.readiness(settings, factory)
+        return jsonify(ready.body()), ready.status
 
     @app.before_request
     def _identify() -> None:
