@@ -97,7 +97,7 @@ def test_every_builtin_object_passes_the_kubernetes_schema(overlay: str) -> None
         except kubernetes_validate.ValidationError as exc:
             pytest.fail(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
     # Only the two custom resources have no built-in schema (they are checked below)
-    assert custom == {"ScaledObject", "ServiceMonitor"}
+    assert custom == {"ScaledObject", "ServiceMonitor", "PrometheusRule"}
     assert checked >= 15
 
 
@@ -324,7 +324,9 @@ def test_every_worker_pool_drains_on_sigterm_within_its_grace(overlay: str) -> N
 def test_the_rendered_manifests_contain_the_console(overlay: str) -> None:
     docs = render(overlay)
     # Then the console runs as its own Deployment, with the console command
-    [console] = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "broker-console"]
+    [console] = [
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "broker-console"
+    ]
     [container] = containers(console)
     assert container["command"] == [
         "gunicorn", "-c", "config/gunicorn_console.conf.py", "broker.console.wsgi:console"
@@ -342,7 +344,9 @@ def test_the_rendered_manifests_contain_the_console(overlay: str) -> None:
     [service] = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == "broker-console"]
     assert labels_match(service["spec"]["selector"], labels)
     assert [p["port"] for p in service["spec"]["ports"]] == [5090]
-    [policy] = [p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "broker-console"]
+    [policy] = [
+        p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "broker-console"
+    ]
     assert labels_match(policy["spec"]["podSelector"]["matchLabels"], labels)
     assert all(rule.get("from") for rule in policy["spec"]["ingress"])
     [hpa] = of_kind(docs, "HorizontalPodAutoscaler")
