@@ -40,7 +40,7 @@ $(VENV)/.installed-dev: $(BIN)/python $(DEV_LOCK) pyproject.toml
 # where they still fit (add `--upgrade` to LOCK_FLAGS to move everything to the newest).
 lock: $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pip-tools>=7.4'
-	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower -o $(LOCK) pyproject.toml
+	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower --extra otel -o $(LOCK) pyproject.toml
 	$(BIN)/pip-compile $(LOCK_FLAGS) --all-extras -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
 
 install: $(VENV)/.installed console-assets

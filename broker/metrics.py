@@ -18,9 +18,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
-import json
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, Protocol
@@ -40,7 +38,6 @@ from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import health
 from broker.store.models import (
     BookmarkQueueItem,
     DeadLetter,
@@ -419,64 +416,6 @@ def parse_bind(bind: str, setting: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{setting} must be host:port, got {bind!r}", field=setting)
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the operator's choice
-
-
-def serve(bind: str, setting: str, ready: Callable[[], health.Readiness] | None = None) -> Any:
-    """Serve ``/metrics`` on ``bind`` from a thread of this process (a Celery worker's or a
-    gunicorn master's): the counters of every process sharing its multiprocess folder (its pool
-    children or gunicorn workers), or this process's own without one. ``/healthz`` answers that
-    the process serves; ``/readyz`` runs ``ready`` (the probes of a role with no plain-HTTP
-    listener of its own). Answers the server."""
-    import threading
-    from socketserver import ThreadingMixIn
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-    from prometheus_client import make_wsgi_app
-
-    class Server(ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-
-    class QuietHandler(WSGIRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            """Probes and scrapes every few seconds are not worth a log line."""
-
-    host, port = parse_bind(bind, setting)
-    registry: CollectorRegistry = REGISTRY
-    if multiprocess_enabled():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry(auto_describe=False)
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    app = probes_app(make_wsgi_app(registry), ready)
-    if ":" in host:
-        Server.address_family = socket.AF_INET6
-    server = make_server(host, port, app, Server, handler_class=QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="broker-metrics", daemon=True)
-    thread.start()
-    return server
-
-
-def probes_app(metrics_app: Any, ready: Callable[[], health.Readiness] | None) -> Any:
-    """A WSGI app: ``/healthz`` and ``/readyz`` (when ``ready`` is given), else ``metrics_app``."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path == "/healthz":
-            status, body = 200, health.liveness()
-        elif path == "/readyz" and ready is not None:
-            answer = ready()
-            status, body = answer.status, answer.body()
-        else:
-            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
-        payload = json.dumps(body).encode()
-        reason = "OK" if status == 200 else "Service Unavailable"
-        start_response(
-            f"{status} {reason}",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
-        )
-        return [payload]
-
-    return app
 
 
 def render_metrics(

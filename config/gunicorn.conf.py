@@ -52,9 +52,9 @@ def when_ready(server):  # type: ignore[no-untyped-def]
     # port answers /healthz and /readyz (database and transport) for the probes, which cannot
     # pass mTLS either.
     if _settings.ingress_metrics_bind:
-        from broker import health, metrics
+        from broker import health, metrics_port
 
-        metrics.serve(
+        metrics_port.serve(
             _settings.ingress_metrics_bind,
             "BROKER_INGRESS_METRICS_BIND",
             ready=health.probe(_settings),

@@ -17,7 +17,7 @@ from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, setup_logging, worker_ready
 
-from broker import metrics
+from broker import metrics, tracing
 from broker.errors import StoreUnavailable
 from broker.logs import configure_logging
 from broker.runtime import ceiling, ids
@@ -41,6 +41,9 @@ def create_app(settings: Settings | None = None) -> Celery:
     app = create_celery(settings)
     app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
     app.steps["worker"].add(Liveness)
+    # OTEL_* turns traces on (the otel extra): a span per task, under its publisher's context.
+    tracing.configure(tracing.SERVICE)
+    tracing.connect_celery()
     return app
 
 
@@ -218,10 +221,10 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker import health
+    from broker import health, metrics_port
 
     # /readyz there too: the readiness probe of a worker pod (database and transport).
-    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))
+    metrics_port.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))
     logger.info("worker %s serves /metrics, /healthz, /readyz on %s", sender, bind)
 
 

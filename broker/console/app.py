@@ -19,7 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker import health
+from broker import health, tracing
 from broker.console import auth, identity, pages, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
@@ -97,6 +97,8 @@ def create_app(
         publisher=publisher or NullPublisher(),
         registry=registry,
     )
+    tracing.configure(tracing.SERVICE)
+    tracing.instrument_flask(app, "console")
     pages.csrf.init_app(app)
     for blueprint in (studio.bp, identity.bp, pages.bp):
         app.register_blueprint(blueprint)

@@ -103,7 +103,8 @@ def test_the_alert_unit_tests_pass() -> None:
 def test_the_alert_unit_tests_fail_when_a_rule_changes(tmp_path: Path) -> None:
     # Given copies where the relay-lag threshold is ten times higher
     text = RULES.read_text(encoding="utf-8")
-    changed = text.replace("max(broker_outbox_oldest_pending_age_seconds) > 120", "max(broker_outbox_oldest_pending_age_seconds) > 1200")  # fmt: skip
+    rule = "max(broker_outbox_oldest_pending_age_seconds) > 120"
+    changed = text.replace(rule, rule + "0")
     assert changed != text
     (tmp_path / RULES.name).write_text(changed, encoding="utf-8")
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
@@ -115,7 +116,7 @@ def test_the_alert_unit_tests_fail_when_a_rule_changes(tmp_path: Path) -> None:
 
 def test_every_required_alert_is_there_with_a_severity_and_a_summary() -> None:
     rules = {rule["alert"]: rule for rule in rules_of(load(RULES)) if "alert" in rule}
-    assert REQUIRED <= set(rules)
+    assert set(rules) >= REQUIRED
     for name, rule in rules.items():
         assert rule["labels"]["severity"] in {"warning", "critical"}, name
         assert rule["annotations"]["summary"], name

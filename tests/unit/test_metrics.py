@@ -477,7 +477,9 @@ def test_a_metrics_port_answers_the_probes_and_names_what_is_down() -> None:
     def ready() -> health.Readiness:
         return health.Readiness({"database": "ok", **state})
 
-    server = metrics.serve(f"127.0.0.1:{port}", "BROKER_WORKER_METRICS_BIND", ready=ready)
+    from broker import metrics_port
+
+    server = metrics_port.serve(f"127.0.0.1:{port}", "BROKER_WORKER_METRICS_BIND", ready=ready)
     try:
         import urllib.error
         import urllib.request
