@@ -119,10 +119,14 @@ class OutboundHttp:
         deadline = time.monotonic() + budget
         body = request.body
         target = self.check_url(request.url)
+        # (attributes only when traced: no redaction work otherwise)
+        traced = tracing.enabled()
         with tracing.span(
             f"HTTP {method}",
             kind="client",
-            attributes={"http.request.method": method, "url.full": redact_url(target.url)},
+            attributes={"http.request.method": method, "url.full": redact_url(target.url)}
+            if traced
+            else None,
         ):
             tracing.inject(headers)
             response = self._follow(request, method, target, headers, body, deadline)
