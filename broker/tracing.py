@@ -254,7 +254,9 @@ def _task_parent(task: Any) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def task_started(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+def task_started(
+    task_id: str | None = None, task: Any = None, kwargs: Any = None, **_: Any
+) -> None:
     """Celery's ``task_prerun``: open the task's span under the publisher's context."""
     if _tracer is None or task is None or task_id is None:
         return
@@ -266,7 +268,16 @@ def task_started(task_id: str | None = None, task: Any = None, **_: Any) -> None
         f"run {task.name}",
         context=parent,
         kind=_kind("consumer"),
-        attributes={"messaging.system": "celery", "messaging.message.id": task_id},
+        attributes={
+            "messaging.system": "celery",
+            "messaging.message.id": task_id,
+            # the ids a task carries (never payloads), to find the request or instance
+            **{
+                f"broker.{name}": str(kwargs[name])
+                for name in ("request_id", "instance_id", "delivery_id")
+                if isinstance(kwargs, dict) and kwargs.get(name)
+            },
+        },
     )
     token = otel_context.attach(trace.set_span_in_context(current))
     _running[task_id] = (current, token)

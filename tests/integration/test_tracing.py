@@ -184,6 +184,8 @@ def test_one_trace_follows_a_request_from_the_ingress_to_the_outbound_call(
     assert parent_of(publish, got) is commit
     [run] = finished
     assert parent_of(run, got) is publish
+    assert run.attributes is not None
+    assert run.attributes["broker.request_id"] == answer.get_json()["correlationId"]
     [call] = named(got, "HTTP POST")
     assert parent_of(call, got) is run
     assert call.attributes is not None
