@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,10 +86,30 @@ def check_transport(settings: Settings) -> str:
 
 
 def readiness(settings: Settings, session_factory: sessionmaker[Session]) -> Readiness:
-    """Check the database and the transport now."""
-    return Readiness(
-        {DATABASE: check_database(session_factory), TRANSPORT: check_transport(settings)}
+    """Check the database and the transport now, side by side, each within ``READY_TIMEOUT``
+    (a database host that drops packets would hold a connect for minutes: it is "down")."""
+    database = _bounded(DATABASE, check_database, session_factory)
+    transport = _bounded(TRANSPORT, check_transport, settings)
+    return Readiness({DATABASE: database(), TRANSPORT: transport()})
+
+
+def _bounded(name: str, check: Callable[[Any], str], argument: Any) -> Callable[[], str]:
+    """Start ``check(argument)`` in a daemon thread; the answer waits for it until the deadline."""
+    answer: list[str] = []
+    thread = threading.Thread(
+        target=lambda: answer.append(check(argument)), name=f"ready-{name}", daemon=True
     )
+    thread.start()
+    deadline = time.monotonic() + READY_TIMEOUT + 0.5
+
+    def result() -> str:
+        thread.join(max(deadline - time.monotonic(), 0.0))
+        if not answer:
+            logger.warning("readiness: %s did not answer within %.1f s", name, READY_TIMEOUT)
+            return "down"
+        return answer[0]
+
+    return result
 
 
 def probe(settings: Settings) -> Callable[[], Readiness]:
