@@ -10,7 +10,7 @@ LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
 
-.PHONY: install install-dev console-assets browser run test lint fmt bench mutation flower clean services lock conformance
+.PHONY: install install-dev console-assets browser promtool run test lint fmt bench mutation flower clean services lock conformance
 
 # quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
 # venv that still has the old one gets both removed and quickjs-ng installed afresh.
@@ -40,7 +40,7 @@ $(VENV)/.installed-dev: $(BIN)/python $(DEV_LOCK) pyproject.toml
 # where they still fit (add `--upgrade` to LOCK_FLAGS to move everything to the newest).
 lock: $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pip-tools>=7.4'
-	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower -o $(LOCK) pyproject.toml
+	$(BIN)/pip-compile $(LOCK_FLAGS) --extra postgres --extra flower --extra otel -o $(LOCK) pyproject.toml
 	$(BIN)/pip-compile $(LOCK_FLAGS) --all-extras -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
 
 install: $(VENV)/.installed console-assets
@@ -56,6 +56,11 @@ console-assets: $(VENV)/.installed
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
 		|| echo "chromium is missing and could not be installed: the browser tests will skip"
+
+# The alert rules (deploy/alerts/) are checked with promtool, from Debian's prometheus package.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) \
+		|| echo "promtool is missing and could not be installed: the alert-rule tests will skip (and fail under CI=true)"
 
 run: install
 	$(BIN)/broker run
@@ -78,7 +83,7 @@ fmt: install-dev
 # Then the chaos tests, alone and one at a time: they kill, pause and restart processes and time
 # their recovery, which other tests' load would only blur. (Exit status 5: none was selected.)
 TEST_WORKERS ?= 2
-test: install-dev services browser lint conformance
+test: install-dev services browser promtool lint conformance
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not chaos" --ignore=tests/conformance $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m chaos $(PYTEST_ARGS) || test $$? -eq 5
 

@@ -28,6 +28,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     values,
@@ -44,6 +45,7 @@ from broker.store.models import (
     OutboxRow,
     OutboxState,
     RequestStatus,
+    WebhookEndpoint,
     utcnow,
 )
 
@@ -87,6 +89,18 @@ WEBHOOK_DELIVERIES = Counter(
     "broker_webhook_deliveries",
     "Webhook delivery attempts, by outcome (delivered, retry, dead)",
     ["outcome"],
+)
+#: Alerts read these two as "beat silent" and "worker heartbeats missing" (deploy/alerts/).
+MAINTENANCE_LAST_RUN = Gauge(
+    "broker_maintenance_last_run_timestamp_seconds",
+    "Unix time a worker last started this beat job",
+    ["job"],
+    multiprocess_mode="max",
+)
+WORKER_HEARTBEAT = Gauge(
+    "broker_worker_heartbeat_timestamp_seconds",
+    "Unix time this worker's event loop last beat (every 10 s while it runs)",
+    multiprocess_mode="max",
 )
 WEBHOOK_LATENCY = Histogram(
     "broker_webhook_delivery_seconds",
@@ -151,6 +165,18 @@ def record_webhook(outcome: str, seconds: float) -> None:
     """A webhook delivery attempt ended with ``outcome`` after ``seconds`` (after its commit)."""
     WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
     WEBHOOK_LATENCY.observe(max(seconds, 0.0))
+
+
+@_never_raise
+def record_maintenance(job: str) -> None:
+    """A worker started the beat job ``job`` (beat is alive and its messages arrive)."""
+    MAINTENANCE_LAST_RUN.labels(job=job).set(time.time())
+
+
+@_never_raise
+def record_worker_heartbeat() -> None:
+    """The worker's event loop beat."""
+    WORKER_HEARTBEAT.set(time.time())
 
 
 class JournalEntry(Protocol):
@@ -221,6 +247,10 @@ class Backlog:
     dead_letters: dict[str, int]
     #: stimuli already delivered, kept for deduplication until the purge removes them
     bookmark_queue_delivered: int = 0
+    #: seconds the oldest published outbox row has waited for a worker to finish it
+    oldest_dispatched_age: float = 0.0
+    #: webhook endpoints the broker disabled after failing deliveries
+    webhook_endpoints_disabled: int = 0
 
     @property
     def outbox_pending(self) -> int:
@@ -230,6 +260,8 @@ class Backlog:
         return {
             "outbox": {"pending": self.outbox_pending, **self.outbox},
             "oldestPendingAgeSeconds": round(self.oldest_pending_age, 3),
+            "oldestDispatchedAgeSeconds": round(self.oldest_dispatched_age, 3),
+            "webhookEndpointsDisabled": self.webhook_endpoints_disabled,
             "bookmarkQueueDepth": self.bookmark_queue_depth,
             "bookmarkQueueDelivered": self.bookmark_queue_delivered,
             "deadLetters": dict(self.dead_letters),
@@ -250,14 +282,14 @@ def read_backlog(session: Session, now: dt.datetime | None = None) -> Backlog:
             OutboxRow.state == OutboxState.PENDING.value, OutboxRow.available_at <= now
         )
     )
-    age = 0.0
-    if oldest is not None:
-        # min() bypasses the column type on SQLite, so the value may come back naive (UTC).
-        if isinstance(oldest, str):
-            oldest = dt.datetime.fromisoformat(oldest)
-        if oldest.tzinfo is None:
-            oldest = oldest.replace(tzinfo=dt.UTC)
-        age = max((now - oldest).total_seconds(), 0.0)
+    dispatched = session.scalar(
+        select(func.min(OutboxRow.dispatched_at)).where(
+            OutboxRow.state == OutboxState.DISPATCHED.value
+        )
+    )
+    disabled = session.scalar(
+        select(func.count()).select_from(WebhookEndpoint).where(WebhookEndpoint.enabled.is_(False))
+    )
     depth, delivered = bookmark_queue_counts(session)
     letters = {kind.value: 0 for kind in DeadLetterKind}
     for kind, count in session.execute(
@@ -266,7 +298,27 @@ def read_backlog(session: Session, now: dt.datetime | None = None) -> Backlog:
         .group_by(DeadLetter.kind)
     ):
         letters[str(kind)] = int(count)
-    return Backlog(outbox, age, depth, letters, delivered)
+    return Backlog(
+        outbox,
+        _age(oldest, now),
+        depth,
+        letters,
+        delivered,
+        oldest_dispatched_age=_age(dispatched, now),
+        webhook_endpoints_disabled=int(disabled or 0),
+    )
+
+
+def _age(oldest: dt.datetime | str | None, now: dt.datetime) -> float:
+    """Seconds since ``oldest`` (0 when None)."""
+    if oldest is None:
+        return 0.0
+    # min() bypasses the column type on SQLite, so the value may come back naive (UTC).
+    if isinstance(oldest, str):
+        oldest = dt.datetime.fromisoformat(oldest)
+    if oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=dt.UTC)
+    return max((now - oldest).total_seconds(), 0.0)
 
 
 def bookmark_queue_counts(session: Session) -> tuple[int, int]:
@@ -314,6 +366,16 @@ class BacklogCollector(Collector):
             value=backlog.oldest_pending_age,
         )
         yield GaugeMetricFamily(
+            "broker_outbox_oldest_dispatched_age_seconds",
+            "Seconds the oldest published outbox row has waited for a worker to finish it",
+            value=backlog.oldest_dispatched_age,
+        )
+        yield GaugeMetricFamily(
+            "broker_webhook_endpoints_disabled",
+            "Webhook endpoints disabled after failing deliveries",
+            value=backlog.webhook_endpoints_disabled,
+        )
+        yield GaugeMetricFamily(
             "broker_bookmark_queue_depth",
             "Stimuli in the bookmark queue still waiting for delivery",
             value=backlog.bookmark_queue_depth,
@@ -354,23 +416,6 @@ def parse_bind(bind: str, setting: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{setting} must be host:port, got {bind!r}", field=setting)
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the operator's choice
-
-
-def serve(bind: str, setting: str) -> Any:
-    """Serve ``/metrics`` on ``bind`` from a thread of this process (a Celery worker's or a
-    gunicorn master's): the counters of every process sharing its multiprocess folder (its pool
-    children or gunicorn workers), or this process's own without one. Answers the server."""
-    from prometheus_client import start_http_server
-
-    host, port = parse_bind(bind, setting)
-    registry: CollectorRegistry = REGISTRY
-    if multiprocess_enabled():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry(auto_describe=False)
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return server
 
 
 def render_metrics(

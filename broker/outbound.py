@@ -33,6 +33,7 @@ from urllib.parse import urljoin
 import requests
 import requests.adapters
 
+from broker import tracing
 from broker.engine.services import HttpRequest, HttpResponse
 from broker.errors import BrokerError, OutboundBlocked, PayloadTooLarge, RetryLater, WorkflowFault
 from broker.outbound_guard import (
@@ -118,6 +119,30 @@ class OutboundHttp:
         deadline = time.monotonic() + budget
         body = request.body
         target = self.check_url(request.url)
+        # (attributes only when traced: no redaction work otherwise)
+        traced = tracing.enabled()
+        with tracing.span(
+            f"HTTP {method}",
+            kind="client",
+            attributes={"http.request.method": method, "url.full": redact_url(target.url)}
+            if traced
+            else None,
+        ):
+            tracing.inject(headers)
+            response = self._follow(request, method, target, headers, body, deadline)
+            tracing.set_attribute("http.response.status_code", response.status_code)
+            return response
+
+    def _follow(
+        self,
+        request: HttpRequest,
+        method: str,
+        target: Target,
+        headers: dict[str, str],
+        body: bytes | None,
+        deadline: float,
+    ) -> HttpResponse:
+        """Send and follow redirects (as ``request`` allows) until an answer."""
         for _hop in range(MAX_REDIRECTS + 1):
             response = self._open(method, target.url, headers, body, deadline)
             location = response.headers.get("Location")

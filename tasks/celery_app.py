@@ -17,6 +17,7 @@ from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, import_modules, setup_logging, worker_ready
 
+from broker import metrics, tracing
 from broker.errors import StoreUnavailable
 from broker.logs import configure_logging, demote
 from broker.runtime import ceiling, ids
@@ -41,6 +42,9 @@ def create_app(settings: Settings | None = None) -> Celery:
     app = create_celery(settings)
     app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
     app.steps["worker"].add(Liveness)
+    # OTEL_* turns traces on (the otel extra): a span per task, under its publisher's context.
+    tracing.configure(tracing.SERVICE)
+    tracing.connect_celery()
     return app
 
 
@@ -55,6 +59,13 @@ def touch(path: Path) -> None:
         path.touch()
     except OSError as exc:
         logger.warning("worker heartbeat file %s not touched: %s", path, exc)
+
+
+def beat(path: Path | None) -> None:
+    """One beat of the worker's loop: the heartbeat gauge (alerts), and the file when set."""
+    metrics.record_worker_heartbeat()
+    if path is not None:
+        touch(path)
 
 
 class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
@@ -72,11 +83,9 @@ class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def start(self, worker: Any) -> None:
         setting = get_settings().worker_heartbeat_file
-        if not setting:
-            return
-        path = Path(setting)
-        touch(path)
-        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, touch, (path,))
+        path = Path(setting) if setting else None
+        beat(path)
+        self.tref = worker.timer.call_repeatedly(LIVENESS_INTERVAL, beat, (path,))
 
     def stop(self, worker: Any) -> None:
         if self.tref is not None:
@@ -226,6 +235,7 @@ def maintenance_job(fn: F) -> F:
 
     @functools.wraps(fn)
     def job(*args: Any, **kwargs: Any) -> Any:
+        metrics.record_maintenance(fn.__name__)
         try:
             return fn(*args, **kwargs)
         except StoreUnavailable as exc:
@@ -241,13 +251,15 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     The internal listener sums only the processes that share its PROMETHEUS_MULTIPROC_DIR, i.e.
     on its own host; a worker elsewhere (another container, pod or machine) is scraped here.
     """
-    bind = get_settings().worker_metrics_bind
+    settings = get_settings()
+    bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker import metrics
+    from broker import health, metrics_port
 
-    metrics.serve(bind, "BROKER_WORKER_METRICS_BIND")
-    logger.info("worker %s serves /metrics on %s", sender, bind)
+    # /readyz there too: the readiness probe of a worker pod (database and transport).
+    metrics_port.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))
+    logger.info("worker %s serves /metrics, /healthz, /readyz on %s", sender, bind)
 
 
 worker_ready.connect(_serve_worker_metrics)

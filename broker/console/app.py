@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
+from broker import health, tracing
 from broker.console import auth, identity, pages, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
@@ -41,6 +42,7 @@ OPEN_ENDPOINTS = frozenset(
         "studio.app_settings",
         "studio.mermaid",
         "healthz",
+        "readyz",
     }
 )
 
@@ -95,6 +97,8 @@ def create_app(
         publisher=publisher or NullPublisher(),
         registry=registry,
     )
+    tracing.configure(tracing.SERVICE)
+    tracing.instrument_flask(app, "console")
     pages.csrf.init_app(app)
     for blueprint in (studio.bp, identity.bp, pages.bp):
         app.register_blueprint(blueprint)
@@ -114,7 +118,12 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return jsonify({"status": "ok"})
+        return jsonify(health.liveness())
+
+    @app.get("/readyz")
+    def readyz() -> tuple[Response, int]:
+        ready = health.readiness(settings, factory)
+        return jsonify(ready.body()), ready.status
 
     @app.before_request
     def _identify() -> None:

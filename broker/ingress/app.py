@@ -16,6 +16,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
+from broker import tracing
 from broker.errors import (
     BadRequest,
     BrokerError,
@@ -187,6 +188,9 @@ def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
     app.extensions[EXTENSION] = svc
     app.url_map.strict_slashes = False
     _register_error_handlers(app, settings)
+    # OTEL_* turns traces on (the otel extra); a server span per request, continuing the caller's.
+    tracing.configure(tracing.SERVICE)
+    tracing.instrument_flask(app, listener)
     # Every body is read whole (or refused 413) before the app runs: see ``bodies``.
     limited = BodyLimit(app.wsgi_app, settings.max_body_bytes, listener)
     app.wsgi_app = limited  # type: ignore[method-assign]

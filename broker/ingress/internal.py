@@ -12,23 +12,19 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response, jsonify, request
-from kombu.connection import Connection
-from sqlalchemy import text
 
+from broker import health
 from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
 from broker.metrics import record_finished
 from broker.runtime import callbacks
-from broker.runtime.celery_config import transport_options
 from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("internal", __name__)
-
-READY_TIMEOUT = 2.0  # seconds each readiness probe may take
 
 
 @bp.post("/internal/requests/<request_id>/result")
@@ -88,41 +84,14 @@ def _authenticate(settings: Settings, request_id: str) -> tuple[int, str]:
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    return jsonify({"status": "ok"})
+    return jsonify(health.liveness())
 
 
 @bp.get("/readyz")
 def readyz() -> tuple[Response, int]:
     svc = services()
-    checks: dict[str, str] = {}
-    try:
-        with transaction(write=False) as session:
-            session.execute(text("SELECT 1"))
-        checks["database"] = "ok"
-    except Exception as exc:
-        logger.warning("readiness: database unreachable: %s", exc)
-        checks["database"] = "down"
-    try:
-        with Connection(  # type: ignore[no-untyped-call]
-            svc.settings.queue_url,
-            connect_timeout=READY_TIMEOUT,
-            transport_options=transport_options(svc.settings),
-        ) as conn:
-            conn.ensure_connection(max_retries=1, timeout=READY_TIMEOUT)
-        checks["transport"] = "ok"
-    except Exception as exc:
-        logger.warning("readiness: transport unreachable: %s", exc)
-        checks["transport"] = "down"
-    down = sorted(name for name, state in checks.items() if state != "ok")
-    if down:
-        body = {
-            "status": "unavailable",
-            "down": down,
-            "checks": checks,
-            "error": f"Not ready: {', '.join(down)} unreachable",
-        }
-        return jsonify(body), 503
-    return jsonify({"status": "ok", "checks": checks}), 200
+    ready = health.readiness(svc.settings, svc.session_factory)
+    return jsonify(ready.body()), ready.status
 
 
 @bp.get("/metrics")

@@ -8,6 +8,7 @@ import threading
 
 from flask import Blueprint, Response, jsonify, request
 
+from broker import tracing
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
@@ -65,21 +66,24 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         secret = webhooks.callback_secret_of(client)
         webhooks.check_url(submission.callback_url, outbound(), field="callbackUrl")
     lease = svc.publisher.dispatch_lease
-    outcome = committer(svc).submit(
-        functools.partial(
-            runtime_submission.prepare,
-            client_id=client.client_id,
-            submission=submission,
-            workflow=workflow,
-            dispatch_lease=lease,
-            callback_secret=secret,
-        ),
-        idempotency=(
-            None
-            if submission.idempotency_key is None
-            else (client.client_id, submission.idempotency_key)
-        ),
-    )
+    with tracing.span("commit submission", attributes={"broker.request_type": rule.request_type}):
+        outcome = committer(svc).submit(
+            functools.partial(
+                runtime_submission.prepare,
+                client_id=client.client_id,
+                submission=submission,
+                workflow=workflow,
+                dispatch_lease=lease,
+                callback_secret=secret,
+                traceparent=tracing.current_traceparent(),
+            ),
+            idempotency=(
+                None
+                if submission.idempotency_key is None
+                else (client.client_id, submission.idempotency_key)
+            ),
+        )
+        tracing.set_attribute("broker.request_id", outcome.request_id)
     if not outcome.created:
         return jsonify(outcome.view), 200
     metrics.record_accepted(rule.request_type)

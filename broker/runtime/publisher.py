@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker import tracing
 from broker.runtime import outbox
 from broker.runtime.ports import OutboxMessage, Sender
 from broker.settings import Settings
@@ -43,15 +44,19 @@ class CelerySender:
         self.app = app
 
     def send(self, row: OutboxRow, producer: Any = None) -> None:
-        self.app.send_task(
-            row.task_name,
-            kwargs={**row.args, "outbox_id": row.id},
-            task_id=row.id,
-            queue=row.queue,
-            retry=True,
-            retry_policy=PUBLISH_RETRY_POLICY,
-            producer=producer,
-        )
+        # The trace context the row was written under travels in the message headers.
+        args, traceparent = tracing.split(row.args)
+        with tracing.publishing(row.task_name, row.id, traceparent) as headers:
+            self.app.send_task(
+                row.task_name,
+                kwargs={**args, "outbox_id": row.id},
+                task_id=row.id,
+                queue=row.queue,
+                retry=True,
+                retry_policy=PUBLISH_RETRY_POLICY,
+                producer=producer,
+                headers=headers or None,
+            )
 
     def send_all(self, rows: Sequence[OutboxRow]) -> list[Exception | None]:
         """Send several rows on one producer (one pooled transport connection acquired once);

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker import metrics
+from broker import metrics, tracing
 from broker.engine.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
@@ -81,15 +81,18 @@ def dispatch_remote(
                 "keys": request.keys,
                 "payload": request.payload,
             },
-            "callbackUrl": f"{settings.callback_base_url.rstrip('/')}"
-            f"/internal/requests/{request_id}/result",
+            # carry: the callback joins this trace even if the remote server drops the header
+            "callbackUrl": tracing.carry(
+                f"{settings.callback_base_url.rstrip('/')}/internal/requests/{request_id}/result"
+            ),
             "callbackToken": _token(settings.callback_secrets(), request_id, dispatch_attempt),
         }
         request_type, submitted_at = request.request_type, request.submitted_at
     attempt = history.since_replay.count(FAILED_EVENT) + 1
     failure = _Failure(rt, request_id, outbox_id, published, request_type, submitted_at)
     try:
-        post(settings, body)
+        with tracing.span("dispatch to Elsa", attributes={"broker.request_id": request_id}):
+            post(settings, body)
     except RetryLater as exc:
         return failure.transient(attempt, exc.message, exc.delay, history.replays)
     except WorkflowFault as exc:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from broker import tracing
 from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime import statuses, webhooks
 from broker.runtime.activation import check_activation, pending_start
@@ -144,6 +145,7 @@ def prepare(
     dispatch_lease: float | None = None,
     callback_secret: str | None = None,
     source: str = "ingress",
+    traceparent: str | None = None,
 ) -> Prepared | Submitted:
     """The checks and reads of ``submit``, and the rows it would write: answers the earlier
     record (``Submitted`` with ``created=False``) for an idempotent replay, else the new rows to
@@ -183,7 +185,9 @@ def prepare(
     now = utcnow()
     outbox_id = str(uuid.uuid4())
     queue = workflow.queue or DEFAULT_QUEUE
-    args = {"request_id": request_id}
+    # The submitter's trace context (``traceparent``: prepared in another thread under group
+    # commit), so the worker's step continues the ingress's trace.
+    args = tracing.stamp({"request_id": request_id}, traceparent)
     values: dict[str, Any] = {
         "id": request_id,
         "client_id": client_id,

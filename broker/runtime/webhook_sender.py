@@ -11,6 +11,7 @@ import time
 
 from standardwebhooks.webhooks import Webhook
 
+from broker import tracing
 from broker.engine.services import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.store.models import utcnow
@@ -74,7 +75,8 @@ def send(http: HttpClient, plan: Plan, *, timeout: float) -> Result:
         follow_redirects=False,
     )
     try:
-        response = http.send(request)
+        with tracing.span("deliver webhook", attributes={"broker.webhook_id": plan.message_id}):
+            response = http.send(request)
     except RetryLater as exc:
         return Result(exc.status_code, exc.message, _since(started), True, exc.delay)
     except OutboundBlocked as exc:

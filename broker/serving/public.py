@@ -48,12 +48,18 @@ child_exit = common.forget_dead_worker
 def when_ready(server: Any) -> None:
     # The workers' counters (accepted requests) on a plain-HTTP port of the master, summed from
     # the multiprocess folder they share: the mTLS port cannot be scraped without a client
-    # certificate. Started before the workers fork; only the master's thread serves it.
+    # certificate. Started before the workers fork; only the master's thread serves it. The same
+    # port answers /healthz and /readyz (database and transport) for the probes, which cannot
+    # pass mTLS either.
     if _settings.ingress_metrics_bind:
-        from broker import metrics
+        from broker import health, metrics_port
 
-        metrics.serve(_settings.ingress_metrics_bind, "BROKER_INGRESS_METRICS_BIND")
-        server.log.info("serving /metrics on %s", _settings.ingress_metrics_bind)
+        metrics_port.serve(
+            _settings.ingress_metrics_bind,
+            "BROKER_INGRESS_METRICS_BIND",
+            ready=health.probe(_settings),
+        )
+        server.log.info("serving /metrics, /healthz, /readyz on %s", _settings.ingress_metrics_bind)
 
 
 def post_worker_init(worker: Any) -> None:

@@ -235,3 +235,22 @@ def test_each_role_scraped_where_the_deploy_files_put_it_sees_its_counters_move(
     assert total(ingress, "broker_requests_completed_total") == 0
     assert total(internal, "broker_requests_accepted_total") == 0
     assert total(internal, "broker_requests_completed_total") == 0
+
+
+def test_each_role_answers_the_probes_where_the_deploy_files_probe_it(
+    stack: tuple[Server, dict[str, str]],
+) -> None:
+    _server, urls = stack
+    # Given each role's metrics URL (the ingress's and the worker's are their probe ports too)
+    for role, url in urls.items():
+        base = url.rsplit("/metrics", 1)[0]
+        # Then liveness and readiness answer over plain HTTP, readiness naming both checks
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
+            assert response.status == 200, role
+        with urllib.request.urlopen(f"{base}/readyz", timeout=10) as response:
+            body = json.loads(response.read())
+        assert body == {"status": "ok", "checks": {"database": "ok", "transport": "ok"}}, role
+    # And the worker's beat and its last beat job are exported for the alert rules
+    worker = scrape(urls["worker"])
+    assert value(worker, "broker_worker_heartbeat_timestamp_seconds") > 0
+    assert value(worker, "broker_maintenance_last_run_timestamp_seconds", job="relay_outbox") > 0

@@ -61,6 +61,7 @@ SELECTION = (
     # the outbound HTTP guard: where a URL may go, every hop re-checked, the size cap
     # (not the client's retries, Retry-After parsing or body decoding)
     "broker.outbound.xǁOutboundHttpǁsend__mutmut_*",
+    "broker.outbound.xǁOutboundHttpǁ_follow__mutmut_*",
     "broker.outbound.xǁOutboundHttpǁcheck_url__mutmut_*",
     "broker.outbound.xǁOutboundHttpǁvet_url__mutmut_*",
     "broker.outbound.xǁOutboundHttpǁ_open__mutmut_*",

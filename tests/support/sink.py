@@ -30,6 +30,8 @@ class Sink:
         self.fail: dict[str, int] = {}
         self.answer: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
+        #: each call's headers (names lower-cased), by path
+        self.request_headers: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.delay: dict[str, float] = {}  # seconds each call on the path takes
         self.first_delay: dict[str, float] = {}  # seconds the first call of each key takes
         self.started: set[tuple[str, str | None]] = set()
@@ -44,6 +46,9 @@ class Sink:
                 with contextlib.suppress(ValueError):
                     sink.bodies[self.path].append(json.loads(raw or b"null"))
                 sink.arrived.append(self.path)
+                sink.request_headers[self.path].append(
+                    {name.lower(): value for name, value in self.headers.items()}
+                )
                 pause = sink.delay.get(self.path)
                 with sink.lock:
                     if (self.path, key) not in sink.started:

@@ -35,6 +35,7 @@ CANONICAL: dict[str, str] = {
     "migrate": "broker db upgrade",
     "ingress": "gunicorn -c config/gunicorn.conf.py broker.ingress.wsgi:public",
     "internal": "gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal",
+    "console": "gunicorn -c config/gunicorn_console.conf.py broker.console.wsgi:console",
     "worker": "celery -A tasks worker --loglevel INFO -E",
     "beat": "celery -A tasks beat --loglevel INFO --schedule /var/lib/broker/celerybeat-schedule",
     "flower": "celery -A tasks flower --port=5555 --basic-auth=$FLOWER_USER:$FLOWER_PASSWORD",
@@ -247,9 +248,9 @@ def test_dockerfile_runs_as_non_root_with_a_healthcheck() -> None:
     # Then the final user is not root
     assert users, "no USER"
     assert users[-1].split(":")[0] not in {"root", "0"}
-    # And the health check asks the internal listener with python's urllib (no curl in slim)
+    # And the health check asks the internal listener's readiness with python's urllib (no curl)
     assert len(health) == 1
-    assert "http://127.0.0.1:5080/healthz" in health[0]
+    assert "http://127.0.0.1:5080/readyz" in health[0]
     assert "urllib" in health[0]
     assert "curl" not in health[0]
 
@@ -264,10 +265,12 @@ def test_dockerfile_builds_in_stages_from_a_pinned_slim_python() -> None:
         if name == "ARG" and "=" in rest:
             key, value = rest.split("=", 1)
             args[key] = value
+    froms = [rest.split() for name, rest in instructions if name == "FROM"]
+    stages = {words[-1] for words in froms if len(words) == 3 and words[1].upper() == "AS"}
     bases = [
-        re.sub(r"\$\{?(\w+)\}?", lambda m: args[m.group(1)], rest.split()[0])
-        for name, rest in instructions
-        if name == "FROM"
+        re.sub(r"\$\{?(\w+)\}?", lambda m: args[m.group(1)], words[0])
+        for words in froms
+        if words[0] not in stages  # a stage built on an earlier one
     ]
     # Then there is a build stage and a runtime stage, both on Python 3.11 slim, never `latest`
     assert len(bases) >= 2
@@ -588,8 +591,13 @@ def test_kubernetes_workers_drain_and_autoscale_while_beat_stays_single() -> Non
     kinds = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
     assert kinds["redis"]["listName"] == "broker.default"
     assert "broker_outbox_pending" in kinds["prometheus"]["query"]
-    # And no HorizontalPodAutoscaler competes with the one KEDA owns
-    assert not [o for o in k8s_objects() if o["kind"] == "HorizontalPodAutoscaler"]
+    # And no HorizontalPodAutoscaler competes with the one KEDA owns (the console has its own)
+    autoscaled = [
+        o["spec"]["scaleTargetRef"]["name"]
+        for o in k8s_objects()
+        if o["kind"] == "HorizontalPodAutoscaler"
+    ]
+    assert autoscaled == ["broker-console"]
     assert "replicas" not in k8s_one("Deployment", "broker-worker")["spec"]
 
 
@@ -601,6 +609,7 @@ def test_kubernetes_services_expose_each_listener() -> None:
     assert ports == {
         "broker-public": [5001],
         "broker-internal": [5080],
+        "broker-console": [5090],
         "broker-flower": [5555],
         "broker-ingress-metrics": [9808],
         "broker-worker-metrics": [9808],
@@ -706,6 +715,7 @@ UNIT_ROLES = {
     "broker-migrate.service": "migrate",
     "broker-ingress.service": "ingress",
     "broker-internal.service": "internal",
+    "broker-console.service": "console",
     "broker-worker.service": "worker",
     "broker-worker@.service": "worker",
     "broker-beat.service": "beat",
@@ -761,6 +771,7 @@ PROCFILE_ROLES = {
     "release": "migrate",
     "web": "ingress",
     "internal": "internal",
+    "console": "console",
     "worker": "worker",
     "beat": "beat",
 }
@@ -958,3 +969,66 @@ def test_compose_worker_health_reads_the_heartbeat_file_without_python(tmp_path:
     assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode != 0
     (tmp_path / "alive").touch()
     assert subprocess.run(["sh", "-c", local], timeout=10, check=False).returncode == 0
+
+
+# The console and the probes in every form ---------------------------------------------------------
+
+
+def test_compose_runs_the_console_on_its_own_network_with_the_shared_secret() -> None:
+    doc = compose()
+    console = doc["services"]["console"]
+    # Then it runs the console's command on the backend and a network of its own
+    assert_runs("console", console["command"], "compose service console")
+    assert console["networks"] == ["backend", "console"]
+    assert "console" in doc["networks"]
+    only_console = {n for n, s in doc["services"].items() if "console" in s.get("networks", [])}
+    assert only_console == {"console"}
+    assert console["environment"]["BROKER_CONSOLE_BIND"] == "0.0.0.0:5090"
+    assert console["ports"] == ["127.0.0.1:5090:5090"]
+    # And its signing key comes from a secret file (the same for every replica)
+    targets = {s["target"] for s in console["secrets"] if isinstance(s, dict)}
+    assert "BROKER_CONSOLE_SECRET" in targets
+    assert "console_secret" in doc["secrets"]
+    assert "BROKER_CONSOLE_SECRET" not in doc["x-broker-env"]
+
+
+def test_compose_listeners_report_readiness_over_http() -> None:
+    services = compose()["services"]
+    expected = {
+        "ingress": "http://127.0.0.1:9808/readyz",
+        "internal": "http://127.0.0.1:5080/readyz",
+        "console": "http://127.0.0.1:5090/readyz",
+        "flower": "http://127.0.0.1:5555/healthcheck",
+    }
+    for name, url in expected.items():
+        test = " ".join(services[name]["healthcheck"]["test"])
+        assert url in test, name
+    # The ingress's readiness port is the metrics port it opens
+    assert services["ingress"]["environment"]["BROKER_INGRESS_METRICS_BIND"].endswith(":9808")
+
+
+def test_dockerfile_bakes_the_console_assets_in_with_their_integrity_checked() -> None:
+    instructions = dockerfile_instructions()
+    runs = " ".join(rest for name, rest in instructions if name == "RUN")
+    # Then a build stage installs them with the broker's own integrity-checked command
+    assert "broker console assets" in runs
+    assert "--check" in runs
+    # And the runtime stage copies the result and points the setting at it
+    copies = [rest for name, rest in instructions if name == "COPY" and "--from=assets" in rest]
+    [copy] = copies
+    target = copy.split()[-1]
+    env = " ".join(rest for name, rest in instructions if name == "ENV")
+    assert f"BROKER_CONSOLE_ASSETS_DIR={target}" in env
+    # And npm exists only in the assets stage, never in the image that runs
+    text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    runtime = text[text.index("AS runtime") :].splitlines()
+    assert not [ln for ln in runtime if "npm" in ln and not ln.lstrip().startswith("#")]
+
+
+def test_the_console_fetches_nothing_when_it_starts() -> None:
+    # The console's modules never run npm: only the `assets` command (make install, the image's
+    # build) does.
+    for module in ("app.py", "studio.py", "wsgi.py", "pages.py"):
+        text = (PROJECT_ROOT / "broker" / "console" / module).read_text(encoding="utf-8")
+        assert not re.search(r"assets\.install\(", text), module
+        assert "subprocess" not in text, module

@@ -47,3 +47,19 @@ def test_flower_without_its_extra_says_which_to_install(monkeypatch: pytest.Monk
     result = CliRunner().invoke(flower, [])
     assert result.exit_code == 1
     assert "elsa-celery-broker[flower]" in result.output
+
+
+def test_traces_asked_for_without_the_otel_extra_say_which_to_install(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    from broker import tracing
+
+    # Given the OTEL_* variables ask for traces but the SDK cannot be imported
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    # Then tracing stays off, and the log names the extra
+    assert tracing.configure("elsa-celery-broker", environ) is False
+    assert not tracing.enabled()
+    assert "elsa-celery-broker[otel]" in caplog.text

@@ -97,7 +97,7 @@ def test_every_builtin_object_passes_the_kubernetes_schema(overlay: str) -> None
         except kubernetes_validate.ValidationError as exc:
             pytest.fail(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
     # Only the two custom resources have no built-in schema (they are checked below)
-    assert custom == {"ScaledObject", "ServiceMonitor"}
+    assert custom == {"ScaledObject", "ServiceMonitor", "PrometheusRule"}
     assert checked >= 15
 
 
@@ -179,14 +179,20 @@ def test_every_worker_pool_scales_on_its_queue_and_the_general_pool_never_stops(
             assert lists == set(queues), name
     # And every ScaledObject targets a Deployment of this render
     assert set(scaled) <= set(deployments)
-    assert not of_kind(docs, "HorizontalPodAutoscaler")
+    # And the one HorizontalPodAutoscaler (the console's) targets no worker pool KEDA scales
+    hpas = {h["spec"]["scaleTargetRef"]["name"] for h in of_kind(docs, "HorizontalPodAutoscaler")}
+    assert hpas == {"broker-console"}
+    assert not hpas & set(scaled)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_disruption_budgets_cover_every_replicated_role(overlay: str) -> None:
     docs = render(overlay)
     budgets = of_kind(docs, "PodDisruptionBudget")
-    scaled = {s["spec"]["scaleTargetRef"]["name"] for s in of_kind(docs, "ScaledObject")}
+    scaled = {
+        s["spec"]["scaleTargetRef"]["name"]
+        for s in [*of_kind(docs, "ScaledObject"), *of_kind(docs, "HorizontalPodAutoscaler")]
+    }
     for deployment in of_kind(docs, "Deployment"):
         name = deployment["metadata"]["name"]
         replicated = deployment["spec"].get("replicas", 1) > 1 or name in scaled
@@ -279,7 +285,7 @@ def test_the_service_monitor_finds_a_metrics_port_on_every_counting_role(overlay
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_network_policies_are_kept(overlay: str) -> None:
     names = {p["metadata"]["name"] for p in of_kind(render(overlay), "NetworkPolicy")}
-    assert names == {"broker-internal", "broker-background", "broker-ingress"}
+    assert names == {"broker-internal", "broker-background", "broker-ingress", "broker-console"}
 
 
 def test_the_overlays_are_production_and_trial() -> None:
@@ -289,6 +295,7 @@ def test_the_overlays_are_production_and_trial() -> None:
     assert {s["metadata"]["name"] for s in of_kind(render("trial"), "Secret")} == {
         "broker-tls",
         "broker-credentials",
+        "broker-console",
         "broker-flower",
     }
 
@@ -311,3 +318,58 @@ def test_every_worker_pool_drains_on_sigterm_within_its_grace(overlay: str) -> N
         assert env["REMAP_SIGTERM"] == "SIGQUIT", pool["metadata"]["name"]
         grace = pool["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         assert grace > drain + 10, pool["metadata"]["name"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_rendered_manifests_contain_the_console(overlay: str) -> None:
+    docs = render(overlay)
+    # Then the console runs as its own Deployment, with the console command
+    [console] = [
+        d for d in of_kind(docs, "Deployment") if d["metadata"]["name"] == "broker-console"
+    ]
+    [container] = containers(console)
+    assert container["command"] == [
+        "gunicorn", "-c", "config/gunicorn_console.conf.py", "broker.console.wsgi:console"
+    ]  # fmt: skip
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert env["BROKER_CONSOLE_BIND"] == "0.0.0.0:5090"
+    # And every replica reads the one signing key from a Secret
+    secrets = {s["secretRef"]["name"] for s in container["envFrom"] if "secretRef" in s}
+    assert "broker-console" in secrets
+    # And it is probed over HTTP: liveness /healthz, readiness /readyz, on its port
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "console"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "console"}
+    # And a Service, a NetworkPolicy and an HPA select or target it
+    labels = console["spec"]["template"]["metadata"]["labels"]
+    [service] = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == "broker-console"]
+    assert labels_match(service["spec"]["selector"], labels)
+    assert [p["port"] for p in service["spec"]["ports"]] == [5090]
+    [policy] = [
+        p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "broker-console"
+    ]
+    assert labels_match(policy["spec"]["podSelector"]["matchLabels"], labels)
+    assert all(rule.get("from") for rule in policy["spec"]["ingress"])
+    [hpa] = of_kind(docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1", "kind": "Deployment", "name": "broker-console"
+    }  # fmt: skip
+    assert hpa["spec"]["minReplicas"] >= 2
+    assert "replicas" not in console["spec"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_readiness_probe_is_http_and_every_listener_has_one(overlay: str) -> None:
+    for deployment in of_kind(render(overlay), "Deployment"):
+        name = deployment["metadata"]["name"]
+        for container in containers(deployment):
+            ready = container.get("readinessProbe")
+            if ready is None:
+                # only beat listens on nothing and serves no metrics port
+                assert name == "broker-beat", name
+                continue
+            assert "httpGet" in ready, name
+            path = ready["httpGet"]["path"]
+            assert path in {"/readyz", "/healthcheck"}, name
+            live = container.get("livenessProbe", {})
+            # liveness stays cheap: no readiness page behind it
+            assert live.get("httpGet", {}).get("path") != "/readyz", name

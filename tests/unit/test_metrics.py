@@ -157,6 +157,8 @@ def test_an_empty_backlog_reads_as_zeroes(factory: sessionmaker[Session]) -> Non
     assert backlog.to_dict() == {
         "outbox": {"pending": 0, "dispatched": 0, "done": 0, "dead": 0},
         "oldestPendingAgeSeconds": 0.0,
+        "oldestDispatchedAgeSeconds": 0.0,
+        "webhookEndpointsDisabled": 0,
         "bookmarkQueueDepth": 0,
         "bookmarkQueueDelivered": 0,
         "deadLetters": {"request": 0, "outbox": 0, "bookmark": 0, "webhook": 0},
@@ -425,3 +427,81 @@ def test_a_metrics_bind_without_host_listens_everywhere() -> None:
     assert metrics.parse_bind(":9808", "X") == ("0.0.0.0", 9808)  # noqa: S104
     assert metrics.parse_bind("127.0.0.1:9807", "X") == ("127.0.0.1", 9807)
     assert metrics.parse_bind("[::1]:9807", "X") == ("::1", 9807)
+
+
+# The gauges the alert rules read (deploy/alerts/) ----------------------------------------------
+
+
+def test_the_backlog_reads_the_oldest_unfinished_publish_and_disabled_webhook_endpoints(
+    factory: sessionmaker[Session],
+) -> None:
+    from broker.store.models import WebhookEndpoint
+
+    # Given a row published ten minutes ago and not finished, and one disabled endpoint of two
+    now = utcnow()
+    with db.transaction(factory) as session:
+        session.add_all([
+            OutboxRow(id=str(uuid.uuid4()), task_name="t", queue="q", args={},
+                      state="dispatched", dispatched_at=now - dt.timedelta(minutes=10)),
+            *(WebhookEndpoint(id=f"e-{enabled}", client_id="A", client_key="a", url="https://x",
+                              events=[], secrets=[], source="api", enabled=enabled)
+              for enabled in (True, False)),
+        ])  # fmt: skip
+    # When /metrics renders
+    samples = scraped(metrics.render_metrics(factory)[0])
+    # Then both gauges say so
+    assert 600 <= samples[("broker_outbox_oldest_dispatched_age_seconds", ())] < 3600
+    assert samples[("broker_webhook_endpoints_disabled", ())] == 1
+
+
+def test_beat_jobs_and_worker_beats_are_recorded_as_timestamps() -> None:
+    # Given no beat recorded for a fresh job name
+    job = f"job_{uuid.uuid4().hex[:8]}"
+    before = utcnow().timestamp()
+    # When a worker starts that job and its loop beats
+    metrics.record_maintenance(job)
+    metrics.record_worker_heartbeat()
+    # Then both are the current time
+    assert sample("broker_maintenance_last_run_timestamp_seconds", job=job) >= before
+    assert sample("broker_worker_heartbeat_timestamp_seconds") >= before
+
+
+def test_a_metrics_port_answers_the_probes_and_names_what_is_down() -> None:
+    from broker import health
+    from tests.support.services import free_port
+
+    # Given a metrics port whose readiness finds the transport down
+    port = free_port()
+    state = {"transport": "down"}
+
+    def ready() -> health.Readiness:
+        return health.Readiness({"database": "ok", **state})
+
+    from broker import metrics_port
+
+    server = metrics_port.serve(f"127.0.0.1:{port}", "BROKER_WORKER_METRICS_BIND", ready=ready)
+    try:
+        import urllib.error
+        import urllib.request
+
+        def get(path: str) -> tuple[int, bytes]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+
+        # Then liveness is ok, readiness is 503 naming the transport, metrics are served
+        assert get("/healthz") == (200, b'{"status": "ok"}')
+        status, body = get("/readyz")
+        assert status == 503
+        assert b'"down": ["transport"]' in body
+        status, body = get("/metrics")
+        assert status == 200
+        assert b"broker_requests_accepted" in body
+        # And once the transport is back, readiness is ok
+        state["transport"] = "ok"
+        assert get("/readyz")[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
