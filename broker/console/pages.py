@@ -59,7 +59,11 @@ def _protect_form() -> None:
         csrf.protect()
 
 
-def _studio_page(title: str, element: str, attributes: dict[str, str]) -> str:
+def _studio_page(
+    title: str, element: str, attributes: dict[str, str], callbacks: tuple[str, ...] = ()
+) -> str:
+    """A page hosting one of Studio's elements; ``callbacks`` are the element's navigation
+    callbacks that ``static/studio-links.js`` answers with the console's pages."""
     principal = current()
     assert principal is not None  # the route requires a role
     return render_template(
@@ -71,6 +75,7 @@ def _studio_page(title: str, element: str, attributes: dict[str, str]) -> str:
             "access-token": auth.access_token_for(principal),
             **attributes,
         },
+        callbacks=callbacks,
         studio_installed=assets.installed(_settings(), assets.STUDIO),
         install_hint=assets.INSTALL_HINT,
     )
@@ -133,10 +138,13 @@ def sign_out() -> BaseResponse:
 @bp.get("/workflows")
 @require("viewer")
 def workflows() -> str:
-    return _studio_page("Workflows", "elsa-workflow-definition-list", {})
+    return _studio_page(
+        "Workflows", "elsa-workflow-definition-list", {}, ("editWorkflowDefinition",)
+    )
 
 
 @bp.get("/workflows/<definition_id>")
+@bp.get("/workflows/definitions/<definition_id>/edit")  # where Studio's own routes lead
 @require("viewer")
 def designer(definition_id: str) -> str:
     return _studio_page(
@@ -149,14 +157,20 @@ def designer(definition_id: str) -> str:
 @bp.get("/instances")
 @require("viewer")
 def instance_list() -> str:
-    return _studio_page("Instances", "elsa-workflow-instance-list", {})
+    return _studio_page(
+        "Instances", "elsa-workflow-instance-list", {}, ("viewWorkflowInstance",)
+    )
 
 
 @bp.get("/instances/<instance_id>")
+@bp.get("/workflows/instances/<instance_id>/view")  # where the designer's Run leads
 @require("viewer")
 def instance_viewer(instance_id: str) -> str:
     return _studio_page(
-        f"Instance {instance_id}", "elsa-workflow-instance-viewer", {"instance-id": instance_id}
+        f"Instance {instance_id}",
+        "elsa-workflow-instance-viewer",
+        {"instance-id": instance_id},
+        ("editWorkflowDefinition",),
     )
 
 

@@ -16,6 +16,8 @@ from broker.console.api.definition_views import (
     export_document,
     export_file_name,
     linked,
+    links,
+    list_links,
     summary,
 )
 from broker.console.api.params import VersionOptions, arg, args, page_args
@@ -30,10 +32,15 @@ ORDER_KEYS = {"created": "created", "name": "name", "version": "version"}
 DEFAULT_ROOT_TYPE = "Elsa.Flowchart"
 
 
+def writable() -> bool:
+    """True when the caller may save, publish and delete (Studio offers those only then)."""
+    principal = current()
+    return principal is not None and allows(principal.role, "designer")
+
+
 def model(v: Version) -> dict[str, Any]:
     """The linked model: with write links only for a principal who may save and publish."""
-    principal = current()
-    return linked(v, writable=principal is not None and allows(principal.role, "designer"))
+    return linked(v, writable=writable())
 
 
 def registry() -> WorkflowRegistry:
@@ -86,8 +93,9 @@ def list_definitions() -> dict[str, Any]:
     term = (arg("searchTerm") or "").lower()
     definition_ids = set(args("definitionIds")) or None
     ids = set(args("ids"))
+    page_links = list_links(writable=writable())
     if (arg("isSystem") or "").lower() == "true":
-        return {"items": [], "totalCount": 0}
+        return {"items": [], "totalCount": 0, "links": page_links}
     with transaction(write=False) as session:
         everything = all_versions(session, registry(), definition_ids)
     found = [v for versions in everything.values() for v in select(versions, options)]
@@ -122,7 +130,10 @@ def list_definitions() -> dict[str, Any]:
     if arg("page") is not None or arg("pageSize") is not None:
         paging = page_args()
         found = found[paging.offset : paging.offset + paging.page_size]
-    return {"items": [summary(v) for v in found], "totalCount": total}
+    items = [
+        {**summary(v), "links": links(v.definition_id, writable=writable())} for v in found
+    ]
+    return {"items": items, "totalCount": total, "links": page_links}
 
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
@@ -216,6 +227,14 @@ def draft_document(data: dict[str, Any]) -> dict[str, Any]:
         if value is not None and not isinstance(value, dict):
             raise BadRequest(f"'model.{key}' must be an object")
         doc[key] = value or {}
+    # Studio sends every option it has a field for, null when the author left it alone; null is
+    # Elsa's "use the default", so it is not stored (a file carries only what was chosen).
+    doc["options"] = {k: v for k, v in doc["options"].items() if v is not None}
+    usable = data.get("usableAsActivity")
+    if usable is not None and "usableAsActivity" not in doc["options"]:
+        if not isinstance(usable, bool):
+            raise BadRequest("'model.usableAsActivity' must be true or false")
+        doc["options"]["usableAsActivity"] = usable
     root = data.get("root")
     if root is None:
         root = {
