@@ -19,7 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.console import auth, identity, pages, studio
+from broker.console import auth, identity, pages, request_types, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
@@ -96,7 +96,7 @@ def create_app(
         registry=registry,
     )
     pages.csrf.init_app(app)
-    for blueprint in (studio.bp, identity.bp, pages.bp):
+    for blueprint in (studio.bp, identity.bp, pages.bp, request_types.bp):
         app.register_blueprint(blueprint)
     api = _api_blueprint()
     if api is not None:

@@ -44,7 +44,7 @@ PAGE_SIZE = 50
 STATUSES = ("Queued", "Processing", "Completed", "Faulted", "Cancelled")
 
 
-def _settings() -> Settings:
+def settings() -> Settings:
     found: Settings = current_app.extensions[studio.SETTINGS]
     return found
 
@@ -53,14 +53,18 @@ def _factory() -> sessionmaker[Session]:
     return auth.context().session_factory
 
 
-def _protect_form() -> None:
+def protect_form() -> None:
     """Forms posted under a sign-in session must carry the session's CSRF token."""
     if request.method == "POST" and g.get("console_auth_via") != "header":
         csrf.protect()
 
 
 def _studio_page(
-    title: str, element: str, attributes: dict[str, str], callbacks: tuple[str, ...] = ()
+    title: str,
+    element: str,
+    attributes: dict[str, str],
+    callbacks: tuple[str, ...] = (),
+    **context: Any,
 ) -> str:
     """A page hosting one of Studio's elements; ``callbacks`` are the element's navigation
     callbacks that ``static/studio-links.js`` answers with the console's pages."""
@@ -76,7 +80,9 @@ def _studio_page(
             **attributes,
         },
         callbacks=callbacks,
-        studio_installed=assets.installed(_settings(), assets.STUDIO),
+        principal=principal,
+        **context,
+        studio_installed=assets.installed(settings(), assets.STUDIO),
         install_hint=assets.INSTALL_HINT,
     )
 
@@ -127,7 +133,7 @@ def sign_in() -> BaseResponse | tuple[str, int]:
 
 @bp.post("/sign-out")
 def sign_out() -> BaseResponse:
-    _protect_form()
+    protect_form()
     auth.sign_out()
     return redirect(url_for("pages.sign_in_form"))
 
@@ -144,13 +150,21 @@ def workflows() -> str:
 
 
 @bp.get("/workflows/<definition_id>")
-@bp.get("/workflows/definitions/<definition_id>/edit")  # where Studio's own routes lead
 @require("viewer")
 def designer(definition_id: str) -> str:
+    from broker.console import request_types
+
+    registry = auth.context().registry
+    panel = (
+        request_types.view(settings(), registry, definition_id) if registry is not None else None
+    )
     return _studio_page(
         f"Workflow {definition_id}",
         "elsa-workflow-definition-editor",
         {"definition-id": definition_id},
+        request_type=panel,
+        message=request.args.get("message"),
+        error=request.args.get("error"),
     )
 
 
@@ -163,7 +177,6 @@ def instance_list() -> str:
 
 
 @bp.get("/instances/<instance_id>")
-@bp.get("/workflows/instances/<instance_id>/view")  # where the designer's Run leads
 @require("viewer")
 def instance_viewer(instance_id: str) -> str:
     return _studio_page(
@@ -172,6 +185,22 @@ def instance_viewer(instance_id: str) -> str:
         {"instance-id": instance_id},
         ("editWorkflowDefinition",),
     )
+
+
+# Studio's own routes, where its elements lead when no callback answers (the designer's Run):
+# the same pages at those addresses.
+
+
+@bp.get("/workflows/definitions/<definition_id>/edit")
+@require("viewer")
+def studio_designer_route(definition_id: str) -> str:
+    return designer(definition_id)
+
+
+@bp.get("/workflows/instances/<instance_id>/view")
+@require("viewer")
+def studio_viewer_route(instance_id: str) -> str:
+    return instance_viewer(instance_id)
 
 
 # Requests -----------------------------------------------------------------------------------------
@@ -227,7 +256,7 @@ def request_detail(request_id: str) -> str:
         events=events,
         journal=journal,
         diagram=diagram,
-        mermaid_installed=assets.installed(_settings(), assets.MERMAID),
+        mermaid_installed=assets.installed(settings(), assets.MERMAID),
     )
 
 
@@ -269,7 +298,7 @@ def dead_letter_list() -> str:
 @bp.post("/dead-letters/<letter_id>/replay")
 @require("operator")
 def replay_dead_letter(letter_id: str) -> BaseResponse:
-    _protect_form()
+    protect_form()
     with store.transaction(_factory()) as db:
         outcome = dead_letters.replay(db, letter_id, LETTER_KINDS)
     publisher = auth.context().publisher
@@ -313,7 +342,7 @@ def resume() -> BaseResponse:
 
 
 def _set_paused(paused: bool) -> BaseResponse:
-    _protect_form()
+    protect_form()
     with store.transaction(_factory()) as db:
         set_paused(db, paused)
     principal = current()

@@ -1,7 +1,7 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
 
 One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
-(activities, expressions, variable types, strategies), ``definitions``, ``runs`` (execute and
+(activities, expressions, variable types, strategies), ``definitions`` (with ``bulk`` actions and ``versions``), ``runs`` (execute and
 dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
 (bookmark-queue dead letters, workflow-runtime status) and ``scripting`` (the script editor's
 TypeScript declarations). Every route declares the role it needs
@@ -16,6 +16,7 @@ errors as Elsa's endpoints answer them (``{statusCode, message, errors: {general
 """
 
 from broker.console.api import (
+    bulk,
     definitions,
     descriptors,
     executions,
@@ -24,11 +25,13 @@ from broker.console.api import (
     runtime_admin,
     scripting,
     server,
+    versions,
 )
 from broker.console.api.base import blueprint
 
 __all__ = [
     "blueprint",
+    "bulk",
     "definitions",
     "descriptors",
     "executions",
@@ -37,4 +40,5 @@ __all__ = [
     "runtime_admin",
     "scripting",
     "server",
+    "versions",
 ]

@@ -313,9 +313,8 @@ def publish(definition_id: str) -> dict[str, Any]:
     return save_response(v, already=already)
 
 
-@blueprint.post("/workflow-definitions/<definition_id>/retract")
-@require("designer")
-def retract(definition_id: str) -> dict[str, Any]:
+def retract_definition(definition_id: str) -> Version:
+    """Unload a published definition (its content stays as the draft); the latest version."""
     published = one(definition_id, VersionOptions("LatestOrPublished"))
     if not published.is_published:
         raise BadRequest(f"Workflow with id {definition_id} is not published")
@@ -330,7 +329,13 @@ def retract(definition_id: str) -> dict[str, Any]:
         raise BadRequest(
             f"Workflow {definition_id} is published from a folder the console does not manage"
         )
-    return model(one(definition_id, VersionOptions("Latest")))
+    return one(definition_id, VersionOptions("Latest"))
+
+
+@blueprint.post("/workflow-definitions/<definition_id>/retract")
+@require("designer")
+def retract(definition_id: str) -> dict[str, Any]:
+    return model(retract_definition(definition_id))
 
 
 def _who() -> str | None:
@@ -338,9 +343,8 @@ def _who() -> str | None:
     return principal.name if principal else None
 
 
-@blueprint.delete("/workflow-definitions/<definition_id>")
-@require("designer")
-def delete_definition(definition_id: str) -> tuple[str, int]:
+def delete_one(definition_id: str) -> None:
+    """Remove a definition: its file from the console's folder and its draft (404 when unknown)."""
     one(definition_id, VersionOptions("AllVersions"))  # 404 when unknown
     current_file = registry().get_definition(definition_id, published=False)
     if current_file is not None and not remove_file(registry(), first_folder(), definition_id):
@@ -349,6 +353,12 @@ def delete_definition(definition_id: str) -> tuple[str, int]:
         )
     with transaction() as session:
         store.delete_draft_txn(session, definition_id)
+
+
+@blueprint.delete("/workflow-definitions/<definition_id>")
+@require("designer")
+def delete_definition(definition_id: str) -> tuple[str, int]:
+    delete_one(definition_id)
     return "", 204
 
 
