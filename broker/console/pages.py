@@ -171,9 +171,7 @@ def designer(definition_id: str) -> str:
 @bp.get("/instances")
 @require("viewer")
 def instance_list() -> str:
-    return _studio_page(
-        "Instances", "elsa-workflow-instance-list", {}, ("viewWorkflowInstance",)
-    )
+    return _studio_page("Instances", "elsa-workflow-instance-list", {}, ("viewWorkflowInstance",))
 
 
 @bp.get("/instances/<instance_id>")

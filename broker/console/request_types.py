@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from typing import Any
 
 from flask import Blueprint, redirect, request, url_for
@@ -20,6 +19,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from broker.client_entries import RequestTypeRule
 from broker.clients import ClientRegistry
 from broker.console import auth
+from broker.console.client_rules import check_name, grant, parse_keys, rules_for
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
 from broker.registry import WorkflowRegistry
@@ -30,10 +30,6 @@ from broker.store import db as store
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("request_types", __name__)
-
-#: letters, digits, ``.``, ``_`` and ``-``, starting with a letter (as the shipped types are named)
-NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,99}$")
-KEY = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,37 +43,8 @@ class RequestTypeView:
     clients: tuple[str, ...]  # every known client id, for the grant form
 
 
-def check_name(value: str, field: str = "requestType") -> str:
-    name = value.strip()
-    if not NAME.match(name):
-        raise BadRequest(
-            f"'{field}' must start with a letter and hold only letters, digits, '.', '_' or '-' "
-            f"(at most 100), not {value!r}",
-            field=field,
-        )
-    return name
-
-
-def parse_keys(raw: str, field: str = "requiredKeys") -> tuple[str, ...]:
-    """Comma- or space-separated key names, each checked, duplicates once."""
-    keys = [k for k in re.split(r"[,\s]+", raw.strip()) if k]
-    for key in keys:
-        if not KEY.match(key):
-            raise BadRequest(
-                f"'{field}': {key!r} is not a key name (letters, digits, '.', '_', '-')",
-                field=field,
-            )
-    return tuple(dict.fromkeys(keys))
-
-
 def client_registry(settings: Settings) -> ClientRegistry:
     return ClientRegistry(settings, auth.context().session_factory)
-
-
-def rules_for(clients: ClientRegistry, request_type: str) -> tuple[RequestTypeRule, ...]:
-    """The rules (one per client) that allow ``request_type``, by client id."""
-    found = [clients.rule_for(c.client_id, request_type) for c in clients.clients()]
-    return tuple(sorted((r for r in found if r is not None), key=lambda r: r.client_id.lower()))
 
 
 def _request_type_of(document: dict[str, Any]) -> str | None:
@@ -135,30 +102,11 @@ def set_request_type(
         document["customProperties"] = custom
         drafts.save_draft_txn(session, definition_id, document, who)
     logger.info(
-        "request type of %s set to %s from the console by %s", definition_id, request_type, who
+        "request type of %s set to %s from the console by %s",
+        definition_id,
+        request_type,
+        who,
     )
-
-
-def grant(
-    clients: ClientRegistry,
-    client_id: str,
-    request_type: str,
-    required_keys: tuple[str, ...],
-    allow_additional_keys: bool,
-) -> RequestTypeRule:
-    """Allow ``client_id`` to submit ``request_type`` (a database rule, reloaded by every
-    ingress process); the client must be known."""
-    client = clients.get(client_id.strip())
-    if client is None:
-        raise NotFound(f"Unknown client {client_id!r}", field="clientId")
-    rule = RequestTypeRule(
-        client_id=client.client_id,
-        request_type=check_name(request_type),
-        required_keys=required_keys,
-        allow_additional_keys=allow_additional_keys,
-    )
-    clients.register_rule(rule)
-    return rule
 
 
 # Routes ------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
 
 One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
-(activities, expressions, variable types, strategies), ``definitions`` (with ``bulk`` actions and ``versions``), ``runs`` (execute and
-dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
-(bookmark-queue dead letters, workflow-runtime status) and ``scripting`` (the script editor's
-TypeScript declarations). Every route declares the role it needs
-(``broker.console.roles``): viewers read, designers also save, publish and run, operators also
+(activities, expressions, variable types, strategies), ``definitions`` (with ``bulk`` actions
+and ``versions``), ``runs`` (execute and dispatch), ``instances``, ``executions`` (activity
+execution records), ``runtime_admin`` (bookmark-queue dead letters, workflow-runtime status)
+and ``scripting`` (the script editor's TypeScript declarations). Every route declares the role
+it needs (``broker.console.roles``): viewers read, designers also save, publish and run,
+operators also
 cancel, replay and pause.
 
 The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)

@@ -130,9 +130,7 @@ def list_definitions() -> dict[str, Any]:
     if arg("page") is not None or arg("pageSize") is not None:
         paging = page_args()
         found = found[paging.offset : paging.offset + paging.page_size]
-    items = [
-        {**summary(v), "links": links(v.definition_id, writable=writable())} for v in found
-    ]
+    items = [{**summary(v), "links": links(v.definition_id, writable=writable())} for v in found]
     return {"items": items, "totalCount": total, "links": page_links}
 
 
