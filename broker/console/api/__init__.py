@@ -6,8 +6,7 @@ and ``versions``), ``runs`` (execute and dispatch), ``instances``, ``executions`
 execution records), ``runtime_admin`` (bookmark-queue dead letters, workflow-runtime status)
 and ``scripting`` (the script editor's TypeScript declarations). Every route declares the role
 it needs (``broker.console.roles``): viewers read, designers also save, publish and run,
-operators also
-cancel, replay and pause.
+operators also cancel, replay and pause.
 
 The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
 and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
