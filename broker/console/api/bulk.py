@@ -1,4 +1,5 @@
-"""Elsa's bulk actions on the definition list: publish, retract, delete and export many."""
+"""Elsa's bulk actions: publish, retract, delete and export definitions; cancel and delete
+instances."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ from broker.console.api.definitions import (
     retract_definition,
 )
 from broker.console.roles import require
-from broker.errors import BadRequest, BrokerError, NotFound
+from broker.errors import BadRequest, BrokerError, Conflict, NotFound
+from broker.ingress.context import transaction
+from broker.runtime import instance_admin as admin_instances
+from broker.runtime import instance_queries as queries
+from broker.runtime.enums import InstanceStatus
 
 BULK = "/bulk-actions"
+#: the most instances one bulk action over a definition touches
+MAX_BULK = 1000
 
 
 def id_list(name: str) -> list[str]:
@@ -129,3 +136,81 @@ def bulk_export() -> Response:
         mimetype="application/zip",
         headers={"Content-Disposition": 'attachment; filename="workflow-definitions.zip"'},
     )
+
+
+# Instances ---------------------------------------------------------------------------------------
+
+
+def _optional_ids(body: dict[str, Any], name: str) -> list[str]:
+    raw = body.get(name)
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+        raise BadRequest(f"'{name}' must be a list of ids", field=name)
+    return list(dict.fromkeys(i.strip() for i in raw))
+
+
+def _text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise BadRequest(f"'{name}' must be a non-empty string", field=name)
+    return value.strip() if isinstance(value, str) else None
+
+
+def _instances_of(definition_ids: list[str], version: int | None, status: str) -> list[str]:
+    """The ids of the instances of these definitions (one ``version``) in ``status``."""
+    found: list[str] = []
+    with transaction(write=False) as session:
+        for definition_id in definition_ids:
+            f = queries.InstanceFilter(
+                statuses=(status,), definition_ids=(definition_id,), version=version
+            )
+            items, _ = queries.page(session, f, offset=0, limit=MAX_BULK)
+            found += [str(i["id"]) for i in items]
+    return found
+
+
+@blueprint.post(f"{BULK}/cancel/workflow-instances")
+@require("operator")
+def bulk_cancel_instances() -> dict[str, Any]:
+    """Cancel the instances named (``ids``), or the running ones of a definition or version."""
+    body = body_object()
+    ids = _optional_ids(body, "ids")
+    version_id = _text(body, "definitionVersionId")
+    definition_id = _text(body, "definitionId")
+    if version_id is not None:
+        v = by_version_id(version_id)
+        ids += _instances_of([v.definition_id], v.version, InstanceStatus.RUNNING.value)
+    elif definition_id is not None:
+        ids += _instances_of([definition_id], None, InstanceStatus.RUNNING.value)
+    cancelled = 0
+    for instance_id in dict.fromkeys(ids):
+        try:
+            with transaction() as session:
+                admin_instances.cancel(session, instance_id)
+        except (Conflict, NotFound):
+            continue  # already finished or gone: nothing to cancel
+        cancelled += 1
+    return {"cancelled": cancelled}
+
+
+@blueprint.post(f"{BULK}/delete/workflow-instances/by-id")
+@require("operator")
+def bulk_delete_instances() -> dict[str, Any]:
+    """Delete finished instances (named, or of the given definitions); running ones stay."""
+    body = body_object()
+    ids = _optional_ids(body, "ids")
+    definitions = _optional_ids(body, "workflowDefinitionIds")
+    single = _text(body, "workflowDefinitionId")
+    if single is not None:
+        definitions.append(single)
+    ids += _instances_of(definitions, None, InstanceStatus.FINISHED.value)
+    deleted = 0
+    for instance_id in dict.fromkeys(ids):
+        try:
+            with transaction() as session:
+                queries.delete_finished(session, instance_id)
+        except (Conflict, NotFound):
+            continue  # still running (cancel it first) or gone
+        deleted += 1
+    return {"deleted": deleted}
