@@ -16,6 +16,7 @@ errors as Elsa's endpoints answer them (``{statusCode, message, errors: {general
 """
 
 from broker.console.api import (
+    activity_tests,
     bulk,
     definitions,
     descriptors,
@@ -31,6 +32,7 @@ from broker.console.api import (
 from broker.console.api.base import blueprint
 
 __all__ = [
+    "activity_tests",
     "blueprint",
     "bulk",
     "definitions",
