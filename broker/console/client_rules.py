@@ -25,16 +25,19 @@ def check_name(value: str, field: str = "requestType") -> str:
     return name
 
 
+def check_key(key: str, field: str = "requiredKeys") -> str:
+    """``key`` when it is a key name, else BadRequest naming ``field``."""
+    if not KEY.match(key):
+        raise BadRequest(
+            f"'{field}': {key!r} is not a key name (letters, digits, '.', '_', '-')", field=field
+        )
+    return key
+
+
 def parse_keys(raw: str, field: str = "requiredKeys") -> tuple[str, ...]:
     """Comma- or space-separated key names, each checked, duplicates once."""
     keys = [k for k in re.split(r"[,\s]+", raw.strip()) if k]
-    for key in keys:
-        if not KEY.match(key):
-            raise BadRequest(
-                f"'{field}': {key!r} is not a key name (letters, digits, '.', '_', '-')",
-                field=field,
-            )
-    return tuple(dict.fromkeys(keys))
+    return tuple(dict.fromkeys(check_key(k, field) for k in keys))
 
 
 def rules_for(clients: ClientRegistry, request_type: str) -> tuple[RequestTypeRule, ...]:

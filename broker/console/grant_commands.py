@@ -16,7 +16,7 @@ import click
 
 from broker.client_entries import RequestTypeRule
 from broker.clients import ClientRegistry
-from broker.console.client_rules import grant, parse_keys, rules_for
+from broker.console.client_rules import check_key, grant, rules_for
 from broker.errors import BadRequest, NotFound
 from broker.settings import get_settings
 from broker.store import db as store
@@ -89,7 +89,7 @@ def grant_rule(
 ) -> None:
     """Allow CLIENT_ID to submit REQUEST_TYPE (replaces that client's rule for the type)."""
     try:
-        required = parse_keys(",".join(keys), "--key")
+        required = tuple(dict.fromkeys(check_key(k, "--key") for k in keys))
         rule = grant(_clients(), client_id, request_type, required, allow_additional_keys)
     except (BadRequest, NotFound) as exc:
         click.echo(f"error: {exc.message}", err=True)
