@@ -162,3 +162,13 @@ def test_a_viewers_run_says_it_cannot_start(client_as: Client) -> None:
     response = client_as("viewer").post(f"{API}/invoice-process/execute", json={})
     assert response.status_code == 403
     assert response.headers["x-elsa-workflow-cannot-start"] == "True"
+
+
+def test_a_fault_without_a_recorded_incident_is_the_incidents_tabs_incident() -> None:
+    from broker.console.api.instances import incidents_of
+
+    fault = {"activity_id": "boom", "message": "it broke", "code": "Fault"}
+    assert incidents_of({"fault": fault, "incidents": []}) == [fault]
+    recorded = {"activity_id": "other", "message": "first"}
+    assert incidents_of({"fault": fault, "incidents": [recorded]}) == [recorded]
+    assert incidents_of({"fault": None}) == []
