@@ -40,6 +40,7 @@ OPEN_ENDPOINTS = frozenset(
         "studio.studio_styles",
         "studio.app_settings",
         "studio.mermaid",
+        "studio.favicon",
         "healthz",
     }
 )
