@@ -285,6 +285,7 @@ def test_an_author_creates_designs_publishes_runs_and_serves_a_workflow(
     panel.get_by_role("button", name=f"Grant {REQUEST_TYPE}").click()
     page.wait_for_url(re.compile(r"\?message="))
     page.locator("#request-type table.rules td", has_text=live.DEV).wait_for()
+    page.locator(".x6-node").nth(1).wait_for()
     screenshot(page, "journey-7-request-type-granted")
     operator.check("grant")
     # And the client's request of that type runs the published workflow to completion
