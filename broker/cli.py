@@ -18,22 +18,46 @@ from broker import __version__
 
 LAZY_COMMANDS = {
     "db": ("broker.store.commands", "db", "Migrate and inspect the database."),
-    "certs": ("broker.certs", "certs", "Create the dev CA, server and client certificates."),
-    "workflows": ("broker.workflow_commands", "workflows", "List, validate and draw workflows."),
+    "certs": (
+        "broker.certs",
+        "certs",
+        "Create the dev CA, server and client certificates.",
+    ),
+    "workflows": (
+        "broker.workflow_commands",
+        "workflows",
+        "List, validate and draw workflows.",
+    ),
     "run": (
         "broker.supervise",
         "run",
         "Start ingress, internal, console, worker and beat together.",
     ),
-    "requests": ("broker.ops_commands", "requests", "Submit, inspect, watch and cancel requests."),
+    "requests": (
+        "broker.ops_commands",
+        "requests",
+        "Submit, inspect, watch and cancel requests.",
+    ),
     "dead-letters": (
         "broker.ops_commands",
         "dead_letters",
         "List, replay and delete dead letters.",
     ),
-    "instances": ("broker.ops_commands", "instances", "Inspect and cancel workflow instances."),
-    "runtime": ("broker.ops_commands", "runtime", "Show, pause and resume the workflow runtime."),
-    "outbox": ("broker.ops_commands", "outbox", "Outbox, queue and dead-letter counts."),
+    "instances": (
+        "broker.ops_commands",
+        "instances",
+        "Inspect and cancel workflow instances.",
+    ),
+    "runtime": (
+        "broker.ops_commands",
+        "runtime",
+        "Show, pause and resume the workflow runtime.",
+    ),
+    "outbox": (
+        "broker.ops_commands",
+        "outbox",
+        "Outbox, queue and dead-letter counts.",
+    ),
     "webhooks": (
         "broker.webhook_commands",
         "webhooks",
@@ -44,8 +68,21 @@ LAZY_COMMANDS = {
         "console",
         "API keys, users and Studio's files of the console.",
     ),
-    "flower": ("broker.supervise", "flower", "Start Flower against the configured transport."),
-    "bench": ("tests.perf.bench.commands", "bench", "Benchmark the broker beside raw Celery."),
+    "request-types": (
+        "broker.console.grant_commands",
+        "request_types",
+        "Which client may submit which request type; grant one.",
+    ),
+    "flower": (
+        "broker.supervise",
+        "flower",
+        "Start Flower against the configured transport.",
+    ),
+    "bench": (
+        "tests.perf.bench.commands",
+        "bench",
+        "Benchmark the broker beside raw Celery.",
+    ),
 }
 
 #: commands that live in the checkout's tests, not in the installed package

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
 from broker import health, tracing
-from broker.console import auth, identity, pages, studio
+from broker.console import auth, identity, pages, request_types, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
@@ -41,6 +41,7 @@ OPEN_ENDPOINTS = frozenset(
         "studio.studio_styles",
         "studio.app_settings",
         "studio.mermaid",
+        "studio.favicon",
         "healthz",
         "readyz",
     }
@@ -100,7 +101,7 @@ def create_app(
     tracing.configure(tracing.SERVICE)
     tracing.instrument_flask(app, "console")
     pages.csrf.init_app(app)
-    for blueprint in (studio.bp, identity.bp, pages.bp):
+    for blueprint in (studio.bp, identity.bp, pages.bp, request_types.bp):
         app.register_blueprint(blueprint)
     api = _api_blueprint()
     if api is not None:

@@ -46,7 +46,7 @@ PAGE_SIZE = 50
 STATUSES = ("Queued", "Processing", "Completed", "Faulted", "Cancelled")
 
 
-def _settings() -> Settings:
+def settings() -> Settings:
     found: Settings = current_app.extensions[studio.SETTINGS]
     return found
 
@@ -55,15 +55,23 @@ def _factory() -> sessionmaker[Session]:
     return auth.context().session_factory
 
 
-def _protect_form() -> None:
+def protect_form() -> None:
     """Forms posted under a sign-in session must carry the session's CSRF token."""
     if request.method == "POST" and g.get("console_auth_via") != "header":
         csrf.protect()
 
 
 def _studio_page(
-    title: str, element: str, attributes: dict[str, str], *, retry_url: str | None = None
+    title: str,
+    element: str,
+    attributes: dict[str, str],
+    callbacks: tuple[str, ...] = (),
+    *,
+    retry_url: str | None = None,
+    **context: Any,
 ) -> str:
+    """A page hosting one of Studio's elements; ``callbacks`` are the element's navigation
+    callbacks that ``static/studio-links.js`` answers with the console's pages."""
     principal = current()
     assert principal is not None  # the route requires a role
     return render_template(
@@ -75,10 +83,12 @@ def _studio_page(
             "access-token": auth.access_token_for(principal),
             **attributes,
         },
-        studio_installed=assets.installed(_settings(), assets.STUDIO),
+        callbacks=callbacks,
+        principal=principal,
+        studio_installed=assets.installed(settings(), assets.STUDIO),
         install_hint=assets.INSTALL_HINT,
         retry_url=retry_url,
-        message=request.args.get("message"),
+        **{"message": request.args.get("message"), **context},
     )
 
 
@@ -128,7 +138,7 @@ def sign_in() -> BaseResponse | tuple[str, int]:
 
 @bp.post("/sign-out")
 def sign_out() -> BaseResponse:
-    _protect_form()
+    protect_form()
     auth.sign_out()
     return redirect(url_for("pages.sign_in_form"))
 
@@ -139,23 +149,34 @@ def sign_out() -> BaseResponse:
 @bp.get("/workflows")
 @require("viewer")
 def workflows() -> str:
-    return _studio_page("Workflows", "elsa-workflow-definition-list", {})
+    return _studio_page(
+        "Workflows", "elsa-workflow-definition-list", {}, ("editWorkflowDefinition",)
+    )
 
 
 @bp.get("/workflows/<definition_id>")
 @require("viewer")
 def designer(definition_id: str) -> str:
+    from broker.console import request_types
+
+    registry = auth.context().registry
+    panel = (
+        request_types.view(settings(), registry, definition_id) if registry is not None else None
+    )
     return _studio_page(
         f"Workflow {definition_id}",
         "elsa-workflow-definition-editor",
         {"definition-id": definition_id},
+        request_type=panel,
+        message=request.args.get("message"),
+        error=request.args.get("error"),
     )
 
 
 @bp.get("/instances")
 @require("viewer")
 def instance_list() -> str:
-    return _studio_page("Instances", "elsa-workflow-instance-list", {})
+    return _studio_page("Instances", "elsa-workflow-instance-list", {}, ("viewWorkflowInstance",))
 
 
 @bp.get("/instances/<instance_id>")
@@ -165,6 +186,7 @@ def instance_viewer(instance_id: str) -> str:
         f"Instance {instance_id}",
         "elsa-workflow-instance-viewer",
         {"instance-id": instance_id},
+        ("editWorkflowDefinition",),
         retry_url=_instance_retry_url(instance_id),
     )
 
@@ -192,7 +214,7 @@ def _runtime() -> Runtime:
     found = current_app.extensions.get(_RUNTIME)
     if not isinstance(found, Runtime):
         context = auth.context()
-        found = Runtime(_settings(), factory=context.session_factory, registry=context.registry)
+        found = Runtime(settings(), factory=context.session_factory, registry=context.registry)
         current_app.extensions[_RUNTIME] = found
     return found
 
@@ -215,7 +237,7 @@ def _publish(outbox_ids: list[str], what: str) -> None:
 @require("operator")
 def retry_request(request_id: str) -> BaseResponse:
     """The request page's Retry: its faulted activities run again (through its dead letter)."""
-    _protect_form()
+    protect_form()
     try:
         outbox_ids = alteration_jobs.retry_request(_runtime(), request_id, actor=_actor())
     except Conflict as exc:
@@ -230,11 +252,27 @@ def retry_request(request_id: str) -> BaseResponse:
 @require("operator")
 def retry_instance(instance_id: str) -> BaseResponse:
     """The instance page's Retry: Elsa's retry of the instance's faulted activities."""
-    _protect_form()
+    protect_form()
     (result,) = alteration_jobs.retry(_runtime(), [instance_id], None, actor=_actor())
     _publish(result.outbox_ids, instance_id)
     message = "; ".join(e["message"] for e in result.log.entries)
     return redirect(url_for("pages.instance_viewer", instance_id=instance_id, message=message))
+
+
+# Studio's own routes, where its elements lead when no callback answers (the designer's Run):
+# the same pages at those addresses.
+
+
+@bp.get("/workflows/definitions/<definition_id>/edit")
+@require("viewer")
+def studio_designer_route(definition_id: str) -> str:
+    return designer(definition_id)
+
+
+@bp.get("/workflows/instances/<instance_id>/view")
+@require("viewer")
+def studio_viewer_route(instance_id: str) -> str:
+    return instance_viewer(instance_id)
 
 
 # Requests -----------------------------------------------------------------------------------------
@@ -290,7 +328,7 @@ def request_detail(request_id: str) -> str:
         events=events,
         journal=journal,
         diagram=diagram,
-        mermaid_installed=assets.installed(_settings(), assets.MERMAID),
+        mermaid_installed=assets.installed(settings(), assets.MERMAID),
         message=request.args.get("message"),
     )
 
@@ -333,7 +371,7 @@ def dead_letter_list() -> str:
 @bp.post("/dead-letters/<letter_id>/replay")
 @require("operator")
 def replay_dead_letter(letter_id: str) -> BaseResponse:
-    _protect_form()
+    protect_form()
     with store.transaction(_factory()) as db:
         outcome = dead_letters.replay(db, letter_id, LETTER_KINDS)
     publisher = auth.context().publisher
@@ -377,7 +415,7 @@ def resume() -> BaseResponse:
 
 
 def _set_paused(paused: bool) -> BaseResponse:
-    _protect_form()
+    protect_form()
     with store.transaction(_factory()) as db:
         set_paused(db, paused)
     principal = current()

@@ -127,3 +127,9 @@ def mermaid(relative: str) -> Response:
     if not assets.installed(_settings(), assets.MERMAID):
         abort(404)
     return serve(assets.folder(_settings(), assets.MERMAID) / "dist", relative)
+
+
+@bp.get("/favicon.ico")
+def favicon() -> Response:
+    # Browsers ask for it on every page; the console has none, and says so without a 404.
+    return Response(status=204)

@@ -1,12 +1,12 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
 
 One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
-(activities, expressions, variable types, strategies), ``definitions``, ``runs`` (execute and
-dispatch), ``instances``, ``executions`` (activity execution records) and ``runtime_admin``
-(bookmark-queue dead letters, workflow-runtime status), ``alterations`` (retry, alteration plans)
-and ``scripting`` (the script editor's TypeScript declarations). Every route declares the role
-it needs (``broker.console.roles``): viewers read, designers also save, publish and run, operators
-also cancel, replay, alter and pause.
+(activities, expressions, variable types, strategies), ``definitions`` (with ``bulk`` actions
+and ``versions``), ``runs`` (execute and dispatch), ``instances``, ``executions`` (activity
+execution records), ``runtime_admin`` (bookmark-queue dead letters, workflow-runtime status),
+``alterations`` (retry, alteration plans) and ``scripting`` (the script editor's TypeScript
+declarations). Every route declares the role it needs (``broker.console.roles``): viewers read,
+designers also save, publish and run, operators also cancel, replay, alter and pause.
 
 The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
 and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
@@ -16,27 +16,35 @@ errors as Elsa's endpoints answer them (``{statusCode, message, errors: {general
 """
 
 from broker.console.api import (
+    activity_tests,
     alterations,
+    bulk,
     definitions,
     descriptors,
     executions,
+    instance_state,
     instances,
     runs,
     runtime_admin,
     scripting,
     server,
+    versions,
 )
 from broker.console.api.base import blueprint
 
 __all__ = [
+    "activity_tests",
     "alterations",
     "blueprint",
+    "bulk",
     "definitions",
     "descriptors",
     "executions",
+    "instance_state",
     "instances",
     "runs",
     "runtime_admin",
     "scripting",
     "server",
+    "versions",
 ]

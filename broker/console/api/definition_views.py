@@ -142,6 +142,48 @@ def links(definition_id: str, *, writable: bool) -> list[dict[str, str]]:
     return found
 
 
+def list_links(*, writable: bool) -> list[dict[str, str]]:
+    """The list page's links: Studio turns the list read-only without ``bulk-publish``."""
+    found = [
+        {"href": "/workflow-definitions", "rel": "self", "method": "GET"},
+        {
+            "href": "/workflow-definitions/validation/is-name-unique",
+            "rel": "is-name-unique",
+            "method": "GET",
+        },
+        {"href": "/workflow-definitions/query/count", "rel": "count", "method": "GET"},
+        {"href": "/workflow-definitions/many-by-id", "rel": "many-by-id", "method": "GET"},
+    ]
+    if writable:
+        bulk = "/bulk-actions"
+        found += [
+            {
+                "href": f"{bulk}/delete/workflow-definitions/by-definition-id",
+                "rel": "bulk-delete-by-definition-id",
+                "method": "POST",
+            },
+            {
+                "href": f"{bulk}/delete/workflow-definitions/by-id",
+                "rel": "bulk-delete-by-id",
+                "method": "POST",
+            },
+            {
+                "href": f"{bulk}/publish/workflow-definitions/by-definition-ids",
+                "rel": "bulk-publish",
+                "method": "POST",
+            },
+            {
+                "href": f"{bulk}/retract/workflow-definitions/by-definition-ids",
+                "rel": "bulk-retract",
+                "method": "POST",
+            },
+            {"href": "/workflow-definitions/import", "rel": "import", "method": "POST"},
+            {"href": "/workflow-definitions/import-files", "rel": "import-files", "method": "POST"},
+            {"href": "/workflow-definitions", "rel": "create", "method": "POST"},
+        ]
+    return found
+
+
 def linked(v: Version, *, writable: bool) -> dict[str, Any]:
     """The model with its links, as the API answers it (never in an exported file)."""
     return {**model(v), "links": links(v.definition_id, writable=writable)}

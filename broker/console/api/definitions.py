@@ -16,6 +16,8 @@ from broker.console.api.definition_views import (
     export_document,
     export_file_name,
     linked,
+    links,
+    list_links,
     summary,
 )
 from broker.console.api.params import VersionOptions, arg, args, page_args
@@ -30,10 +32,15 @@ ORDER_KEYS = {"created": "created", "name": "name", "version": "version"}
 DEFAULT_ROOT_TYPE = "Elsa.Flowchart"
 
 
+def writable() -> bool:
+    """True when the caller may save, publish and delete (Studio offers those only then)."""
+    principal = current()
+    return principal is not None and allows(principal.role, "designer")
+
+
 def model(v: Version) -> dict[str, Any]:
     """The linked model: with write links only for a principal who may save and publish."""
-    principal = current()
-    return linked(v, writable=principal is not None and allows(principal.role, "designer"))
+    return linked(v, writable=writable())
 
 
 def registry() -> WorkflowRegistry:
@@ -86,8 +93,9 @@ def list_definitions() -> dict[str, Any]:
     term = (arg("searchTerm") or "").lower()
     definition_ids = set(args("definitionIds")) or None
     ids = set(args("ids"))
+    page_links = list_links(writable=writable())
     if (arg("isSystem") or "").lower() == "true":
-        return {"items": [], "totalCount": 0}
+        return {"items": [], "totalCount": 0, "links": page_links}
     with transaction(write=False) as session:
         everything = all_versions(session, registry(), definition_ids)
     found = [v for versions in everything.values() for v in select(versions, options)]
@@ -122,7 +130,8 @@ def list_definitions() -> dict[str, Any]:
     if arg("page") is not None or arg("pageSize") is not None:
         paging = page_args()
         found = found[paging.offset : paging.offset + paging.page_size]
-    return {"items": [summary(v) for v in found], "totalCount": total}
+    items = [{**summary(v), "links": links(v.definition_id, writable=writable())} for v in found]
+    return {"items": items, "totalCount": total, "links": page_links}
 
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
@@ -216,6 +225,14 @@ def draft_document(data: dict[str, Any]) -> dict[str, Any]:
         if value is not None and not isinstance(value, dict):
             raise BadRequest(f"'model.{key}' must be an object")
         doc[key] = value or {}
+    # Studio sends every option it has a field for, null when the author left it alone; null is
+    # Elsa's "use the default", so it is not stored (a file carries only what was chosen).
+    doc["options"] = {k: v for k, v in doc["options"].items() if v is not None}
+    usable = data.get("usableAsActivity")
+    if usable is not None and "usableAsActivity" not in doc["options"]:
+        if not isinstance(usable, bool):
+            raise BadRequest("'model.usableAsActivity' must be true or false")
+        doc["options"]["usableAsActivity"] = usable
     root = data.get("root")
     if root is None:
         root = {
@@ -294,9 +311,8 @@ def publish(definition_id: str) -> dict[str, Any]:
     return save_response(v, already=already)
 
 
-@blueprint.post("/workflow-definitions/<definition_id>/retract")
-@require("designer")
-def retract(definition_id: str) -> dict[str, Any]:
+def retract_definition(definition_id: str) -> Version:
+    """Unload a published definition (its content stays as the draft); the latest version."""
     published = one(definition_id, VersionOptions("LatestOrPublished"))
     if not published.is_published:
         raise BadRequest(f"Workflow with id {definition_id} is not published")
@@ -311,7 +327,13 @@ def retract(definition_id: str) -> dict[str, Any]:
         raise BadRequest(
             f"Workflow {definition_id} is published from a folder the console does not manage"
         )
-    return model(one(definition_id, VersionOptions("Latest")))
+    return one(definition_id, VersionOptions("Latest"))
+
+
+@blueprint.post("/workflow-definitions/<definition_id>/retract")
+@require("designer")
+def retract(definition_id: str) -> dict[str, Any]:
+    return model(retract_definition(definition_id))
 
 
 def _who() -> str | None:
@@ -319,9 +341,8 @@ def _who() -> str | None:
     return principal.name if principal else None
 
 
-@blueprint.delete("/workflow-definitions/<definition_id>")
-@require("designer")
-def delete_definition(definition_id: str) -> tuple[str, int]:
+def delete_one(definition_id: str) -> None:
+    """Remove a definition: its file from the console's folder and its draft (404 when unknown)."""
     one(definition_id, VersionOptions("AllVersions"))  # 404 when unknown
     current_file = registry().get_definition(definition_id, published=False)
     if current_file is not None and not remove_file(registry(), first_folder(), definition_id):
@@ -330,6 +351,12 @@ def delete_definition(definition_id: str) -> tuple[str, int]:
         )
     with transaction() as session:
         store.delete_draft_txn(session, definition_id)
+
+
+@blueprint.delete("/workflow-definitions/<definition_id>")
+@require("designer")
+def delete_definition(definition_id: str) -> tuple[str, int]:
+    delete_one(definition_id)
     return "", 204
 
 

@@ -47,6 +47,16 @@ def _nodes(definition_version_id: str) -> dict[str, str]:
     return node_ids(version_document(definition_version_id).get("root"))
 
 
+def incidents_of(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The state's incidents; a fault that ended the instance is one when none was recorded
+    (Elsa's default incident strategy records the faulting activity as an incident)."""
+    found = [i for i in state.get("incidents") or [] if isinstance(i, dict)]
+    fault = state.get("fault")
+    if not found and isinstance(fault, dict) and fault.get("activity_id"):
+        found = [fault]
+    return found
+
+
 def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Elsa's ``WorkflowState`` from the engine's state (bookmarks, incidents, fault, I/O)."""
     nodes = _nodes(summary["definitionVersionId"])
@@ -84,7 +94,7 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
                 "exception": {"type": i.get("code") or "Error", "message": i.get("message")},
                 "timestamp": summary["updatedAt"],
             }
-            for i in state.get("incidents") or []
+            for i in incidents_of(state)
         ],
         "fault": None
         if not fault
@@ -109,7 +119,8 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
 def get_instance(instance_id: str) -> dict[str, Any]:
     with transaction(write=False) as session:
         summary, state = queries.get(session, instance_id)
-    return {**summary, "workflowState": workflow_state(summary, state)}
+    count = max(int(summary.get("incidentCount") or 0), len(incidents_of(state)))
+    return {**summary, "incidentCount": count, "workflowState": workflow_state(summary, state)}
 
 
 def journal_record(

@@ -11,12 +11,14 @@ Studio's files are missing the browser tests skip, and fail under CI=true. Scree
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +30,7 @@ from broker.console import assets
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.store import credentials, db
+from tests.e2e import live
 from tests.support.console import seed_invoice_request
 from tests.support.services import PROJECT_ROOT, free_port
 
@@ -193,3 +196,69 @@ def screenshot(page: Any, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# Studio over a full stack (ingress, internal, worker, beat and the console) ---------------------
+
+
+@dataclasses.dataclass
+class StudioStack:
+    stack: live.LiveStack
+    port: int
+    keys: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def workflows(self) -> Path:
+        return self.stack.root / "workflows"
+
+    def api(
+        self, method: str, path: str, body: Any = None, role: str | None = "designer"
+    ) -> tuple[int, Any]:
+        """One call to the console's Elsa API with ``role``'s key (None: no credentials)."""
+        headers = {"Content-Type": "application/json"}
+        if role is not None:
+            headers["Authorization"] = f"ApiKey {self.keys[role]}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}/elsa/api/{path}", data=data, headers=headers, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                return error.code, json.loads(raw) if raw else None
+            except ValueError:
+                return error.code, raw.decode(errors="replace")
+
+    def files_of(self, definition_id: str) -> dict[str, int]:
+        """The workflow files of a definition in the stack's folder: name -> version."""
+        found = {}
+        for path in sorted(self.workflows.rglob("*.json")):
+            document = json.loads(path.read_text())
+            if document.get("definitionId") == definition_id:
+                found[path.name] = int(document.get("version", 0))
+        return found
+
+
+def wait_for_ingress_version(
+    stack: live.LiveStack, request_type: str, version: int, timeout: float = 30.0
+) -> None:
+    """Poll ``GET /request-types`` until the ingress serves ``version`` of ``request_type``."""
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        body = stack.call(live.DEV, "GET", "/request-types").body
+        seen = next(
+            (t["workflow"] for t in body["requestTypes"] if t["requestType"] == request_type), None
+        )
+        if seen is not None and seen["version"] == version:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the ingress still serves {seen} after {timeout}s\n{stack.tails()}")

@@ -15,19 +15,21 @@ Screenshots go to var/screenshots/.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e import live
-from tests.e2e.console.conftest import CHROMIUM, CHROMIUM_ARGS, require_browser, screenshot
+from tests.e2e.console.conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    StudioStack,
+    require_browser,
+    screenshot,
+    wait_for_ingress_version,
+)
 from tests.support.ingress import INVOICE_KEYS
 from tests.support.services import PROJECT_ROOT, free_port
 
@@ -43,52 +45,6 @@ INVOICE_NAMES = (
     "AskAccountsPayable",
     "WaitForApproval",
 )
-
-
-@dataclasses.dataclass
-class StudioStack:
-    stack: live.LiveStack
-    port: int
-    keys: dict[str, str]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def workflows(self) -> Path:
-        return self.stack.root / "workflows"
-
-    def api(
-        self, method: str, path: str, body: Any = None, role: str | None = "designer"
-    ) -> tuple[int, Any]:
-        """One call to the console's Elsa API with ``role``'s key (None: no credentials)."""
-        headers = {"Content-Type": "application/json"}
-        if role is not None:
-            headers["Authorization"] = f"ApiKey {self.keys[role]}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.url}/elsa/api/{path}", data=data, headers=headers, method=method
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as error:
-            raw = error.read()
-            try:
-                return error.code, json.loads(raw) if raw else None
-            except ValueError:
-                return error.code, raw.decode(errors="replace")
-
-    def files_of(self, definition_id: str) -> dict[str, int]:
-        """The workflow files of a definition in the stack's folder: name -> version."""
-        found = {}
-        for path in sorted(self.workflows.rglob("*.json")):
-            document = json.loads(path.read_text())
-            if document.get("definitionId") == definition_id:
-                found[path.name] = int(document.get("version", 0))
-        return found
 
 
 @pytest.fixture(scope="module")
@@ -138,23 +94,6 @@ def page_as(studio: StudioStack, browser: Any) -> Iterator[Any]:
     yield make
     for context in contexts:
         context.close()
-
-
-def wait_for_ingress_version(
-    stack: live.LiveStack, request_type: str, version: int, timeout: float = 30.0
-) -> None:
-    """Poll ``GET /request-types`` until the ingress serves ``version`` of ``request_type``."""
-    deadline = time.monotonic() + timeout
-    seen = None
-    while time.monotonic() < deadline:
-        body = stack.call(live.DEV, "GET", "/request-types").body
-        seen = next(
-            (t["workflow"] for t in body["requestTypes"] if t["requestType"] == request_type), None
-        )
-        if seen is not None and seen["version"] == version:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"the ingress still serves {seen} after {timeout}s\n{stack.tails()}")
 
 
 def latest_and_published(studio: StudioStack, definition_id: str) -> tuple[int, int]:

@@ -1,0 +1,32 @@
+"""The designer's Test tab (Elsa's ``tests/activities``): answered, never left to fail.
+
+The broker runs activities only as part of a workflow instance, with its outbox, locks and
+retries; it does not run one activity alone. The tab gets Elsa's response shape with a Faulted
+status and the reason, which Studio shows in the tab, and the author runs the workflow instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.console.api.base import blueprint
+from broker.console.api.definitions import body_object
+from broker.console.roles import require
+
+REASON = (
+    "Testing one activity alone is not supported by this broker: publish and Run the workflow, "
+    "then inspect each activity in the instance viewer"
+)
+
+
+@blueprint.post("/tests/activities")
+@require("designer")
+def test_activity() -> dict[str, Any]:
+    body_object()  # a malformed body is still refused as such
+    return {
+        "activityState": {},
+        "payload": None,
+        "outputs": None,
+        "exception": {"type": "NotSupported", "message": REASON, "stackTrace": None},
+        "status": "Faulted",
+    }

@@ -1,0 +1,216 @@
+"""Elsa's bulk actions: publish, retract, delete and export definitions; cancel and delete
+instances."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from typing import Any
+
+from flask import Response
+
+from broker.console.api.base import blueprint
+from broker.console.api.definition_views import export_document, export_file_name
+from broker.console.api.definitions import (
+    body_object,
+    by_version_id,
+    delete_one,
+    publish_definition,
+    retract_definition,
+)
+from broker.console.roles import require
+from broker.errors import BadRequest, BrokerError, Conflict, NotFound
+from broker.ingress.context import transaction
+from broker.runtime import instance_admin as admin_instances
+from broker.runtime import instance_queries as queries
+from broker.runtime.enums import InstanceStatus
+
+BULK = "/bulk-actions"
+#: the most instances one bulk action over a definition touches
+MAX_BULK = 1000
+
+
+def id_list(name: str) -> list[str]:
+    """A list of ids from the JSON body's ``name`` (each a non-empty string), duplicates once."""
+    raw = body_object().get(name)
+    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+        raise BadRequest(f"'{name}' must be a list of ids", field=name)
+    return list(dict.fromkeys(i.strip() for i in raw))
+
+
+@blueprint.post(f"{BULK}/publish/workflow-definitions/by-definition-ids")
+@require("designer")
+def bulk_publish() -> dict[str, Any]:
+    published: list[str] = []
+    already: list[str] = []
+    not_found: list[str] = []
+    failed: list[str] = []
+    warnings: dict[str, list[str]] = {}
+    for definition_id in id_list("definitionIds"):
+        try:
+            _, was_published = publish_definition(definition_id)
+        except NotFound:
+            not_found.append(definition_id)
+            continue
+        except BrokerError as exc:
+            failed.append(definition_id)
+            warnings[definition_id] = list(exc.details.get("errors") or [exc.message])
+            continue
+        (already if was_published else published).append(definition_id)
+    return {
+        "published": published,
+        "alreadyPublished": already,
+        "notFound": not_found,
+        "skipped": [],
+        "updatedConsumers": [],
+        "failed": failed,
+        "warnings": warnings,
+    }
+
+
+@blueprint.post(f"{BULK}/retract/workflow-definitions/by-definition-ids")
+@require("designer")
+def bulk_retract() -> dict[str, Any]:
+    retracted: list[str] = []
+    already: list[str] = []
+    not_found: list[str] = []
+    skipped: list[str] = []
+    for definition_id in id_list("definitionIds"):
+        try:
+            retract_definition(definition_id)
+        except NotFound:
+            not_found.append(definition_id)
+            continue
+        except BadRequest as exc:
+            # not published, or published from a folder the console does not manage
+            (already if "not published" in exc.message else skipped).append(definition_id)
+            continue
+        retracted.append(definition_id)
+    return {
+        "retracted": retracted,
+        "alreadyRetracted": already,
+        "notPublished": already,
+        "notFound": not_found,
+        "skipped": skipped,
+    }
+
+
+@blueprint.post(f"{BULK}/delete/workflow-definitions/by-definition-id")
+@require("designer")
+def bulk_delete() -> dict[str, Any]:
+    deleted = 0
+    for definition_id in id_list("definitionIds"):
+        try:
+            delete_one(definition_id)
+        except NotFound:
+            continue
+        deleted += 1
+    return {"deleted": deleted}
+
+
+@blueprint.post(f"{BULK}/delete/workflow-definitions/by-id")
+@require("designer")
+def bulk_delete_versions() -> dict[str, Any]:
+    from broker.console.api.versions import delete_version_txn
+
+    ids = id_list("ids")
+    for version_id in ids:  # checked first: a refused version changes nothing
+        by_version_id(version_id)
+    return {"deleted": sum(delete_version_txn(by_version_id(i)) for i in ids)}
+
+
+@blueprint.post(f"{BULK}/export/workflow-definitions")
+@require("viewer")
+def bulk_export() -> Response:
+    """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``)."""
+    ids = id_list("ids")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for version_id in ids:
+            v = by_version_id(version_id)
+            body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
+            archive.writestr(export_file_name(v), body)
+    return Response(
+        buffer.getvalue(),
+        mimetype="application/zip",
+        headers={"Content-Disposition": 'attachment; filename="workflow-definitions.zip"'},
+    )
+
+
+# Instances ---------------------------------------------------------------------------------------
+
+
+def _optional_ids(body: dict[str, Any], name: str) -> list[str]:
+    raw = body.get(name)
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+        raise BadRequest(f"'{name}' must be a list of ids", field=name)
+    return list(dict.fromkeys(i.strip() for i in raw))
+
+
+def _text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise BadRequest(f"'{name}' must be a non-empty string", field=name)
+    return value.strip() if isinstance(value, str) else None
+
+
+def _instances_of(definition_ids: list[str], version: int | None, status: str) -> list[str]:
+    """The ids of the instances of these definitions (one ``version``) in ``status``."""
+    found: list[str] = []
+    with transaction(write=False) as session:
+        for definition_id in definition_ids:
+            f = queries.InstanceFilter(
+                statuses=(status,), definition_ids=(definition_id,), version=version
+            )
+            items, _ = queries.page(session, f, offset=0, limit=MAX_BULK)
+            found += [str(i["id"]) for i in items]
+    return found
+
+
+@blueprint.post(f"{BULK}/cancel/workflow-instances")
+@require("operator")
+def bulk_cancel_instances() -> dict[str, Any]:
+    """Cancel the instances named (``ids``), or the running ones of a definition or version."""
+    body = body_object()
+    ids = _optional_ids(body, "ids")
+    version_id = _text(body, "definitionVersionId")
+    definition_id = _text(body, "definitionId")
+    if version_id is not None:
+        v = by_version_id(version_id)
+        ids += _instances_of([v.definition_id], v.version, InstanceStatus.RUNNING.value)
+    elif definition_id is not None:
+        ids += _instances_of([definition_id], None, InstanceStatus.RUNNING.value)
+    cancelled = 0
+    for instance_id in dict.fromkeys(ids):
+        try:
+            with transaction() as session:
+                admin_instances.cancel(session, instance_id)
+        except (Conflict, NotFound):
+            continue  # already finished or gone: nothing to cancel
+        cancelled += 1
+    return {"cancelled": cancelled}
+
+
+@blueprint.post(f"{BULK}/delete/workflow-instances/by-id")
+@require("operator")
+def bulk_delete_instances() -> dict[str, Any]:
+    """Delete finished instances (named, or of the given definitions); running ones stay."""
+    body = body_object()
+    ids = _optional_ids(body, "ids")
+    definitions = _optional_ids(body, "workflowDefinitionIds")
+    single = _text(body, "workflowDefinitionId")
+    if single is not None:
+        definitions.append(single)
+    ids += _instances_of(definitions, None, InstanceStatus.FINISHED.value)
+    deleted = 0
+    for instance_id in dict.fromkeys(ids):
+        try:
+            with transaction() as session:
+                queries.delete_finished(session, instance_id)
+        except (Conflict, NotFound):
+            continue  # still running (cancel it first) or gone
+        deleted += 1
+    return {"deleted": deleted}
