@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
 from broker import health, tracing
-from broker.console import auth, identity, pages, request_types, studio
+from broker.console import auth, forms, identity, pages, request_types, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
@@ -100,7 +100,7 @@ def create_app(
     )
     tracing.configure(tracing.SERVICE)
     tracing.instrument_flask(app, "console")
-    pages.csrf.init_app(app)
+    forms.csrf.init_app(app)
     for blueprint in (studio.bp, identity.bp, pages.bp, request_types.bp):
         app.register_blueprint(blueprint)
     api = _api_blueprint()

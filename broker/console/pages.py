@@ -17,12 +17,12 @@ import logging
 import urllib.parse
 from typing import Any
 
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
-from flask_wtf.csrf import CSRFProtect
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
-from broker.console import assets, auth, studio
+from broker.console import assets, auth
+from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
 from broker.engine.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError, Conflict
@@ -32,33 +32,20 @@ from broker.runtime import instance_admin as instances
 from broker.runtime.pause import set_paused
 from broker.runtime.status import runtime_view
 from broker.runtime.wiring import Runtime
-from broker.settings import Settings
 from broker.store import credentials
 from broker.store import db as store
 
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("pages", __name__)
-csrf = CSRFProtect()
 
 LETTER_KINDS = ("request", "outbox", "bookmark")
 PAGE_SIZE = 50
 STATUSES = ("Queued", "Processing", "Completed", "Faulted", "Cancelled")
 
 
-def settings() -> Settings:
-    found: Settings = current_app.extensions[studio.SETTINGS]
-    return found
-
-
 def _factory() -> sessionmaker[Session]:
     return auth.context().session_factory
-
-
-def protect_form() -> None:
-    """Forms posted under a sign-in session must carry the session's CSRF token."""
-    if request.method == "POST" and g.get("console_auth_via") != "header":
-        csrf.protect()
 
 
 def _studio_page(

@@ -20,6 +20,7 @@ from broker.client_entries import RequestTypeRule
 from broker.clients import ClientRegistry
 from broker.console import auth
 from broker.console.client_rules import check_name, grant, parse_keys, rules_for
+from broker.console.forms import protect_form, settings
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
 from broker.registry import WorkflowRegistry
@@ -127,7 +128,6 @@ def _back(definition_id: str, message: str, *, error: bool = False) -> BaseRespo
 @bp.post("/workflows/<definition_id>/request-type")
 @require("designer")
 def set_type(definition_id: str) -> BaseResponse:
-    from broker.console.pages import protect_form
 
     protect_form()
     raw = request.form.get("requestType", "")
@@ -147,7 +147,6 @@ def set_type(definition_id: str) -> BaseResponse:
 @bp.post("/workflows/<definition_id>/request-type/grants")
 @require("operator")
 def grant_type(definition_id: str) -> BaseResponse:
-    from broker.console.pages import protect_form, settings
 
     protect_form()
     form = request.form
