@@ -200,7 +200,8 @@ def _mtls_get(context: ssl.SSLContext, port: int, path: str, deadline: float) ->
             conn.request("GET", path)
             response = conn.getresponse()
             return response.status, response.read()
-        except ConnectionRefusedError as exc:
+        except (ConnectionRefusedError, TimeoutError) as exc:
+            # A listener that is up but whose workers are still booting holds the handshake.
             last = exc
             time.sleep(0.3)
         finally:
