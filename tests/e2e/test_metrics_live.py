@@ -224,10 +224,10 @@ def test_metrics_expose_every_series_and_move_when_requests_flow(
     # And activity durations by activity type
     assert value(after, "broker_activity_duration_seconds_count", activity_type="Elsa.SetOutput")
     assert activity_count(after) > activity_count(before)
-    # And the backlog gauges read from the database: the exhausted request's dead letter, the
+    # And the backlog gauges read from the database: the faulted requests' dead letters, the
     # unmatched stimulus, and the outbox series
     assert value(after, "broker_dead_letters", kind="request") == (
-        value(before, "broker_dead_letters", kind="request") + 1
+        value(before, "broker_dead_letters", kind="request") + 2
     )
     for kind in ("outbox", "bookmark"):
         assert ("broker_dead_letters", (("kind", kind),)) in after
