@@ -10,8 +10,8 @@ from broker.engine.activities import control, data, dispatch, email, flow, http,
 from broker.engine.activities.base import Behaviour
 from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import TYPE_ALIASES, Activity
-from broker.engine.interpreter import WORKFLOW_TYPE
 from broker.engine.lookup import DefinitionLookup
+from broker.engine.outcomes import WORKFLOW_TYPE
 from broker.errors import WorkflowFault
 
 CATALOG: dict[str, Behaviour] = {

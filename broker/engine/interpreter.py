@@ -15,28 +15,27 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.engine import expressions
-from broker.engine.activities.base import CompletedChild
-from broker.engine.activity_context import ActivityContext, ActivityScope
+from broker.engine.activity_context import ActivityContext, ActivityScope, Host
 from broker.engine.definition import Activity, Input, WorkflowDefinition
 from broker.engine.log_persistence import Kind, Policy, policy_for
+from broker.engine.outcomes import WORKFLOW_TYPE, CompletedChild
 from broker.engine.results import Command, Fault, Incident, JournalEntry, Retry
 from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_hash
 from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
 
 if TYPE_CHECKING:
-    from broker.engine.api import Engine
     from broker.engine.results import ChildInstance
 
-logger = logging.getLogger(__name__)
+__all__ = ["WORKFLOW_TYPE", "Host", "Run"]
 
-WORKFLOW_TYPE = "Elsa.Workflow"  # the synthetic node at the top of every workflow scope
+logger = logging.getLogger(__name__)
 
 
 class Run:
     """One pass of the interpreter over a state: executes, records, stops at waits or faults."""
 
     def __init__(
-        self, engine: Engine, state: dict[str, Any], *, write_lines: list[str] | None = None
+        self, engine: Host, state: dict[str, Any], *, write_lines: list[str] | None = None
     ) -> None:
         self.engine = engine
         self.state = state
@@ -423,24 +422,3 @@ class Run:
             js_time_limit=self.engine.js_time_limit,
             js_memory_limit=self.engine.js_memory_limit,
         )
-
-
-def new_scope(
-    variables: Iterable[Any],
-    *,
-    kind: str,
-    values: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    outputs: Iterable[str] = (),
-) -> dict[str, Any]:
-    """A JSON scope: variable values by name, ids to names, and (workflow) inputs/outputs."""
-    scope: dict[str, Any] = {"kind": kind, "vars": {}, "ids": {}}
-    for variable in variables:
-        scope["vars"][variable.name] = (values or {}).get(variable.name)
-        scope["ids"][variable.id] = variable.name
-    if kind == "workflow":
-        scope["inputs"] = dict(inputs or {})
-        scope["outputs"] = {}
-        scope["declaredOutputs"] = list(outputs)
-        scope["outcomes"] = None
-    return scope

@@ -8,7 +8,8 @@ fakes. Transient failures are raised as ``broker.errors.RetryLater``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -55,3 +56,17 @@ class EmailMessage:
 class Mailer(Protocol):
     def send(self, message: EmailMessage) -> None:
         """Deliver the message; raises ``RetryLater`` when the server is unreachable."""
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineServices:
+    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+
+    http: HttpClient | None = None
+    mailer: Mailer | None = None
+    clock: Callable[[], dt.datetime] = _utc_now
+    write_line: Callable[[str], None] | None = None

@@ -7,7 +7,7 @@ from typing import Any
 from broker.engine.activities.base import DONE, Behaviour, CompletedChild
 from broker.engine.activity_context import ActivityContext
 from broker.engine.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
-from broker.engine.interpreter import new_scope
+from broker.engine.state import new_scope
 from broker.engine.values import as_bool, as_int, as_list
 from broker.errors import WorkflowFault
 
@@ -194,8 +194,7 @@ class Break(Behaviour):
     Sequence and Fork on the way is marked breaking and completes when its child does."""
 
     def execute(self, ax: ActivityContext) -> None:
-        engine = ax.run.engine
-        loop = ax.find_ancestor(lambda node: getattr(engine.behaviour(node), "is_loop", False))
+        loop = ax.find_ancestor(lambda node: getattr(ax.behaviour(node), "is_loop", False))
         if loop is not None:
             ax.run.complete(loop, DONE)
             return

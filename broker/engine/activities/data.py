@@ -94,7 +94,7 @@ def finish_scope(ax: ActivityContext, scope_ctx: dict[str, Any], outcomes: tuple
     """End a workflow scope (the workflow or a composite) through its own behaviour."""
     run = ax.run
     node = run.node(scope_ctx)
-    behaviour = run.engine.behaviour(node)
+    behaviour = ax.behaviour(node)
     scope_ax = ActivityContext(run, scope_ctx, node)
     scope_ctx["scope"]["outcomes"] = list(outcomes)
     if isinstance(behaviour, WorkflowScope):
@@ -143,13 +143,13 @@ class RunJavaScript(Behaviour):
         if not script.strip():
             ax.complete()
             return
-        engine = ax.run.engine
+        time_limit, memory_limit = ax.js_limits
         ran = run_script(
             script,
             ax.scope(),
             activity_type="Elsa.RunJavaScript",
-            time_limit=engine.js_time_limit,
-            memory_limit=engine.js_memory_limit,
+            time_limit=time_limit,
+            memory_limit=memory_limit,
         )
         ax.set_output("result", ran.result)
         ax.complete(*(ran.outcomes or DONE))

@@ -10,11 +10,10 @@ from broker.engine.activities.control import WorkflowScope
 from broker.engine.activities.waits import Waiting
 from broker.engine.activity_context import ActivityContext
 from broker.engine.definition import Input, WorkflowDefinition, camel_case
-from broker.engine.interpreter import new_scope
 from broker.engine.results import ChildInstance
 from broker.engine.results import DispatchWorkflow as DispatchCommand
 from broker.engine.results import PublishEvent as PublishCommand
-from broker.engine.state import child_instance_id
+from broker.engine.state import child_instance_id, new_scope
 from broker.engine.values import as_bool, as_list, as_text
 from broker.errors import WorkflowFault
 
@@ -139,7 +138,7 @@ class ExecuteWorkflow(Waiting):
 
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
-        definition = ax.run.engine.definitions.by_definition_id(definition_id)
+        definition = ax.definitions.by_definition_id(definition_id)
         if definition is None:
             raise WorkflowFault(
                 f"workflow definition {definition_id!r} is not loaded", activity_id=ax.node.id
@@ -147,14 +146,12 @@ class ExecuteWorkflow(Waiting):
         wait = as_bool(ax.get("waitForCompletion", False))
         correlation = ax.get("correlationId")
         child_id = child_instance_id(ax.instance_id, ax.id)
-        result = ax.run.engine.start(
+        result = ax.start_workflow(
             definition,
             instance_id=child_id,
             input=child_input(ax.get("input")),
             correlation_id=as_text(correlation) if correlation is not None else None,
-            parent_id=ax.instance_id,
             options={"flowchartMode": ax.state["flowchartMode"]},
-            write_lines=ax.run.write_lines,
         )
         ax.run.commands.extend(result.commands)
         ax.run.child_instances.extend(result.child_instances)
@@ -268,7 +265,7 @@ def composite_ancestors(ax: ActivityContext) -> list[str]:
 
 def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
     """By version id; else the published (else latest) version; else by activity type."""
-    lookup = ax.run.engine.definitions
+    lookup = ax.definitions
     version_id = ax.node.properties.get("workflowDefinitionVersionId")
     definition_id = ax.node.properties.get("workflowDefinitionId")
     found = lookup.by_version_id(version_id) if isinstance(version_id, str) else None

@@ -15,7 +15,7 @@ from broker.errors import WorkflowFault
 
 class SendEmail(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        mailer = ax.run.engine.services.mailer
+        mailer = ax.services.mailer
         if mailer is None:
             raise WorkflowFault("no mailer is configured", activity_id=ax.node.id)
         to = tuple(as_text(a) for a in as_list(ax.get("to")))

@@ -79,7 +79,7 @@ class SendHttpRequest(Behaviour):
     flow = False
 
     def execute(self, ax: ActivityContext) -> None:
-        client = ax.run.engine.services.http
+        client = ax.services.http
         if client is None:
             raise WorkflowFault("no HTTP client is configured", activity_id=ax.node.id)
         url = as_text(ax.get("url"))
