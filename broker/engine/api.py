@@ -1,10 +1,5 @@
-"""The engine's entry points: start, resume, retry and cancel workflow instances.
-
-Each call takes JSON state (or a definition, to start), runs the interpreter until only waits
-remain, and returns a ``RunResult``. The engine holds no per-instance memory between calls; the
-runtime persists ``RunResult.state`` and hands it back. A call the state does not allow raises an
-``EngineError`` (``broker.engine.errors``).
-"""
+"""The engine's entry points: start, resume, retry and cancel workflow instances, each from
+JSON state to a ``RunResult``."""
 
 from __future__ import annotations
 

@@ -1,67 +1,56 @@
-"""Activity type names -> implementations (Elsa's names, plus the seed's aliases).
-
-A type that is not listed here is a workflow-definition activity when the node names a
-``workflowDefinitionId`` or a loaded definition is usable as an activity under that type name.
-"""
+"""The activity catalog, built from each implementation's ``@activity`` declaration: type names
+(and aliases) to behaviours, the alias table, and the outbound ports a connection may use."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from broker.engine.activities import control, data, dispatch, email, flow, http, waits
-from broker.engine.activities.base import Behaviour
+from broker.engine.activities.base import DECLARED, Behaviour
 from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import TYPE_ALIASES, Activity
+from broker.engine.definition import Activity
 from broker.engine.lookup import DefinitionLookup
-from broker.engine.outcomes import WORKFLOW_TYPE
+from broker.engine.specs import Declaration
 from broker.errors import WorkflowFault
 
-CATALOG: dict[str, Behaviour] = {
-    WORKFLOW_TYPE: control.WorkflowScope(),
-    "Elsa.Sequence": control.Sequence(),
-    "Elsa.If": control.If(),
-    "Elsa.Switch": control.Switch(),
-    "Elsa.ForEach": control.ForEach(),
-    "Elsa.ParallelForEach": control.ParallelForEach(),
-    "Elsa.For": control.For(),
-    "Elsa.While": control.While(),
-    "Elsa.Break": control.Break(),
-    "Elsa.Fork": control.Fork(),
-    "Elsa.Parallel": control.Parallel(),
-    "Elsa.Flowchart": flow.Flowchart(),
-    "Elsa.FlowDecision": flow.FlowDecision(),
-    "Elsa.FlowSwitch": flow.FlowSwitch(),
-    "Elsa.FlowFork": flow.FlowFork(),
-    "Elsa.FlowJoin": flow.FlowJoin(),
-    "Elsa.FlowNode": flow.FlowNode(),
-    "Elsa.Start": flow.Start(),
-    "Elsa.End": flow.End(),
-    "Elsa.SetVariable": data.SetVariable(),
-    "Elsa.SetOutput": data.SetOutput(),
-    "Elsa.WriteLine": data.WriteLine(),
-    "Elsa.Correlate": data.Correlate(),
-    "Elsa.SetName": data.SetName(),
-    "Elsa.Fault": data.Fault(),
-    "Elsa.Finish": data.Finish(),
-    "Elsa.Complete": data.Complete(),
-    "Elsa.RunJavaScript": data.RunJavaScript(),
-    "Elsa.Event": waits.Event(),
-    "Elsa.SignalReceived": waits.SignalReceived(),
-    "Elsa.Delay": waits.Delay(),
-    "Elsa.Timer": waits.Timer(),
-    "Elsa.StartAt": waits.StartAt(),
-    "Elsa.Cron": waits.Cron(),
-    "Elsa.RunTask": waits.RunTask(),
-    "Elsa.DispatchWorkflow": dispatch.DispatchWorkflow(),
-    "Elsa.BulkDispatchWorkflows": dispatch.BulkDispatchWorkflows(),
-    "Elsa.ExecuteWorkflow": dispatch.ExecuteWorkflow(),
-    "Elsa.PublishEvent": dispatch.PublishEvent(),
-    "Elsa.HttpEndpoint": http.HttpEndpoint(),
-    "Elsa.WriteHttpResponse": http.WriteHttpResponse(),
-    "Elsa.SendHttpRequest": http.SendHttpRequest(),
-    "Elsa.FlowSendHttpRequest": http.FlowSendHttpRequest(),
-    "Elsa.SendEmail": email.SendEmail(),
+__all__ = [
+    "CATALOG",
+    "COMPOSITE",
+    "FIXED_PORTS",
+    "TYPE_ALIASES",
+    "UNKNOWN",
+    "behaviour_for",
+    "declaration_for",
+    "is_known_type",
+]
+
+#: The activity families, in the order the catalog (and Studio's activity list) shows them.
+FAMILIES = (control, flow, data, waits, dispatch, http, email)
+
+
+def _declared() -> list[tuple[type[Behaviour], Declaration]]:
+    by_module = {family.__name__: index for index, family in enumerate(FAMILIES)}
+    found = [(cls, found) for cls, found in DECLARED.items() if cls.__module__ in by_module]
+    return sorted(found, key=lambda item: by_module[item[0].__module__])  # stable: class order
+
+
+_DECLARED = _declared()
+
+CATALOG: dict[str, Behaviour] = {found.type_name: cls() for cls, found in _DECLARED}
+
+#: Older or shorter type names mapped onto the catalog's names (the parser reads them so).
+TYPE_ALIASES: Mapping[str, str] = {
+    alias: found.type_name for _cls, found in _DECLARED for alias in found.aliases
 }
 for _alias, _name in TYPE_ALIASES.items():
     CATALOG.setdefault(_alias, CATALOG[_name])
+
+#: The ports a flowchart connection may leave an activity by, where they are fixed. Types not listed
+#: have ports that depend on the file (FlowSwitch cases, FlowFork branches, SendHttpRequest status
+#: codes, a workflow-definition activity's outcomes, a script's ``setOutcome``): not checked.
+FIXED_PORTS: Mapping[str, frozenset[str]] = {
+    found.type_name: found.outbound for _cls, found in _DECLARED if found.outbound is not None
+}
 
 COMPOSITE = dispatch.Composite()
 
@@ -72,6 +61,11 @@ class Unknown(Behaviour):
 
 
 UNKNOWN = Unknown()
+
+
+def declaration_for(behaviour: Behaviour) -> Declaration | None:
+    """The declaration of an implementation's own class (a subclass never borrows its base's)."""
+    return DECLARED.get(type(behaviour))
 
 
 def behaviour_for(node: Activity, definitions: DefinitionLookup) -> Behaviour:

@@ -12,15 +12,6 @@ from typing import Any
 from broker.engine.graph import Connection, FlowGraph
 from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 
-# Seed aliases: older or shorter type names mapped onto the catalog's names.
-TYPE_ALIASES = {
-    "Elsa.Http.HttpEndpoint": "Elsa.HttpEndpoint",
-    "Elsa.Email.SendEmail": "Elsa.SendEmail",
-    "Elsa.Http.SendHttpRequest": "Elsa.SendHttpRequest",
-    "Elsa.Http.WriteHttpResponse": "Elsa.WriteHttpResponse",
-    "Elsa.Primitives.SignalReceived": "Elsa.SignalReceived",
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class Input:

@@ -1,10 +1,4 @@
-"""The interpreter loop: run everything scheduled until only waits remain.
-
-The state is one JSON document (see ``broker.engine.state``): activity execution contexts (a tree,
-keyed by deterministic activity instance ids), a FIFO queue of contexts to execute, bookmarks, and
-the variable scopes. A container schedules children and is called back when each completes;
-blocking activities leave a bookmark and the loop stops when the queue is empty.
-"""
+"""The interpreter loop: run everything scheduled until only waits remain."""
 
 from __future__ import annotations
 

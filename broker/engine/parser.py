@@ -1,10 +1,4 @@
-"""Elsa 3 workflow JSON, parsed into immutable, validated definitions.
-
-The parser accepts what Elsa Studio exports (and the older shapes still found in the wild): both
-connection forms, embedded ports (``then``/``else``, ``body``, ``cases``, ``branches``), an Elsa 2
-``properties`` bag, and workflow-definition activities (types defined by other definitions). It
-checks what the interpreter relies on and reports the first problem with a JSON path.
-"""
+"""Elsa 3 workflow JSON, parsed into immutable, validated definitions."""
 
 from __future__ import annotations
 
@@ -13,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine import shapes
+from broker.engine.catalog import TYPE_ALIASES
 from broker.engine.definition import (
-    TYPE_ALIASES,
     Activity,
     Case,
     Input,

@@ -1,9 +1,4 @@
-"""The ports from the pure engine to the outside world, as protocols.
-
-The engine never opens a socket or a file: activities that send HTTP requests or e-mail call
-these, and the runtime passes real implementations (``broker.outbound``, ``broker.mail``) or test
-fakes. Transient failures are raised as ``broker.errors.RetryLater``.
-"""
+"""The ports from the pure engine to the outside world (HTTP, mail, the clock), as protocols."""
 
 from __future__ import annotations
 

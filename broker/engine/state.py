@@ -1,9 +1,5 @@
-"""The JSON state of a workflow instance: its shape, its version, and the ids it derives.
-
-Everything the interpreter needs to continue lives in this one document, so the runtime stores
-it (and the definition version id) and nothing else. Ids are derived from the instance id and a
-counter kept in the state: re-running the same step yields the same ids.
-"""
+"""The JSON state of a workflow instance: its shape, its version, its scopes and the ids it
+derives."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.engine.catalog import CATALOG
-from broker.engine.definition import TYPE_ALIASES
+from broker.engine.catalog import CATALOG, TYPE_ALIASES
 from broker.engine.expressions import SUPPORTED_TYPES
 from broker.engine.interpreter import WORKFLOW_TYPE
 from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, STORAGE_DRIVERS

@@ -1,7 +1,7 @@
 """Elsa activity descriptors generated from the engine's catalog and its activity specs.
 
 ``broker.engine.catalog.CATALOG`` names every activity type the engine runs; each implementation
-class is described once in ``broker.engine.descriptors``. The seed's alias type names are
+class is described once, in its ``@activity`` declaration. The seed's alias type names are
 described too (not browsable), so the designer can open files that use them.
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.engine.catalog import CATALOG
-from broker.engine.definition import TYPE_ALIASES
+from broker.engine.catalog import CATALOG, TYPE_ALIASES
 from broker.engine.descriptors import spec_for
 from broker.engine.specs import ActivitySpec, InputSpec, OutputSpec, ui_hint_for
 from broker.errors import ConfigError

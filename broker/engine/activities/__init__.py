@@ -1,1 +1,1 @@
-"""Activity implementations, grouped by family; ``broker.engine.catalog`` maps type names."""
+"""Activity implementations, grouped by family; each declares itself with ``@activity``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import DONE, CompletedChild
+from broker.engine.activities.base import DONE, CompletedChild, activity
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.activities.waits import Waiting
 from broker.engine.activity_context import ActivityContext
@@ -13,9 +13,19 @@ from broker.engine.definition import Input, WorkflowDefinition, camel_case
 from broker.engine.results import ChildInstance
 from broker.engine.results import DispatchWorkflow as DispatchCommand
 from broker.engine.results import PublishEvent as PublishCommand
+from broker.engine.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
 from broker.engine.state import child_instance_id, new_scope
 from broker.engine.values import as_bool, as_list, as_text
 from broker.errors import WorkflowFault
+
+_CORRELATION = InputSpec("CorrelationId", "String", "The correlation id of the new instance.")
+_WAIT = InputSpec("WaitForCompletion", "Boolean", "Wait until the child workflow finishes.")
+_DEFINITION = InputSpec(
+    "WorkflowDefinitionId",
+    "String",
+    "The definition id of the workflow to run.",
+    ui_hint="workflow-definition-picker",
+)
 
 MAX_COMPOSITE_DEPTH = 32
 
@@ -28,6 +38,21 @@ def child_input(value: Any) -> dict[str, Any]:
     raise WorkflowFault(f"a child workflow's input must be an object, not {type(value).__name__}")
 
 
+@activity(
+    "Elsa.DispatchWorkflow",
+    ActivitySpec(
+        "Composition",
+        "Start a child workflow.",
+        inputs=(
+            _DEFINITION,
+            _CORRELATION,
+            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            _WAIT,
+        ),
+        outputs=(OutputSpec("ChildInstanceId", "String"), RESULT),
+    ),
+    outbound=("Done",),
+)
 class DispatchWorkflow(Waiting):
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
@@ -57,6 +82,21 @@ class DispatchWorkflow(Waiting):
             ax.complete()
 
 
+@activity(
+    "Elsa.BulkDispatchWorkflows",
+    ActivitySpec(
+        "Composition",
+        "Start one child workflow per item.",
+        inputs=(
+            _DEFINITION,
+            InputSpec("Items", "Object", "One input per child.", ui_hint="json-editor"),
+            _CORRELATION,
+            _WAIT,
+        ),
+        outputs=(RESULT,),
+        ports=("ChildCompleted", "ChildFaulted"),
+    ),
+)
 class BulkDispatchWorkflows(Waiting):
     """Elsa's ``BulkDispatchWorkflows``: one child per item of ``items``.
 
@@ -132,6 +172,21 @@ class BulkDispatchWorkflows(Waiting):
             ax.complete("Completed", "Done")
 
 
+@activity(
+    "Elsa.ExecuteWorkflow",
+    ActivitySpec(
+        "Composition",
+        "Run a child workflow and wait for it.",
+        inputs=(
+            _DEFINITION,
+            _CORRELATION,
+            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            _WAIT,
+        ),
+        outputs=(RESULT,),
+    ),
+    outbound=("Done",),
+)
 class ExecuteWorkflow(Waiting):
     """Runs the child in-process now; if it suspends and the parent waits, so does the parent
     (bookmark ``Elsa.ExecuteWorkflow`` with ``{"childInstanceId"}``, resumed with its output)."""
@@ -281,6 +336,20 @@ def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
     return found
 
 
+@activity(
+    "Elsa.PublishEvent",
+    ActivitySpec(
+        "Primitives",
+        "Publish an event that resumes waiting workflows.",
+        inputs=(
+            InputSpec("EventName", "String", "The name of the event."),
+            InputSpec("CorrelationId", "String", "Only workflows with this correlation id."),
+            InputSpec("IsLocal", "Boolean", "Only this workflow instance."),
+            InputSpec("Payload", "Object", "The event payload.", ui_hint="json-editor"),
+        ),
+    ),
+    outbound=("Done",),
+)
 class PublishEvent(Waiting):
     blocking = False
 

@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.console.api.activity_descriptors import activity_descriptors
-from broker.engine.catalog import CATALOG
-from broker.engine.definition import TYPE_ALIASES
-from broker.engine.validation import FIXED_PORTS
+from broker.engine.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES
 
 SNAPSHOT = Path(__file__).with_name("declarations.snapshot.json")
 
