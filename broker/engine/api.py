@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
-from broker.engine.activity_context import ActivityContext
-from broker.engine.catalog import behaviour_for
-from broker.engine.definition import Activity, Input, Variable, WorkflowDefinition
-from broker.engine.errors import InstanceFinished, NothingToRetry, UnknownBookmark
-from broker.engine.interpreter import Run
-from broker.engine.lookup import DefinitionLookup
-from broker.engine.results import (
+from broker.engine.activities.catalog import behaviour_for
+from broker.engine.model.definition import Activity, Input, Variable, WorkflowDefinition
+from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.errors import InstanceFinished, NothingToRetry, UnknownBookmark
+from broker.engine.run.interpreter import Run
+from broker.engine.run.results import (
     Bookmark,
     Fault,
     Retry,
@@ -23,8 +23,8 @@ from broker.engine.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.services import EngineServices
-from broker.engine.state import migrate, new_scope, new_state
+from broker.engine.run.services import EngineServices
+from broker.engine.run.state import migrate, new_scope, new_state
 
 __all__ = [
     "Engine",

@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine import shapes
-from broker.engine.catalog import TYPE_ALIASES
-from broker.engine.definition import (
+from broker.engine.activities.catalog import TYPE_ALIASES
+from broker.engine.model import shapes
+from broker.engine.model.definition import (
     Activity,
     Case,
     Input,
@@ -17,9 +17,9 @@ from broker.engine.definition import (
     WorkflowDefinition,
     camel_case,
 )
-from broker.engine.enums import ENUM_INPUTS, enum_member
-from broker.engine.graph import Connection, FlowGraph, build_graph
-from broker.engine.strategies import (
+from broker.engine.model.enums import ENUM_INPUTS, enum_member
+from broker.engine.model.graph import Connection, FlowGraph, build_graph
+from broker.engine.model.strategies import (
     STORAGE_DRIVERS,
     check_log_persistence,
     class_name,
@@ -434,6 +434,8 @@ class _Parser:
                         f"{path}.connections[{index}]",
                     )
         start = doc.get("start")
+        if start is not None and not isinstance(start, str):
+            raise self.error(f"start must be an activity id, not {start!r}", f"{path}.start")
         if start is not None and start not in known:
             raise self.error(f"start refers to unknown activity {start!r}", f"{path}.start")
         return build_graph(node.activities, node.connections, start)

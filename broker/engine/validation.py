@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from broker.engine.catalog import CATALOG, FIXED_PORTS
-from broker.engine.cron import check_cron
-from broker.engine.definition import Activity, WorkflowDefinition
-from broker.engine.expressions import SUPPORTED_TYPES
+from broker.engine.activities.catalog import CATALOG, FIXED_PORTS
+from broker.engine.expr.expressions import SUPPORTED_TYPES
+from broker.engine.model.cron import check_cron
+from broker.engine.model.definition import Activity, WorkflowDefinition
+from broker.engine.model.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.engine.parser import in_original_spelling, parse_workflow
-from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.errors import WorkflowDefinitionError
 
 #: Elsa's own target port: a flowchart connection always enters an activity through ``In``.

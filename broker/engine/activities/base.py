@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from broker.engine.activity_context import Behaviour
-from broker.engine.outcomes import DONE, CompletedChild
-from broker.engine.specs import ActivitySpec, Declaration
+from broker.engine.model.specs import ActivitySpec, Declaration
+from broker.engine.run.activity_context import Behaviour
+from broker.engine.run.outcomes import DONE, CompletedChild
 
 __all__ = ["DECLARED", "DONE", "Behaviour", "CompletedChild", "activity"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.engine.activities.base import DONE, Behaviour, CompletedChild, activity
-from broker.engine.activity_context import ActivityContext
-from broker.engine.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
-from broker.engine.specs import ActivitySpec, InputSpec, OutputSpec
-from broker.engine.state import new_scope
-from broker.engine.values import as_bool, as_int, as_list
+from broker.engine.model.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
+from broker.engine.model.specs import ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_int, as_list
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.state import new_scope
 from broker.errors import WorkflowFault
 
 CONDITION_INPUT = InputSpec(

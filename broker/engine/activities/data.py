@@ -7,10 +7,10 @@ from typing import Any
 
 from broker.engine.activities.base import DONE, Behaviour, activity
 from broker.engine.activities.control import WorkflowScope
-from broker.engine.activity_context import ActivityContext
-from broker.engine.javascript import run_script
-from broker.engine.specs import RESULT, ActivitySpec, InputSpec
-from broker.engine.values import as_outcomes, as_text
+from broker.engine.expr.javascript import run_script
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
+from broker.engine.model.values import as_outcomes, as_text
+from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
 
 

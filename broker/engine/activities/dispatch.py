@@ -8,14 +8,14 @@ from typing import Any
 from broker.engine.activities.base import DONE, CompletedChild, activity
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.activities.waits import Waiting
-from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import Input, WorkflowDefinition, camel_case
-from broker.engine.results import ChildInstance
-from broker.engine.results import DispatchWorkflow as DispatchCommand
-from broker.engine.results import PublishEvent as PublishCommand
-from broker.engine.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
-from broker.engine.state import child_instance_id, new_scope
-from broker.engine.values import as_bool, as_list, as_text
+from broker.engine.model.definition import Input, WorkflowDefinition, camel_case
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.results import ChildInstance
+from broker.engine.run.results import DispatchWorkflow as DispatchCommand
+from broker.engine.run.results import PublishEvent as PublishCommand
+from broker.engine.run.state import child_instance_id, new_scope
 from broker.errors import WorkflowFault
 
 _CORRELATION = InputSpec("CorrelationId", "String", "The correlation id of the new instance.")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from broker.engine.activities.base import Behaviour, activity
-from broker.engine.activity_context import ActivityContext
-from broker.engine.services import EmailMessage
-from broker.engine.specs import ActivitySpec, InputSpec
-from broker.engine.values import as_list, as_text
+from broker.engine.model.specs import ActivitySpec, InputSpec
+from broker.engine.model.values import as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.services import EmailMessage
 from broker.errors import WorkflowFault
 
 

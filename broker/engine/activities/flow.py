@@ -6,12 +6,12 @@ from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild, activity
 from broker.engine.activities.control import CONDITION_INPUT, SWITCH_MODE_OPTIONS, declare_locals
-from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import Activity
-from broker.engine.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
-from broker.engine.graph import Connection, FlowGraph, valid_back_edge
-from broker.engine.specs import ActivitySpec, InputSpec
-from broker.engine.values import as_bool, as_list, as_text
+from broker.engine.model.definition import Activity
+from broker.engine.model.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
+from broker.engine.model.graph import Connection, FlowGraph, valid_back_edge
+from broker.engine.model.specs import ActivitySpec, InputSpec
+from broker.engine.model.values import as_bool, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
 
 _MODES = ("WaitAny", "WaitAll", "WaitAllActive")

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild, activity
-from broker.engine.activity_context import ActivityContext
-from broker.engine.services import HttpRequest
-from broker.engine.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
-from broker.engine.values import as_bool, as_int, as_list, as_text
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_int, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.services import HttpRequest
 from broker.errors import RetryLater, WorkflowFault
 
 

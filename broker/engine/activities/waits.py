@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour, activity
-from broker.engine.activity_context import ActivityContext
-from broker.engine.cron import next_occurrence
-from broker.engine.results import RunTask as RunTaskCommand
-from broker.engine.specs import RESULT, ActivitySpec, InputSpec
-from broker.engine.values import as_datetime, as_text, as_timedelta
+from broker.engine.model.cron import next_occurrence
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
+from broker.engine.model.values import as_datetime, as_text, as_timedelta
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.results import RunTask as RunTaskCommand
 from broker.errors import WorkflowFault
 
 EVENT = "Elsa.Event"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.console.api.activity_descriptors import activity_descriptors
-from broker.engine.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES
+from broker.engine.activities.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES
 
 SNAPSHOT = Path(__file__).with_name("declarations.snapshot.json")
 

@@ -6,9 +6,9 @@ import pytest
 
 from broker.engine.activities import base, control, dispatch, http
 from broker.engine.activities.base import DECLARED, Behaviour, activity
-from broker.engine.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES, declaration_for
-from broker.engine.descriptors import spec_for
-from broker.engine.specs import ActivitySpec
+from broker.engine.activities.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES, declaration_for
+from broker.engine.activities.descriptors import spec_for
+from broker.engine.model.specs import ActivitySpec
 
 
 def test_a_class_declared_twice_is_refused_and_the_registry_is_unchanged() -> None:

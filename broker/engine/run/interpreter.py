@@ -8,17 +8,17 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.engine import expressions
-from broker.engine.activity_context import ActivityContext, ActivityScope, Host
-from broker.engine.definition import Activity, Input, WorkflowDefinition
-from broker.engine.log_persistence import Kind, Policy, policy_for
-from broker.engine.outcomes import WORKFLOW_TYPE, CompletedChild
-from broker.engine.results import Command, Fault, Incident, JournalEntry, Retry
-from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_hash
+from broker.engine.expr import expressions
+from broker.engine.model.definition import Activity, Input, WorkflowDefinition
+from broker.engine.model.log_persistence import Kind, Policy, policy_for
+from broker.engine.run.activity_context import ActivityContext, ActivityScope, Host
+from broker.engine.run.outcomes import WORKFLOW_TYPE, CompletedChild
+from broker.engine.run.results import Command, Fault, Incident, JournalEntry, Retry
+from broker.engine.run.state import activity_instance_id, bookmark_hash, stimulus_hash
 from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
 
 if TYPE_CHECKING:
-    from broker.engine.results import ChildInstance
+    from broker.engine.run.results import ChildInstance
 
 __all__ = ["WORKFLOW_TYPE", "Host", "Run"]
 

@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine.graph import Connection, FlowGraph
-from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
+from broker.engine.model.graph import Connection, FlowGraph
+from broker.engine.model.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from broker.engine.activities.base import Behaviour
-from broker.engine.catalog import declaration_for
-from broker.engine.specs import ActivitySpec
+from broker.engine.activities.catalog import declaration_for
+from broker.engine.model.specs import ActivitySpec
 
 __all__ = ["spec_for"]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.engine.definition import Activity
+    from broker.engine.model.definition import Activity
 
 DONE = ("Done",)
 

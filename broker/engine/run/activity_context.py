@@ -7,16 +7,16 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.engine import expressions
-from broker.engine.definition import Activity, Input, WorkflowDefinition
-from broker.engine.lookup import DefinitionLookup
-from broker.engine.outcomes import DONE, CompletedChild
-from broker.engine.results import Command, RunResult
-from broker.engine.services import EngineServices
+from broker.engine.expr import expressions
+from broker.engine.model.definition import Activity, Input, WorkflowDefinition
+from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.outcomes import DONE, CompletedChild
+from broker.engine.run.results import Command, RunResult
+from broker.engine.run.services import EngineServices
 
 if TYPE_CHECKING:
-    from broker.engine.log_persistence import Kind
-    from broker.engine.results import ChildInstance
+    from broker.engine.model.log_persistence import Kind
+    from broker.engine.run.results import ChildInstance
 
 __all__ = ["ActivityContext", "ActivityScope", "Behaviour", "Host", "RunView"]
 
@@ -64,7 +64,7 @@ class Host(Protocol):
 
 
 class RunView(Protocol):
-    """The run an activity context belongs to (``broker.engine.interpreter.Run``)."""
+    """The run an activity context belongs to (``broker.engine.run.interpreter.Run``)."""
 
     engine: Host
     state: dict[str, Any]
@@ -285,7 +285,7 @@ class ActivityContext:
 
 
 class ActivityScope:
-    """``broker.engine.scope.Scope`` over the context tree, for expressions."""
+    """``broker.engine.expr.scope.Scope`` over the context tree, for expressions."""
 
     __slots__ = ("_ctx", "_node", "_run")
 

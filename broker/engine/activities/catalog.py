@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 from broker.engine.activities import control, data, dispatch, email, flow, http, waits
 from broker.engine.activities.base import DECLARED, Behaviour
-from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import Activity
-from broker.engine.lookup import DefinitionLookup
-from broker.engine.specs import Declaration
+from broker.engine.model.definition import Activity
+from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.model.specs import Declaration
+from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
 
 __all__ = [
