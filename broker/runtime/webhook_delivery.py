@@ -25,7 +25,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics
-from broker.engine.services import HttpClient
+from broker.engine.run.services import HttpClient
 from broker.errors import BrokerError
 from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
-from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
+from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
 from broker.runtime import (
     bookmarks,

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine import log_persistence
-from broker.engine.convert import parse_timespan
+from broker.engine.model import log_persistence
+from broker.engine.model.convert import parse_timespan
 from broker.errors import WorkflowDefinitionError
 
 #: Elsa's incident strategies (``options.incidentStrategyType``), by class name.

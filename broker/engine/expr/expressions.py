@@ -7,8 +7,8 @@ passes the expression and the type name here. Supported types:
 - ``Object`` / ``Json``: JSON text parsed (an already-parsed value passes through);
 - ``Variable``: the value names a variable (a name, or ``{"id": ..., "name": ...}``);
 - ``Input``: the value names a workflow input;
-- ``JavaScript``: run in a QuickJS sandbox (``broker.engine.javascript``);
-- ``Liquid``: a template rendered with python-liquid (``broker.engine.liquid``).
+- ``JavaScript``: run in a QuickJS sandbox (``broker.engine.expr.javascript``);
+- ``Liquid``: a template rendered with python-liquid (``broker.engine.expr.liquid``).
 
 "C#", "CSharp", "Python" and unknown types raise ``ExpressionError``: the broker never runs
 Python (or .NET) code from a workflow file. Every failure, including a value that cannot be
@@ -21,15 +21,15 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker.engine.convert import convert
-from broker.engine.javascript import (
+from broker.engine.expr.javascript import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_TIME_LIMIT,
     evaluate_javascript,
     preview,
 )
-from broker.engine.liquid import render_liquid
-from broker.engine.scope import Scope
+from broker.engine.expr.liquid import render_liquid
+from broker.engine.expr.scope import Scope
+from broker.engine.model.convert import convert
 from broker.errors import ExpressionError
 
 __all__ = ["SUPPORTED_TYPES", "evaluate"]

@@ -1,10 +1,4 @@
-"""The interpreter loop: run everything scheduled until only waits remain.
-
-The state is one JSON document (see ``broker.engine.state``): activity execution contexts (a tree,
-keyed by deterministic activity instance ids), a FIFO queue of contexts to execute, bookmarks, and
-the variable scopes. A container schedules children and is called back when each completes;
-blocking activities leave a bookmark and the loop stops when the queue is empty.
-"""
+"""The interpreter loop: run everything scheduled until only waits remain."""
 
 from __future__ import annotations
 
@@ -14,29 +8,28 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.engine import expressions
-from broker.engine.activities.base import CompletedChild
-from broker.engine.activity_context import ActivityContext, ActivityScope
-from broker.engine.definition import Activity, Input, WorkflowDefinition
-from broker.engine.log_persistence import Kind, Policy, policy_for
-from broker.engine.results import Command, Fault, Incident, JournalEntry, Retry
-from broker.engine.state import activity_instance_id, bookmark_hash, stimulus_hash
+from broker.engine.expr import expressions
+from broker.engine.model.definition import Activity, Input, WorkflowDefinition
+from broker.engine.model.log_persistence import Kind, Policy, policy_for
+from broker.engine.run.activity_context import ActivityContext, ActivityScope, Host
+from broker.engine.run.outcomes import WORKFLOW_TYPE, CompletedChild
+from broker.engine.run.results import Command, Fault, Incident, JournalEntry, Retry
+from broker.engine.run.state import activity_instance_id, bookmark_hash, stimulus_hash
 from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
 
 if TYPE_CHECKING:
-    from broker.engine.api import Engine
-    from broker.engine.results import ChildInstance
+    from broker.engine.run.results import ChildInstance
+
+__all__ = ["WORKFLOW_TYPE", "Host", "Run"]
 
 logger = logging.getLogger(__name__)
-
-WORKFLOW_TYPE = "Elsa.Workflow"  # the synthetic node at the top of every workflow scope
 
 
 class Run:
     """One pass of the interpreter over a state: executes, records, stops at waits or faults."""
 
     def __init__(
-        self, engine: Engine, state: dict[str, Any], *, write_lines: list[str] | None = None
+        self, engine: Host, state: dict[str, Any], *, write_lines: list[str] | None = None
     ) -> None:
         self.engine = engine
         self.state = state
@@ -423,24 +416,3 @@ class Run:
             js_time_limit=self.engine.js_time_limit,
             js_memory_limit=self.engine.js_memory_limit,
         )
-
-
-def new_scope(
-    variables: Iterable[Any],
-    *,
-    kind: str,
-    values: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    outputs: Iterable[str] = (),
-) -> dict[str, Any]:
-    """A JSON scope: variable values by name, ids to names, and (workflow) inputs/outputs."""
-    scope: dict[str, Any] = {"kind": kind, "vars": {}, "ids": {}}
-    for variable in variables:
-        scope["vars"][variable.name] = (values or {}).get(variable.name)
-        scope["ids"][variable.id] = variable.name
-    if kind == "workflow":
-        scope["inputs"] = dict(inputs or {})
-        scope["outputs"] = {}
-        scope["declaredOutputs"] = list(outputs)
-        scope["outcomes"] = None
-    return scope

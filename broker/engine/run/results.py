@@ -77,7 +77,7 @@ class JournalEntry:
     outcome: str | None
     timestamp: dt.datetime
     #: the inputs the activity evaluated and the outputs it set, as its log persistence allows
-    #: (``broker.engine.log_persistence``); on the entry that closes what ran in this step
+    #: (``broker.engine.model.log_persistence``); on the entry that closes what ran in this step
     inputs: Mapping[str, Any] | None = None
     outputs: Mapping[str, Any] | None = None
 

@@ -9,17 +9,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine.graph import Connection, FlowGraph
-from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
-
-# Seed aliases: older or shorter type names mapped onto the catalog's names.
-TYPE_ALIASES = {
-    "Elsa.Http.HttpEndpoint": "Elsa.HttpEndpoint",
-    "Elsa.Email.SendEmail": "Elsa.SendEmail",
-    "Elsa.Http.SendHttpRequest": "Elsa.SendHttpRequest",
-    "Elsa.Http.WriteHttpResponse": "Elsa.WriteHttpResponse",
-    "Elsa.Primitives.SignalReceived": "Elsa.SignalReceived",
-}
+from broker.engine.model.graph import Connection, FlowGraph
+from broker.engine.model.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from broker.engine.definition import WorkflowDefinition
+from broker.engine.model.definition import WorkflowDefinition
 
 
 class DefinitionLookup(Protocol):

@@ -1,6 +1,6 @@
 // The sandbox's bootstrap, evaluated once in each fresh QuickJS-ng context by
-// broker/engine/javascript.py (read that module's docstring first). The HELPERS marker
-// below is replaced by the helpers of broker/engine/jsapi.py before it runs. Workflow code
+// broker/engine/expr/javascript.py (read that module's docstring first). The HELPERS marker
+// below is replaced by the helpers of broker/engine/expr/jsapi.py before it runs. Workflow code
 // reaches nothing here except through the scope objects makeScope builds.
 (function () {
   "use strict";
@@ -326,7 +326,7 @@
     }
   }
 
-  // The helpers of broker.engine.jsapi.HELPERS: [name, activity or null, value].
+  // The helpers of broker.engine.expr.jsapi.HELPERS: [name, activity or null, value].
   // Hardened by lockdown (freezing them earlier would freeze the shared prototypes before
   // lockdown makes their methods overridable on one's own objects).
   const helpers = [/*HELPERS*/];

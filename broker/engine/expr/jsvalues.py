@@ -1,6 +1,6 @@
 """What a JavaScript expression is handed: the values its text names, supplied as JSON.
 
-The sandbox (``broker.engine.javascript``) registers no Python callable, so a script reads only
+The sandbox (``broker.engine.expr.javascript``) registers no Python callable, so a script reads only
 what is supplied up front. ``needs_of`` guesses from the identifiers in the text which variables,
 inputs, activity outputs and instance facts it may read; ``Needs.learn`` adds what a run asked
 for that was not supplied; ``supply`` encodes those values from the ``Scope``.
@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.engine.jsapi import pascalize
-from broker.engine.scope import Scope
+from broker.engine.expr.jsapi import pascalize
+from broker.engine.expr.scope import Scope
 
 FLAGS = ("current", "workflow", "last", "now")
 

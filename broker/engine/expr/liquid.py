@@ -22,7 +22,7 @@ from typing import Any
 from liquid import BoundTemplate, Environment, Undefined
 from liquid.exceptions import FilterValueError, LiquidError
 
-from broker.engine.scope import Scope
+from broker.engine.expr.scope import Scope
 from broker.errors import ExpressionError
 
 __all__ = ["render_liquid"]

@@ -1,7 +1,8 @@
 """The JavaScript names a workflow script sees: one declarative list, as Elsa 3 offers them.
 
-``HELPERS`` is the single source: ``broker.engine.javascript`` installs each helper's ``source``
-(a JavaScript expression over the sandbox's internals: ``readVariable``, ``readState``, ...),
+``HELPERS`` is the single source: ``broker.engine.expr.javascript`` installs each helper's
+``source`` (a JavaScript expression over the sandbox's internals: ``readVariable``,
+``readState``, ...),
 ``typescript_declarations`` renders the ``declare`` lines Elsa Studio's script editor asks for,
 and ``workflows/README.md`` lists them (a test keeps it in step). ``FAMILIES`` are the names made
 per workflow: a getter and setter per variable, a getter per input, one per activity output.

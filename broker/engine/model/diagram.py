@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-from broker.engine import shapes
+from broker.engine.model import shapes
 
 __all__ = ["to_mermaid"]
 

@@ -1,16 +1,12 @@
-"""The JSON state of a workflow instance: its shape, its version, and the ids it derives.
-
-Everything the interpreter needs to continue lives in this one document, so the runtime stores
-it (and the definition version id) and nothing else. Ids are derived from the instance id and a
-counter kept in the state: re-running the same step yields the same ids.
-"""
+"""The JSON state of a workflow instance: its shape, its version, its scopes and the ids it
+derives."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from broker.errors import WorkflowFault
@@ -94,3 +90,24 @@ def bookmark_hash(name: str, payload: Any, activity_instance_id: str) -> str:
 def stimulus_hash(name: str, payload: Any) -> str:
     """SHA-256 hex of name + JSON payload: what a stimulus and its waiting bookmarks share."""
     return hashlib.sha256(f"{name}{canonical_json(payload)}".encode()).hexdigest()
+
+
+def new_scope(
+    variables: Iterable[Any],
+    *,
+    kind: str,
+    values: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    outputs: Iterable[str] = (),
+) -> dict[str, Any]:
+    """A JSON scope: variable values by name, ids to names, and (workflow) inputs/outputs."""
+    scope: dict[str, Any] = {"kind": kind, "vars": {}, "ids": {}}
+    for variable in variables:
+        scope["vars"][variable.name] = (values or {}).get(variable.name)
+        scope["ids"][variable.id] = variable.name
+    if kind == "workflow":
+        scope["inputs"] = dict(inputs or {})
+        scope["outputs"] = {}
+        scope["declaredOutputs"] = list(outputs)
+        scope["outcomes"] = None
+    return scope

@@ -1,7 +1,7 @@
 """What an expression sees while an activity runs.
 
-The interpreter implements ``Scope``; ``broker.engine.expressions`` only reads and writes through
-it, so the two stay independent and each is testable alone.
+The interpreter implements ``Scope``; ``broker.engine.expr.expressions`` only reads and writes
+through it, so the two stay independent and each is testable alone.
 """
 
 from __future__ import annotations

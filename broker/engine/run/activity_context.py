@@ -1,23 +1,125 @@
-"""What an activity implementation sees while it runs (``ActivityContext``), and what its
-expressions see (``ActivityScope``, the interpreter's ``broker.engine.scope.Scope``).
-
-Both are thin views over one activity execution context of a ``Run``; every change goes through
-the run, which owns the state.
-"""
+"""What an activity is (``Behaviour``), what it sees while it runs (``ActivityContext``), and
+what its expressions see (``ActivityScope``): thin views over one context of a run."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.engine import expressions
-from broker.engine.activities.base import DONE
-from broker.engine.definition import Activity, Input
-from broker.engine.results import Command
+from broker.engine.expr import expressions
+from broker.engine.model.definition import Activity, Input, WorkflowDefinition
+from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.outcomes import DONE, CompletedChild
+from broker.engine.run.results import Command, RunResult
+from broker.engine.run.services import EngineServices
 
 if TYPE_CHECKING:
-    from broker.engine.interpreter import Run
+    from broker.engine.model.log_persistence import Kind
+    from broker.engine.run.results import ChildInstance
+
+__all__ = ["ActivityContext", "ActivityScope", "Behaviour", "Host", "RunView"]
+
+
+class Behaviour:
+    """How one activity type runs. Stateless: what must survive a suspension lives in
+    ``ax.props`` (the activity instance's JSON properties), so one instance serves all runs."""
+
+    #: Names of the bookmarks this activity creates, for documentation and trigger indexing.
+    blocking = False
+
+    def execute(self, ax: ActivityContext) -> None:
+        ax.complete()
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        if not ax.has_children():
+            ax.complete()
+
+    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
+        ax.complete()
+
+
+class Host(Protocol):
+    """What a run needs of the engine that drives it (``broker.engine.api.Engine``)."""
+
+    services: EngineServices
+    definitions: DefinitionLookup
+    js_time_limit: float
+    js_memory_limit: int
+
+    def behaviour(self, node: Activity) -> Behaviour: ...
+
+    def start(
+        self,
+        definition: WorkflowDefinition,
+        *,
+        instance_id: str,
+        input: Mapping[str, Any] | None = None,
+        correlation_id: str | None = None,
+        parent_id: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        write_lines: list[str] | None = None,
+    ) -> RunResult: ...
+
+
+class RunView(Protocol):
+    """The run an activity context belongs to (``broker.engine.run.interpreter.Run``)."""
+
+    engine: Host
+    state: dict[str, Any]
+    contexts: dict[str, dict[str, Any]]
+    write_lines: list[str]
+    commands: list[Command]
+    child_instances: list[ChildInstance]
+    last_result: Any
+    clock: Callable[[], dt.datetime]
+
+    def remember(self, definition: WorkflowDefinition) -> None: ...
+
+    def definition(self, version_id: str) -> WorkflowDefinition: ...
+
+    def node(self, ctx: Mapping[str, Any]) -> Activity: ...
+
+    def create_context(
+        self,
+        parent: dict[str, Any] | None,
+        node_id: str | None,
+        def_id: str,
+        props: dict[str, Any] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def complete(
+        self, ctx: dict[str, Any], outcomes: tuple[str, ...], *, faulted: bool = False
+    ) -> None: ...
+
+    def cancel_context(self, ctx: dict[str, Any]) -> None: ...
+
+    def record(
+        self, ctx: Mapping[str, Any], node: Activity, event: str, outcome: str | None = None
+    ) -> None: ...
+
+    def capture(
+        self, ctx: Mapping[str, Any], node: Activity, kind: Kind, name: str, value: Any
+    ) -> None: ...
+
+    def add_bookmark(
+        self,
+        ctx: dict[str, Any],
+        node: Activity,
+        name: str,
+        payload: Mapping[str, Any],
+        due_at: dt.datetime | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]: ...
+
+    def scopes(self, ctx: Mapping[str, Any]) -> Iterable[dict[str, Any]]: ...
+
+    def workflow_scope(self, ctx: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def assign(self, ctx: Mapping[str, Any], reference: str, value: Any) -> None: ...
+
+    def evaluate(self, ctx: Mapping[str, Any], node: Activity, spec: Input) -> Any: ...
 
 
 class ActivityContext:
@@ -25,7 +127,7 @@ class ActivityContext:
 
     __slots__ = ("ctx", "node", "run")
 
-    def __init__(self, run: Run, ctx: dict[str, Any], node: Activity) -> None:
+    def __init__(self, run: RunView, ctx: dict[str, Any], node: Activity) -> None:
         self.run = run
         self.ctx = ctx
         self.node = node
@@ -78,6 +180,45 @@ class ActivityContext:
             js_memory_limit=self.run.engine.js_memory_limit,
         )
 
+    @property
+    def services(self) -> EngineServices:
+        """HTTP, mail, the clock and the WriteLine sink the engine was given."""
+        return self.run.engine.services
+
+    @property
+    def definitions(self) -> DefinitionLookup:
+        """The loaded workflow definitions (children, composites)."""
+        return self.run.engine.definitions
+
+    @property
+    def js_limits(self) -> tuple[float, int]:
+        """The JavaScript time (seconds) and memory (bytes) limits."""
+        return self.run.engine.js_time_limit, self.run.engine.js_memory_limit
+
+    def behaviour(self, node: Activity) -> Behaviour:
+        """How ``node`` runs."""
+        return self.run.engine.behaviour(node)
+
+    def start_workflow(
+        self,
+        definition: WorkflowDefinition,
+        *,
+        instance_id: str,
+        input: Mapping[str, Any] | None = None,
+        correlation_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunResult:
+        """Run a child of this instance in-process now, sharing this run's WriteLine log."""
+        return self.run.engine.start(
+            definition,
+            instance_id=instance_id,
+            input=input,
+            correlation_id=correlation_id,
+            parent_id=self.instance_id,
+            options=options,
+            write_lines=self.run.write_lines,
+        )
+
     def set_output(self, name: str, value: Any) -> None:
         outputs = self.run.state["activityOutputs"]
         outputs.setdefault(self.node.label, {})[name] = value
@@ -118,7 +259,7 @@ class ActivityContext:
         lines = text.split("\n")
         for line in lines:
             self.run.write_lines.append(line.removesuffix("\r"))
-        sink = self.run.engine.services.write_line
+        sink = self.services.write_line
         if sink is not None:
             sink(text)
 
@@ -144,11 +285,11 @@ class ActivityContext:
 
 
 class ActivityScope:
-    """``broker.engine.scope.Scope`` over the context tree, for expressions."""
+    """``broker.engine.expr.scope.Scope`` over the context tree, for expressions."""
 
     __slots__ = ("_ctx", "_node", "_run")
 
-    def __init__(self, run: Run, ctx: Mapping[str, Any], node: Activity) -> None:
+    def __init__(self, run: RunView, ctx: Mapping[str, Any], node: Activity) -> None:
         self._run = run
         self._ctx = ctx
         self._node = node

@@ -1,9 +1,5 @@
-"""The shape of an activity's description, as a designer needs it: its inputs, outputs,
-outcomes, category and kind (``ActivitySpec``), and Elsa's default UI hint for an input.
-
-Names follow Elsa: inputs and outputs are PascalCase here and camelCase in workflow JSON; types
-are Elsa's aliases (``String``, ``Boolean``, ``Object``, ``TimeSpan``...).
-"""
+"""The shape of an activity's description, as Studio needs it (``ActivitySpec``), the
+declaration that joins it to a type name (``Declaration``), and Elsa's default UI hints."""
 
 from __future__ import annotations
 
@@ -47,6 +43,22 @@ class ActivitySpec:
     start: bool = False
     terminal: bool = False
     display_name: str | None = None
+
+
+#: The ``Result`` output most activities that produce a value declare.
+RESULT = OutputSpec("Result", "Object", "The activity's result.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """Everything known about one activity type besides its behaviour: its type name, the older
+    names it answers to, its description for the designer, and (when checked) the ports a
+    flowchart connection may leave it by."""
+
+    type_name: str
+    spec: ActivitySpec
+    aliases: tuple[str, ...] = ()
+    outbound: frozenset[str] | None = None
 
 
 def ui_hint_for(spec: InputSpec) -> str:

@@ -1,14 +1,10 @@
-"""The ports from the pure engine to the outside world, as protocols.
-
-The engine never opens a socket or a file: activities that send HTTP requests or e-mail call
-these, and the runtime passes real implementations (``broker.outbound``, ``broker.mail``) or test
-fakes. Transient failures are raised as ``broker.errors.RetryLater``.
-"""
+"""The ports from the pure engine to the outside world (HTTP, mail, the clock), as protocols."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -55,3 +51,17 @@ class EmailMessage:
 class Mailer(Protocol):
     def send(self, message: EmailMessage) -> None:
         """Deliver the message; raises ``RetryLater`` when the server is unreachable."""
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineServices:
+    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+
+    http: HttpClient | None = None
+    mailer: Mailer | None = None
+    clock: Callable[[], dt.datetime] = _utc_now
+    write_line: Callable[[str], None] | None = None

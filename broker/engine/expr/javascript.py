@@ -14,11 +14,11 @@ costs a few. Reuse is safe because the context is locked down before any workflo
 - the context has no module loader, no ``std``/``os``/``require``/``fetch`` and no Python
   callable: nothing in it can reach files, the network, processes or the host.
 
-Names a script sees are Elsa's (``broker.engine.jsapi.HELPERS``, installed from that one list,
+Names a script sees are Elsa's (``broker.engine.expr.jsapi.HELPERS``, installed from that one list,
 and ``FAMILIES``: ``get<Variable>()``/``set<Variable>(v)``, ``get<Input>()``,
 ``get<Output>From<Activity>()``), plus every variable as a global. Values cross the boundary as
 JSON (dates as ISO text, durations as seconds); the instance's facts (definition, version, name,
-last result, clock) are supplied only to scripts that name them (``broker.engine.jsvalues``).
+last result, clock) are supplied only to scripts that name them (``broker.engine.expr.jsvalues``).
 Writes, by ``setVariable``, ``setX``, ``variables.X = v`` or assignment to the global, in-place
 changes to an object variable the script read (``getItems().push(1)``), and
 ``setCorrelationId``/``setWorkflowInstanceName`` reach the ``Scope`` once, when the evaluation
@@ -55,9 +55,9 @@ from typing import Any
 
 import quickjs
 
-from broker.engine.jsapi import HELPERS
-from broker.engine.jsvalues import Needs, needs_of, remember, supply
-from broker.engine.scope import Scope
+from broker.engine.expr.jsapi import HELPERS
+from broker.engine.expr.jsvalues import Needs, needs_of, remember, supply
+from broker.engine.expr.scope import Scope
 from broker.errors import ExpressionError
 
 __all__ = [
@@ -81,7 +81,9 @@ _EVALUATIONS_PER_SANDBOX = 20_000
 
 # The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file).
 _BOOTSTRAP_TEMPLATE = (
-    importlib.resources.files("broker.engine").joinpath("sandbox.js").read_text(encoding="utf-8")
+    importlib.resources.files("broker.engine.expr")
+    .joinpath("sandbox.js")
+    .read_text(encoding="utf-8")
 )
 
 
