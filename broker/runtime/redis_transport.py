@@ -27,7 +27,7 @@ class Channel(kombu_redis.Channel):
             raise redis.exceptions.ConnectionError(
                 "the Redis transport was closed (connection lost); not reconnecting this channel"
             )
-        return super()._connparams(asynchronous=asynchronous)
+        return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-untyped-call]
 
 
 class Transport(kombu_redis.Transport):

@@ -22,7 +22,8 @@ import pytest
 
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
-from tests.chaos.test_chaos_runtime import PrivateRedis, assert_one_effect_per_request, count_status
+from tests.chaos.redis_private import PrivateRedis
+from tests.chaos.test_chaos_runtime import assert_one_effect_per_request, count_status
 from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.sink import Sink
