@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -57,6 +58,10 @@ def count_status(factory: object, status: str) -> int:
             )
             or 0
         )
+
+
+def completed_beyond(factory: object, target: int) -> bool:
+    return count_status(factory, "Completed") > target
 
 
 def assert_one_effect_per_request(sink: Sink, path: str, request_ids: list[str]) -> None:
@@ -116,7 +121,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
             for _ in range(3):
                 target = kills * count // 5
                 wait_until(
-                    lambda target=target: count_status(factory, "Completed") > target,
+                    functools.partial(completed_beyond, factory, target),
                     timeout=60,
                     what="progress before a kill",
                 )
@@ -271,7 +276,7 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
             # held the lease row (on PostgreSQL a takeover then waits for that batch to end)
             try:
                 wait_until(
-                    lambda before=before: len(published()) > before + 5,
+                    functools.partial(lambda floor: len(published()) > floor, before + 5),
                     timeout=TAKEOVER_WAIT,
                     what="takeover",
                 )
