@@ -221,6 +221,9 @@ def check(
         data = body.get("data", {}) if isinstance(body, dict) else {}
         hooks[(str(data.get("correlationId")), str(body.get("type")))].add(hook_id)
     hooked = {rid for rid, _ in hooks}
+    repeated_hooks: Counter[str] = Counter()
+    for (rid, _), hook_ids in hooks.items():
+        repeated_hooks[rid] += len(hook_ids) - 1
     lost: Counter[str] = Counter()
     duplicates: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
@@ -248,9 +251,8 @@ def check(
             duplicates["terminal event repeated"] += terminal_events[item.request_id] - 1
         if item.request_id not in hooked:
             lost["webhook never arrived"] += 1
-        for (rid, _), ids_ in hooks.items():
-            if rid == item.request_id and len(ids_) > 1:
-                duplicates["webhook event sent under two ids"] += len(ids_) - 1
+        if repeated_hooks[item.request_id]:
+            duplicates["webhook event sent under two ids"] += repeated_hooks[item.request_id]
         instance = broker_ids.instance_id_for_request(item.request_id)
         effects = [k for k in keys.get(instance, set())]
         if item.kind.request_type == "SoakParent" and status == "Completed":
