@@ -7,6 +7,7 @@ import math
 import pytest
 
 from tests.soak.report import Finished, Sample, Verdict, growth_pct, percentile, verdict, windows
+from tests.soak.run import fault_spacing, warmup, window_length
 
 
 def sample(at: float, rss: int, rows: int) -> Sample:
@@ -102,3 +103,17 @@ def test_losses_fail_the_run_and_too_short_a_run_compares_nothing() -> None:
     short = verdict(minutes=2, lost=0, duplicates=0, stuck=0, folded=folded,
                     bounded_tables=[], warmup=120)  # fmt: skip
     assert math.isnan(short.rss_growth_pct)
+
+
+def test_every_fault_fits_in_the_short_run_and_the_long_one_repeats_them() -> None:
+    # Given the seven faults, the first after a minute (or a sixth of the run), the last a minute
+    # before the load stops
+    for minutes, expected in ((5, 7), (30, 12)):
+        duration = minutes * 60.0
+        every = fault_spacing(duration, 7)
+        first = min(60.0, duration / 6)
+        fired = len([at for at in (first + n * every for n in range(100)) if at < duration - 60])
+        # Then the short run sees each fault once and the long one sees them again
+        assert fired == expected, (minutes, every)
+    assert (window_length(5), warmup(5)) == (60.0, 120.0)
+    assert (window_length(30), warmup(30)) == (300.0, 300.0)
