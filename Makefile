@@ -10,7 +10,7 @@ LOCK := requirements/runtime.txt
 DEV_LOCK := requirements/dev.txt
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links
 
-.PHONY: install install-dev console-assets browser promtool run test lint fmt bench mutation flower clean services lock conformance
+.PHONY: install install-dev console-assets browser promtool run test lint fmt bench mutation soak flower clean services lock conformance
 
 # quickjs-ng replaced the unmaintained quickjs package; both install the module `quickjs`, so a
 # venv that still has the old one gets both removed and quickjs-ng installed afresh.
@@ -98,6 +98,14 @@ bench: install-dev services
 # Mutation testing of the core (docs/mutation.md); not part of `make test`.
 mutation: install-dev services
 	$(BIN)/python -m tests.mutation.run $(MUTATION_ARGS)
+
+# The soak (docs/soak.md): the production roles on private PostgreSQL and Redis under a steady
+# mixed load and scheduled faults for SOAK_MINUTES (default 30) at SOAK_RATE requests a second
+# (default 2); writes var/soak/soak.json and soak.png. Not part of `make test`.
+SOAK_MINUTES ?= 30
+SOAK_RATE ?= 2
+soak: install-dev
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_RATE=$(SOAK_RATE) $(BIN)/python -m tests.soak
 
 flower: install
 	$(BIN)/broker flower $(FLOWER_ARGS)

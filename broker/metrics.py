@@ -180,7 +180,7 @@ def record_worker_heartbeat() -> None:
 
 
 class JournalEntry(Protocol):
-    """What ``record_journal`` reads of an engine journal entry (``broker.engine.results``)."""
+    """What ``record_journal`` reads of an engine journal entry (``broker.engine.run.results``)."""
 
     @property
     def activity_instance_id(self) -> str: ...

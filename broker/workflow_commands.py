@@ -100,7 +100,7 @@ def validate(files: tuple[Path, ...]) -> None:
 def diagram(file: Path) -> None:
     """Print FILE's activity graph as a Mermaid flowchart (paste it into a Markdown file or
     mermaid.live); exit 1 when FILE is not a workflow document."""
-    from broker.engine.diagram import to_mermaid
+    from broker.engine.model.diagram import to_mermaid
 
     try:
         document = _load(file)

@@ -27,6 +27,7 @@ from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
 from broker.registry.workflows import WorkflowRegistry
 from broker.runtime.ports import NullPublisher, Publisher
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -54,16 +55,16 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     registry: WorkflowRegistry | None = None,
     publisher: Publisher | None = None,
+    runtime: Runtime | None = None,
 ) -> Flask:
-    """The console: Studio, the console pages, identity and (when present) the Elsa API."""
-    from broker.store import db
+    """The console: Studio, the console pages, identity and (when present) the Elsa API.
 
-    factory = session_factory or db.make_session_factory(db.make_engine(settings.database_url))
-    if registry is None:
-        registry = WorkflowRegistry(settings, factory)
-        registry.load()
-        if settings.watch_workflows:
-            registry.watch()
+    Shared parts (and the fast-path publisher) come from ``runtime``; keyword parts override."""
+    rt = runtime if runtime is not None else Runtime(settings, factory=session_factory)
+    factory = session_factory or rt.factory
+    registry = registry if registry is not None else rt.registry
+    if publisher is None and runtime is not None:
+        publisher = runtime.web_publisher
     secret = settings.resolved_console_secret()
     app = Flask("broker.console", static_url_path="/console-static")
     app.config.update(

@@ -24,7 +24,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from broker.console import assets, auth
 from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
-from broker.engine.diagram import to_mermaid
+from broker.engine.model.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError, Conflict
 from broker.runtime import alteration_jobs, request_queries
 from broker.runtime import dead_letter_admin as dead_letters

@@ -1,27 +1,21 @@
-"""The engine's entry points: start, resume, retry and cancel workflow instances.
-
-Each call takes JSON state (or a definition, to start), runs the interpreter until only waits
-remain, and returns a ``RunResult``. The engine holds no per-instance memory between calls; the
-runtime persists ``RunResult.state`` and hands it back. A call the state does not allow raises an
-``EngineError`` (``broker.engine.errors``).
-"""
+"""The engine's entry points: start, resume, retry and cancel workflow instances, each from
+JSON state to a ``RunResult``."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour
-from broker.engine.activity_context import ActivityContext
-from broker.engine.catalog import behaviour_for
-from broker.engine.definition import Activity, Input, Variable, WorkflowDefinition
-from broker.engine.errors import InstanceFinished, NothingToRetry, UnknownBookmark
-from broker.engine.interpreter import Run, new_scope
-from broker.engine.lookup import DefinitionLookup
-from broker.engine.results import (
+from broker.engine.activities.catalog import behaviour_for
+from broker.engine.model.definition import Activity, Input, Variable, WorkflowDefinition
+from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.errors import InstanceFinished, NothingToRetry, UnknownBookmark
+from broker.engine.run.interpreter import Run
+from broker.engine.run.results import (
     Bookmark,
     Fault,
     Retry,
@@ -29,22 +23,17 @@ from broker.engine.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.services import HttpClient, Mailer
-from broker.engine.state import migrate, new_state
+from broker.engine.run.services import EngineServices
+from broker.engine.run.state import migrate, new_scope, new_state
 
-
-def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-@dataclasses.dataclass(frozen=True)
-class EngineServices:
-    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
-
-    http: HttpClient | None = None
-    mailer: Mailer | None = None
-    clock: Callable[[], dt.datetime] = _utc_now
-    write_line: Callable[[str], None] | None = None
+__all__ = [
+    "Engine",
+    "EngineServices",
+    "forget_memory_variables",
+    "initialise_variables",
+    "to_bookmark",
+    "workflow_output",
+]
 
 
 class Engine:

@@ -1,10 +1,4 @@
-"""Elsa 3 workflow JSON, parsed into immutable, validated definitions.
-
-The parser accepts what Elsa Studio exports (and the older shapes still found in the wild): both
-connection forms, embedded ports (``then``/``else``, ``body``, ``cases``, ``branches``), an Elsa 2
-``properties`` bag, and workflow-definition activities (types defined by other definitions). It
-checks what the interpreter relies on and reports the first problem with a JSON path.
-"""
+"""Elsa 3 workflow JSON, parsed into immutable, validated definitions."""
 
 from __future__ import annotations
 
@@ -12,9 +6,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine import shapes
-from broker.engine.definition import (
-    TYPE_ALIASES,
+from broker.engine.activities.catalog import TYPE_ALIASES
+from broker.engine.model import shapes
+from broker.engine.model.definition import (
     Activity,
     Case,
     Input,
@@ -23,9 +17,9 @@ from broker.engine.definition import (
     WorkflowDefinition,
     camel_case,
 )
-from broker.engine.enums import ENUM_INPUTS, enum_member
-from broker.engine.graph import Connection, FlowGraph, build_graph
-from broker.engine.strategies import (
+from broker.engine.model.enums import ENUM_INPUTS, enum_member
+from broker.engine.model.graph import Connection, FlowGraph, build_graph
+from broker.engine.model.strategies import (
     STORAGE_DRIVERS,
     check_log_persistence,
     class_name,
@@ -440,6 +434,8 @@ class _Parser:
                         f"{path}.connections[{index}]",
                     )
         start = doc.get("start")
+        if start is not None and not isinstance(start, str):
+            raise self.error(f"start must be an activity id, not {start!r}", f"{path}.start")
         if start is not None and start not in known:
             raise self.error(f"start refers to unknown activity {start!r}", f"{path}.start")
         return build_graph(node.activities, node.connections, start)

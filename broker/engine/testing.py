@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Self
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.definition import WorkflowDefinition
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.definition import WorkflowDefinition
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.results import (
+from broker.engine.run.results import (
     Bookmark,
     DispatchWorkflow,
     JournalEntry,
@@ -23,7 +23,7 @@ from broker.engine.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
+from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
 
 __all__ = [
     "HttpAnswer",

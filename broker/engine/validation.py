@@ -1,69 +1,17 @@
-"""Load-time checks of a parsed definition against what the engine can run.
-
-The parser (``broker.engine.parser``) checks a file's shape; this module checks its meaning,
-so a workflow that would fault at run time is refused when it is loaded instead: an activity type
-the catalog does not know, an expression language the broker does not evaluate, a flowchart
-connection from a port the activity never leaves through (or into a port other than ``In``), and
-a workflow option the broker does not honour. Each refusal names the JSON path.
-
-Types that are not Elsa's (no ``Elsa.`` prefix) may be workflow-definition activities defined by
-another file: ``known_type`` decides, and the registry checks them against every loaded file.
-"""
+"""Load-time checks of a parsed definition against what the engine can run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from broker.engine.cron import check_cron
-from broker.engine.definition import Activity, WorkflowDefinition
-from broker.engine.expressions import SUPPORTED_TYPES
+from broker.engine.activities.catalog import CATALOG, FIXED_PORTS
+from broker.engine.expr.expressions import SUPPORTED_TYPES
+from broker.engine.model.cron import check_cron
+from broker.engine.model.definition import Activity, WorkflowDefinition
+from broker.engine.model.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.engine.parser import in_original_spelling, parse_workflow
-from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.errors import WorkflowDefinitionError
-
-#: The ports each activity type leaves through, where they are fixed. Types not listed here have
-#: ports that depend on the file (FlowSwitch cases, FlowFork branches, SendHttpRequest status
-#: codes, a workflow-definition activity's outcomes, a script's ``setOutcome``) and are not checked.
-FIXED_PORTS: Mapping[str, frozenset[str]] = {
-    **{
-        name: frozenset({"Done"})
-        for name in (
-            "Elsa.Sequence",
-            "Elsa.Flowchart",
-            "Elsa.ForEach",
-            "Elsa.ParallelForEach",
-            "Elsa.For",
-            "Elsa.While",
-            "Elsa.Fork",
-            "Elsa.Parallel",
-            "Elsa.Switch",
-            "Elsa.SetVariable",
-            "Elsa.SetOutput",
-            "Elsa.WriteLine",
-            "Elsa.Correlate",
-            "Elsa.SetName",
-            "Elsa.Start",
-            "Elsa.FlowJoin",
-            "Elsa.FlowNode",
-            "Elsa.Event",
-            "Elsa.SignalReceived",
-            "Elsa.Delay",
-            "Elsa.Timer",
-            "Elsa.StartAt",
-            "Elsa.Cron",
-            "Elsa.RunTask",
-            "Elsa.DispatchWorkflow",
-            "Elsa.ExecuteWorkflow",
-            "Elsa.PublishEvent",
-            "Elsa.HttpEndpoint",
-            "Elsa.WriteHttpResponse",
-            "Elsa.SendEmail",
-        )
-    },
-    "Elsa.If": frozenset({"True", "False", "Done"}),
-    "Elsa.FlowDecision": frozenset({"True", "False"}),
-}
 
 #: Elsa's own target port: a flowchart connection always enters an activity through ``In``.
 TARGET_PORTS = frozenset({"In"})
@@ -118,8 +66,6 @@ WORKFLOW_OPTIONS: Mapping[str, Callable[[Any], str | None]] = {
 
 def may_be_definition_activity(type_name: str) -> bool:
     """True for a type the catalog knows or one that may name another file's definition."""
-    from broker.engine.catalog import CATALOG
-
     return type_name in CATALOG or not type_name.startswith("Elsa.")
 
 
@@ -136,8 +82,6 @@ def validate_document(document: Mapping[str, Any], *, file: str | None) -> Workf
 def foreign_types(definition: WorkflowDefinition) -> list[tuple[str, str, str | None]]:
     """(type, JSON path, named definition id) of the activities that must be another file's
     definition: by their ``workflowDefinitionId`` when they name one, else by type name."""
-    from broker.engine.catalog import CATALOG
-
     found: list[tuple[str, str, str | None]] = []
     for node in walk(definition.root):
         if node.type in CATALOG:

@@ -1,9 +1,5 @@
-"""The app factories: the one composition root of each listener.
-
-``create_public_app`` serves the client and admin API behind mutual TLS; ``create_internal_app``
-serves callbacks and probes on plain HTTP. Both answer JSON everywhere: every ``BrokerError`` with
-its status and ``to_dict()`` body, HTTP errors (404, 405, 413) as JSON, a lost database as 503
-with Retry-After, and anything unexpected as a 500 without details (the log has them).
+"""The ingress app factories: the mTLS client and admin API, and the internal listener, built
+from a ``broker.runtime.wiring.Runtime``; errors answer JSON everywhere.
 """
 
 from __future__ import annotations
@@ -31,6 +27,7 @@ from broker.ingress.buckets import RateLimiter, make_rate_limiter
 from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
 from broker.ingress.rate_limits import LIMITER
 from broker.runtime.ports import NullPublisher, Publisher
+from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -48,10 +45,12 @@ def create_public_app(
     session_factory: sessionmaker[Session] | None = None,
     publisher: Publisher | None = None,
     rate_limiter: RateLimiter | None = None,
+    runtime: Runtime | None = None,
 ) -> Flask:
     """The mTLS client and admin API: requests, events, request types, admin, OpenAPI.
 
-    ``rate_limiter`` defaults to the one ``BROKER_RATE_LIMIT_*`` describe."""
+    The shared parts come from ``runtime`` (its fast-path publisher too); without one, a runtime
+    is built from ``settings`` and the publisher is a null one. Keyword parts override."""
     from broker.ingress import (
         admin,
         events,
@@ -62,30 +61,20 @@ def create_public_app(
         webhooks,
     )
 
-    factory = session_factory or _session_factory(settings)
+    rt = _runtime(settings, runtime, session_factory)
+    factory = session_factory or rt.factory
     if clients is None:
-        from broker.clients import ClientRegistry
-
-        client_registry = ClientRegistry(settings, factory)
-        client_registry.load()
-        _sync_webhooks(settings, factory, client_registry)
-        clients = client_registry
-    if registry is None:
-        from broker.registry import WorkflowRegistry
-
-        workflow_registry = WorkflowRegistry(settings, factory)
-        workflow_registry.load()
-        if settings.watch_workflows:
-            # Submissions pin the version the ingress sees, so it must see saved changes.
-            workflow_registry.watch()
-        registry = workflow_registry
+        clients = rt.clients
+        _sync_webhooks(settings, factory, clients)
+    # Submissions pin the version the ingress sees: the runtime's registry watches saved changes.
+    registry = registry if registry is not None else rt.registry
     app = _base_app(
         "public",
         settings,
         Services(
             settings=settings,
             session_factory=factory,
-            publisher=publisher or NullPublisher(),
+            publisher=publisher or _publisher(runtime),
             clients=clients,
             registry=registry,
             extra={
@@ -133,18 +122,19 @@ def create_internal_app(
     *,
     session_factory: sessionmaker[Session] | None = None,
     publisher: Publisher | None = None,
+    runtime: Runtime | None = None,
 ) -> Flask:
     """The internal listener: ``/internal/requests/{id}/result``, probes and ``/metrics``."""
     from broker.ingress import internal
 
-    factory = session_factory or _session_factory(settings)
+    factory = session_factory or _runtime(settings, runtime, session_factory).factory
     app = _base_app(
         "internal",
         settings,
         Services(
             settings=settings,
             session_factory=factory,
-            publisher=publisher or NullPublisher(),
+            publisher=publisher or NullPublisher(),  # it publishes nothing
         ),
     )
     app.register_blueprint(internal.bp)
@@ -166,10 +156,16 @@ def _sync_webhooks(settings: Settings, factory: sessionmaker[Session], clients: 
         logger.warning("clients.json webhooks not synced at start: %s", exc)
 
 
-def _session_factory(settings: Settings) -> sessionmaker[Session]:
-    from broker.store import db
+def _runtime(
+    settings: Settings, runtime: Runtime | None, factory: sessionmaker[Session] | None
+) -> Runtime:
+    """The given runtime, or one built from ``settings`` (around ``factory`` when given)."""
+    return runtime if runtime is not None else Runtime(settings, factory=factory)
 
-    return db.make_session_factory(db.make_engine(settings.database_url))
+
+def _publisher(runtime: Runtime | None) -> Publisher:
+    """A runtime's fast-path publisher; without a runtime, a null one (the relay publishes)."""
+    return runtime.web_publisher if runtime is not None else NullPublisher()
 
 
 def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:

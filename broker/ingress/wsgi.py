@@ -18,8 +18,6 @@ from typing import Any
 
 from flask import Flask
 
-from broker.settings import get_settings
-
 logger = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
@@ -65,20 +63,19 @@ class LazyApp:
 
 def _public() -> Flask:
     from broker.ingress.app import create_public_app
-    from broker.runtime.wiring import make_publisher
-    from broker.store import db
+    from broker.runtime.wiring import get_runtime
 
-    settings = get_settings()
-    factory = db.make_session_factory(db.make_engine(settings.database_url))
-    # The fast path: publish right after the submission commits (the relay covers failures).
-    publisher = make_publisher(settings, factory)
-    return create_public_app(settings, session_factory=factory, publisher=publisher)
+    # The process's one runtime; its publisher is the fast path (the relay covers failures).
+    runtime = get_runtime()
+    return create_public_app(runtime.settings, runtime=runtime)
 
 
 def _internal() -> Flask:
     from broker.ingress.app import create_internal_app
+    from broker.runtime.wiring import get_runtime
 
-    return create_internal_app(get_settings())
+    runtime = get_runtime()
+    return create_internal_app(runtime.settings, runtime=runtime)
 
 
 _public_app = LazyApp(_public)

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.engine import shapes
-from broker.engine.definition import WorkflowDefinition
+from broker.engine.model import shapes
+from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.validation import foreign_types, validate_document
 from broker.errors import WorkflowDefinitionError
 from broker.registry.triggers import PLACEHOLDER_REASON, TriggerSpec, canonical_json, index_triggers

@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.engine.strategies import ACTIVATION_STRATEGIES, strategy_name
+from broker.engine.model.strategies import ACTIVATION_STRATEGIES, strategy_name
 from broker.errors import StoreUnavailable
 from broker.registry.files import DEFAULT_QUEUE, WorkflowFile
 from broker.store import models

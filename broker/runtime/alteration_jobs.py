@@ -15,7 +15,15 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound
-from broker.runtime import alterations, dead_letters, ids, instance_admin, outbox, statuses
+from broker.runtime import (
+    alterations,
+    dead_letter_admin,
+    dead_letters,
+    ids,
+    instance_admin,
+    outbox,
+    statuses,
+)
 from broker.runtime.alterations import Log
 from broker.runtime.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.wiring import Runtime
@@ -137,7 +145,7 @@ def retry_request(rt: Runtime, request_id: str, *, actor: str) -> list[str]:
         ).first()
         if letter is None:
             raise Conflict(f"Request '{request_id}' has no dead letter left to replay")
-        return [dead_letters.replay(session, letter.id, source=actor).outbox_id]
+        return [dead_letter_admin.replay(session, letter.id, source=actor).new_id]
 
 
 def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
@@ -296,7 +304,7 @@ def _dispatch(
                 activity_id=(instance.fault or {}).get("activityId"),
                 name=instance.definition_id,
             )
-        return dead_letters.replay(session, letter.id, source=actor).outbox_id
+        return dead_letter_admin.replay(session, letter.id, source=actor).new_id
     row = outbox.enqueue(
         session,
         outbox_id=ids.outbox_id_for("alteration", instance.id, str(checkpoint)),

@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from broker.engine.definition import Activity, Variable, WorkflowDefinition
+from broker.engine.model.definition import Activity, Variable, WorkflowDefinition
 from broker.errors import BadRequest
 from broker.store.models import utcnow
 

@@ -119,6 +119,9 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 #: kombu's filesystem transport, with messages written atomically (see ``fs_transport``)
 FILESYSTEM_TRANSPORT = "broker.runtime.fs_transport:Transport"
+#: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read (see
+#: ``redis_transport``)
+REDIS_TRANSPORT = "broker.runtime.redis_transport:Transport"
 
 
 def broker_url(settings: Settings) -> str:
@@ -136,6 +139,8 @@ def configure(app: Celery, settings: Settings) -> None:
     settings.var_path.mkdir(parents=True, exist_ok=True)
     if settings.queue_url.startswith("filesystem://"):
         app.conf.broker_transport = FILESYSTEM_TRANSPORT
+    elif settings.queue_url.startswith("redis://"):
+        app.conf.broker_transport = REDIS_TRANSPORT
     app.conf.update(
         broker_url=broker_url(settings),
         broker_transport_options=transport_options(settings),

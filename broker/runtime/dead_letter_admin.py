@@ -1,31 +1,40 @@
-"""Dead letters as operators handle them: list, view, replay, delete (``/admin`` and the console).
-
-Views never include ``data`` (what replay needs: resume input, workflow input, options), so an
-operator can inspect failures without seeing payloads or secrets. Replay is atomic: the dead
-letter is marked replayed by a guarded UPDATE and the new work (a bookmark-queue item, or an
-outbox row) is written in the same transaction, so two operators replaying at once create one.
-
-Request and outbox letters are replayed by ``broker.runtime.dead_letters``. A bookmark letter
-becomes a new bookmark-queue item from these camelCase fields of ``data``, falling back to the
-letter's own columns: name, hash, correlationId, clientKey, instanceId, activityInstanceId,
-bookmarkId, payload, options.
+"""Dead letters as operators handle them: list, view, delete, and the one ``replay`` of every
+kind (request, outbox, webhook, bookmark); ``docs/design.md`` has the mechanism.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.orm import Session
 
-from broker.errors import Conflict, NotFound
-from broker.runtime import dead_letters
+from broker.errors import BrokerError, Conflict, NotFound
+from broker.runtime import ids, statuses, webhook_delivery
+from broker.runtime.celery_config import (
+    DEFAULT_QUEUE,
+    RESUME_INSTANCE,
+    RUN_CHILD,
+    RUN_REQUEST,
+)
 from broker.runtime.paging import newest_first_page
 from broker.runtime.request_queries import iso
-from broker.store.models import BookmarkQueueItem, DeadLetter, DeadLetterKind, utcnow
+from broker.store.models import (
+    BookmarkQueueItem,
+    DeadLetter,
+    DeadLetterKind,
+    InstanceStatus,
+    InstanceSubStatus,
+    OutboxRow,
+    OutboxState,
+    WorkflowInstance,
+    utcnow,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +48,15 @@ WORK = (
 )
 
 
+#: every kind
+ALL = (*WORK, *BOOKMARK)
+
+
 @dataclasses.dataclass(frozen=True)
 class Replayed:
+    """A replay's outcome: ``new_id`` is the new work (an outbox row, or a bookmark-queue item),
+    ``outbox_ids`` the rows to publish on the fast path."""
+
     dead_letter_id: str
     new_id: str
     reason: str
@@ -99,8 +115,15 @@ def remove(session: Session, letter_id: str, kinds: tuple[str, ...]) -> None:
     logger.info("dead letter %s deleted", letter_id)
 
 
-def replay(session: Session, letter_id: str, kinds: tuple[str, ...]) -> Replayed:
-    """Mark the dead letter replayed and enqueue its work again; ``Conflict`` if it cannot be."""
+def replay(
+    session: Session,
+    letter_id: str,
+    kinds: tuple[str, ...] = WORK,
+    *,
+    source: str = "admin",
+) -> Replayed:
+    """Mark the letter replayed and write its new work in the caller's transaction; ``NotFound``
+    outside ``kinds``, ``Conflict`` when it cannot be replayed (twice at once: once)."""
     letter = get(session, letter_id, kinds)
     if not letter.replayable:
         raise Conflict(
@@ -108,13 +131,7 @@ def replay(session: Session, letter_id: str, kinds: tuple[str, ...]) -> Replayed
             replayed=False,
             reason="AlreadyReplayed" if letter.replayed_at else "NotReplayable",
         )
-    if letter.kind != DeadLetterKind.BOOKMARK:
-        # Requests and outbox rows: the runtime owns how work resumes.
-        done = dead_letters.replay(session, letter_id, source="admin")
-        return Replayed(letter_id, done.outbox_id, done.reason, (done.outbox_id,))
-    data = letter.data or {}
-    name = data.get("name") or letter.name
-    if not name:
+    if letter.kind == DeadLetterKind.BOOKMARK.value and not _stimulus(letter):
         raise Conflict(
             f"Dead letter '{letter_id}' cannot be replayed: it names no stimulus",
             replayed=False,
@@ -133,11 +150,97 @@ def replay(session: Session, letter_id: str, kinds: tuple[str, ...]) -> Replayed
             replayed=False,
             reason="AlreadyReplayed",
         )
+    outcome = _REPLAYS[letter.kind](session, letter, now, source)
+    session.flush()
+    logger.info(
+        "replayed dead letter %s (%s) as %s",
+        letter_id,
+        letter.kind,
+        outcome.new_id,
+        extra={"request_id": letter.request_id, "instance_id": letter.instance_id},
+    )
+    return outcome
+
+
+def _stimulus(letter: DeadLetter) -> str | None:
+    return (letter.data or {}).get("name") or letter.name
+
+
+def _outbox_replay(letter: DeadLetter, outbox_id: str, reason: str) -> Replayed:
+    return Replayed(letter.id, outbox_id, reason, (outbox_id,))
+
+
+def _replay_request(
+    session: Session, letter: DeadLetter, now: dt.datetime, source: str
+) -> Replayed:
+    """The request goes back to ``Processing`` and its instance resumes at the failed activity."""
+    outbox_id = _replay_id(letter)
+    if letter.request_id is not None:
+        properties = {"deadLetterId": letter.id, "activityId": letter.activity_id}
+        if not statuses.reopen(
+            session, letter.request_id, source=source, properties=properties, now=now
+        ):
+            raise Conflict(f"Request '{letter.request_id}' is no longer Faulted")
+    if letter.instance_id is not None:
+        session.execute(
+            update(WorkflowInstance)
+            .where(WorkflowInstance.id == letter.instance_id)
+            .values(
+                status=InstanceStatus.RUNNING.value,
+                sub_status=InstanceSubStatus.EXECUTING.value,
+                fault=None,
+                finished_at=None,
+                updated_at=now,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    instance = session.get(WorkflowInstance, letter.instance_id) if letter.instance_id else None
+    if instance is None:  # never started (a remote dispatch): start it again
+        task = RUN_REQUEST
+        args: dict[str, Any] = {"request_id": letter.request_id}
+    elif instance.state is None:  # its first step never saved (it ran out of time): run it again
+        task = RUN_CHILD if letter.request_id is None else RUN_REQUEST
+        key = "instance_id" if letter.request_id is None else "request_id"
+        args = {key: letter.instance_id if letter.request_id is None else letter.request_id}
+    else:
+        task = RESUME_INSTANCE
+        args = {"instance_id": letter.instance_id, "retry": 1}
+    _add_outbox_row(session, letter, outbox_id, task, args, now)
+    return _outbox_replay(letter, outbox_id, "request reopened and resumed at the failed activity")
+
+
+def _replay_outbox(session: Session, letter: DeadLetter, now: dt.datetime, source: str) -> Replayed:
+    """The outbox row's task is published again, as a new row."""
+    data = letter.data or {}
+    outbox_id = _replay_id(letter)
+    task = str(data.get("taskName") or letter.name)
+    _add_outbox_row(session, letter, outbox_id, task, dict(data.get("args") or {}), now)
+    return _outbox_replay(letter, outbox_id, "outbox row published again")
+
+
+def _replay_webhook(
+    session: Session, letter: DeadLetter, now: dt.datetime, source: str
+) -> Replayed:
+    """The same delivery (same ``webhook-id``) is sent again and its endpoint enabled."""
+    outbox_id = _replay_id(letter)
+    try:
+        webhook_delivery.reopen(session, letter, outbox_id, now=now)
+    except BrokerError as exc:
+        raise Conflict(f"Dead letter '{letter.id}' cannot be replayed: {exc}") from exc
+    reason = "webhook delivery sent again (same webhook-id), endpoint enabled"
+    return _outbox_replay(letter, outbox_id, reason)
+
+
+def _replay_bookmark(
+    session: Session, letter: DeadLetter, now: dt.datetime, source: str
+) -> Replayed:
+    """A new bookmark-queue item from ``data`` (camelCase), falling back to the letter's columns."""
+    data = letter.data or {}
     item_id = str(uuid.uuid4())
     session.add(
         BookmarkQueueItem(
             id=item_id,
-            name=name,
+            name=_stimulus(letter),
             hash=data.get("hash"),
             correlation_id=data.get("correlationId"),
             client_key=data.get("clientKey", letter.client_key),
@@ -150,10 +253,39 @@ def replay(session: Session, letter_id: str, kinds: tuple[str, ...]) -> Replayed
             next_attempt_at=now,
         )
     )
-    logger.info(
-        "bookmark dead letter %s replayed as queue item %s",
-        letter_id,
-        item_id,
-        extra={"instance_id": letter.instance_id, "queue_item_id": item_id},
+    return Replayed(letter.id, item_id, letter.reason)
+
+
+_REPLAYS: dict[str, Callable[[Session, DeadLetter, dt.datetime, str], Replayed]] = {
+    DeadLetterKind.REQUEST.value: _replay_request,
+    DeadLetterKind.OUTBOX.value: _replay_outbox,
+    DeadLetterKind.WEBHOOK.value: _replay_webhook,
+    DeadLetterKind.BOOKMARK.value: _replay_bookmark,
+}
+
+
+def _replay_id(letter: DeadLetter) -> str:
+    return ids.derive("replay", letter.id)
+
+
+def _add_outbox_row(
+    session: Session,
+    letter: DeadLetter,
+    outbox_id: str,
+    task: str,
+    args: dict[str, Any],
+    now: dt.datetime,
+) -> None:
+    session.add(
+        OutboxRow(
+            id=outbox_id,
+            task_name=task,
+            queue=str((letter.data or {}).get("queue") or DEFAULT_QUEUE),
+            args=args,
+            state=OutboxState.PENDING.value,
+            request_id=letter.request_id,
+            instance_id=letter.instance_id,
+            available_at=now,
+            created_at=now,
+        )
     )
-    return Replayed(letter_id, item_id, letter.reason)

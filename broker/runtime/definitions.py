@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from broker.engine.definition import WorkflowDefinition
+from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.parser import parse_workflow
 
 if TYPE_CHECKING:

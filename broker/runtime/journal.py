@@ -43,7 +43,7 @@ def append(
     extra: dict[str, Any] | None = None,
     sequence: int | None = None,
 ) -> int:
-    """Store the engine's journal entries (``broker.engine.results.JournalEntry``); answers how
+    """Store the engine's journal entries (``broker.engine.run.results.JournalEntry``); answers how
     many rows were written. ``sequence`` is the first row's number when the caller knows it (a
     new instance starts at 1); otherwise it continues after the stored rows."""
     if sequence is None:

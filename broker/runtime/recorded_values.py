@@ -1,7 +1,7 @@
 """Activity inputs and outputs as the execution journal stores them: masked and bounded.
 
 The engine hands over the inputs an activity evaluated and the outputs it set, as its log
-persistence allows (``broker.engine.log_persistence``). They go into the journal row's
+persistence allows (``broker.engine.model.log_persistence``). They go into the journal row's
 ``payload`` as ``{"inputs": {...}, "outputs": {...}}``, each value:
 
 - masked: at any depth, the value of a key that looks like a credential (an ``Authorization``

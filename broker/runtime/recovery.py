@@ -33,6 +33,7 @@ from broker.store.models import (
     OutboxState,
     Request,
     RequestStatus,
+    Timer,
     WorkflowDefinition,
     WorkflowInstance,
     utcnow,
@@ -181,6 +182,7 @@ class PurgeReport:
     queue_items: int = 0
     states: int = 0
     webhook_deliveries: int = 0
+    timers: int = 0
 
 
 def purge(rt: Runtime) -> PurgeReport:
@@ -200,6 +202,16 @@ def purge_old(
 ) -> PurgeReport:
     now = now or utcnow()
     rows = outbox.purge_orphans(session, retention=settings.orphaned_outbox_retention, now=now)
+    # A fired timer only guards against firing twice while its resume row is open; it goes with
+    # the finished outbox rows (without this the table grew by one row per timer, for ever).
+    timers = session.execute(
+        delete(Timer)
+        .where(
+            Timer.fired_at.is_not(None),
+            Timer.fired_at < now - dt.timedelta(seconds=settings.orphaned_outbox_retention),
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount  # type: ignore[attr-defined]
     letters = session.execute(
         delete(DeadLetter)
         .where(DeadLetter.created_at < now - dt.timedelta(seconds=settings.dead_letter_ttl))
@@ -241,6 +253,7 @@ def purge_old(
         queue_items=items,
         states=int(states),
         webhook_deliveries=deliveries,
+        timers=int(timers),
     )
     if any(dataclasses.astuple(report)):
         logger.info("purge: %s", report)

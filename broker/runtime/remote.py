@@ -33,7 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker import metrics, tracing
-from broker.engine.services import HttpRequest
+from broker.engine.run.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url

@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker.engine.convert import parse_timespan
-from broker.engine.cron import next_occurrence
-from broker.engine.values import as_datetime
+from broker.engine.model.convert import parse_timespan
+from broker.engine.model.cron import next_occurrence
+from broker.engine.model.values import as_datetime
 from broker.registry.triggers import CRON, TIMER
 from broker.runtime import ids
 from broker.runtime.triggers import SYSTEM_CLIENT, Start, schedule_triggers, start_workflow

@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 
 from broker import metrics
 from broker.engine.api import Engine, EngineServices
-from broker.engine.errors import EngineError, UnknownBookmark
-from broker.engine.results import RunResult
+from broker.engine.run.errors import EngineError, UnknownBookmark
+from broker.engine.run.results import RunResult
 from broker.errors import Conflict, NotFound
 from broker.runtime import ceiling, outbox, webhooks
 from broker.runtime.effects import RecordedHttp, RecordedMailer

@@ -25,7 +25,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics
-from broker.engine.services import HttpClient
+from broker.engine.run.services import HttpClient
 from broker.errors import BrokerError
 from broker.runtime import dead_letters, ids, outbox
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
@@ -312,7 +312,7 @@ def reopen(session: Session, letter: DeadLetter, outbox_id: str, *, now: dt.date
     delivery.next_attempt_at = now
     delivery.retry_until = None  # the first attempt after the replay starts a new horizon
     delivery.created_at = now
-    # the replay's outbox row, under the id dead_letters.replay answers
+    # the replay's outbox row, under the id dead_letter_admin.replay answers
     session.add(
         OutboxRow(
             id=outbox_id,

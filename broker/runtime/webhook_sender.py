@@ -12,7 +12,7 @@ import time
 from standardwebhooks.webhooks import Webhook
 
 from broker import tracing
-from broker.engine.services import HttpClient, HttpRequest
+from broker.engine.run.services import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.store.models import utcnow
 

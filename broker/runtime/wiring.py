@@ -1,10 +1,5 @@
-"""The runtime's objects for one process, built once and shared by every task it runs.
-
-Workers, beat jobs and the ingress's fast-path publisher need the same few things: settings, a
-session factory, the workflow registry, the lock provider, a publisher and an engine with its
-services. ``Runtime`` wires them from settings (tests pass their own parts); ``get_runtime`` keeps
-one per process and builds a fresh one in a forked child (Celery's prefork pool), because sockets
-and threads do not survive a fork.
+"""The composition root: ``Runtime`` builds a process's shared parts once (session factory,
+registries, locks, publishers) for its tasks and for the ingress and console app factories.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ if TYPE_CHECKING:  # built lazily below: a process pays only for the parts it us
     from celery import Celery
 
     from broker.clients import ClientRegistry
-    from broker.engine.services import Mailer
+    from broker.engine.run.services import Mailer
     from broker.outbound import OutboundHttp
     from broker.registry import WorkflowRegistry
     from broker.runtime.definitions import RegistryLookup
@@ -141,6 +136,11 @@ class Runtime:
 
                 self._mailer = make_mailer(self.settings)
             return self._mailer
+
+    @functools.cached_property
+    def web_publisher(self) -> OutboxPublisher:
+        """The fast-path publisher of a web process (``make_publisher``), built once."""
+        return make_publisher(self.settings, self.factory)
 
     @functools.cached_property
     def definitions(self) -> RegistryLookup:

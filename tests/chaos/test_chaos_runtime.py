@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent
+from tests.chaos.redis_private import PrivateRedis
 from tests.support.processes import Worker, process_env
 from tests.support.runtime import (
     outbox_rows_enqueue,
@@ -40,75 +42,12 @@ from tests.support.runtime import (
     runtime_env,
     submit_request,
 )
-from tests.support.services import PROJECT_ROOT, free_port, require_service
+from tests.support.services import PROJECT_ROOT, require_service
 from tests.support.sink import Sink
 from tests.support.waits import wait_until
 from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-class PrivateRedis:
-    """A Redis server of our own on a free port, started with the developers' guide's flags
-    (no persistence), so restarting it disturbs no other test."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        subprocess.run(
-            [
-                "redis-server",
-                "--daemonize",
-                "yes",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.folder),
-                "--logfile",
-                str(self.folder / "redis.log"),
-                "--pidfile",
-                str(self.folder / "redis.pid"),
-            ],
-            check=True,
-            timeout=10,
-        )
-        wait_until(self._pid, timeout=10, what="redis to start")
-
-    def _pid(self) -> int | None:
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.folder / "redis.pid").read_text().strip())
-        return None
-
-    def stop(self) -> None:
-        pid = self._pid()
-        if pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-
-        def gone() -> bool:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            return False
-
-        wait_until(gone, timeout=10, what="redis to stop")
-        with contextlib.suppress(OSError):
-            (self.folder / "redis.pid").unlink()
 
 
 def count_status(factory: object, status: str) -> int:
@@ -119,6 +58,10 @@ def count_status(factory: object, status: str) -> int:
             )
             or 0
         )
+
+
+def completed_beyond(factory: object, target: int) -> bool:
+    return count_status(factory, "Completed") > target
 
 
 def assert_one_effect_per_request(sink: Sink, path: str, request_ids: list[str]) -> None:
@@ -178,7 +121,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
             for _ in range(3):
                 target = kills * count // 5
                 wait_until(
-                    lambda target=target: count_status(factory, "Completed") > target,
+                    functools.partial(completed_beyond, factory, target),
                     timeout=60,
                     what="progress before a kill",
                 )
@@ -333,7 +276,7 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
             # held the lease row (on PostgreSQL a takeover then waits for that batch to end)
             try:
                 wait_until(
-                    lambda before=before: len(published()) > before + 5,
+                    functools.partial(lambda floor: len(published()) > floor, before + 5),
                     timeout=TAKEOVER_WAIT,
                     what="takeover",
                 )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.engine.definition import WorkflowDefinition
+from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.parser import parse_workflow
 from tests.support.services import CORPUS
 

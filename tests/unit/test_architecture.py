@@ -56,8 +56,12 @@ def test_the_tree_keeps_every_contract() -> None:
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("broker.engine.values", "import sqlalchemy  # noqa", "The engine imports no I/O"),
-        ("broker.engine.state", "from broker.store import db  # noqa", "The engine imports no I/O"),
+        ("broker.engine.model.values", "import sqlalchemy  # noqa", "The engine imports no I/O"),
+        (
+            "broker.engine.run.state",
+            "from broker.store import db  # noqa",
+            "The engine imports no I/O",
+        ),
         ("broker.runtime.ids", "import tasks.workflow  # noqa", "broker never imports tasks"),
         (
             "broker.runtime.ids",
@@ -81,8 +85,8 @@ def test_the_tree_keeps_every_contract() -> None:
             "No import cycles between modules",
         ),
         (
-            "broker.engine.state",
-            "from broker.engine import interpreter  # noqa",
+            "broker.engine.run.state",
+            "from broker.engine.run import interpreter  # noqa",
             "No import cycles between modules",
         ),
         (

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.services import EmailMessage
+from broker.engine.run.services import EmailMessage
 from broker.errors import ConfigError, RetryLater, WorkflowFault
 from broker.mail import ConsoleMailer, FileMailer, SmtpMailer, make_mailer, message_id_header
 from broker.settings import Settings

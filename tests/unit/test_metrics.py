@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics
-from broker.engine.results import JournalEntry
+from broker.engine.run.results import JournalEntry
 from broker.ingress import create_internal_app
 from broker.runtime import ids, runner
 from broker.runtime.locks import FileLockProvider

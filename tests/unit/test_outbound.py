@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 
 import broker.outbound
 import broker.outbound_guard
-from broker.engine.services import HttpRequest
+from broker.engine.run.services import HttpRequest
 from broker.errors import (
     BrokerError,
     ConfigError,

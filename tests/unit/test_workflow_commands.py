@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from broker.engine.diagram import to_mermaid
+from broker.engine.model.diagram import to_mermaid
 from broker.workflow_commands import workflows
 from tests.support.services import PROJECT_ROOT
 

@@ -11,11 +11,14 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.engine.catalog import CATALOG
-from broker.engine.definition import TYPE_ALIASES
-from broker.engine.expressions import SUPPORTED_TYPES
-from broker.engine.interpreter import WORKFLOW_TYPE
-from broker.engine.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, STORAGE_DRIVERS
+from broker.engine.activities.catalog import CATALOG, TYPE_ALIASES
+from broker.engine.expr.expressions import SUPPORTED_TYPES
+from broker.engine.model.strategies import (
+    ACTIVATION_STRATEGIES,
+    INCIDENT_STRATEGIES,
+    STORAGE_DRIVERS,
+)
+from broker.engine.run.interpreter import WORKFLOW_TYPE
 from broker.engine.validation import WORKFLOW_OPTIONS
 from tests.support.services import PROJECT_ROOT
 

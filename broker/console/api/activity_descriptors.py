@@ -1,8 +1,8 @@
 """Elsa activity descriptors generated from the engine's catalog and its activity specs.
 
-``broker.engine.catalog.CATALOG`` names every activity type the engine runs; each implementation
-class is described once in ``broker.engine.descriptors``. The seed's alias type names are
-described too (not browsable), so the designer can open files that use them.
+``broker.engine.activities.catalog.CATALOG`` names every activity type the engine runs; each
+implementation class is described once, in its ``@activity`` declaration. The seed's alias type
+names are described too (not browsable), so the designer can open files that use them.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.engine.catalog import CATALOG
-from broker.engine.definition import TYPE_ALIASES
-from broker.engine.descriptors import spec_for
-from broker.engine.specs import ActivitySpec, InputSpec, OutputSpec, ui_hint_for
+from broker.engine.activities.catalog import CATALOG, TYPE_ALIASES
+from broker.engine.activities.descriptors import spec_for
+from broker.engine.model.specs import ActivitySpec, InputSpec, OutputSpec, ui_hint_for
 from broker.errors import ConfigError
 
 _WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")

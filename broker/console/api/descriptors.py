@@ -1,8 +1,8 @@
 """Descriptor routes: what the designer may put in a workflow, and how it is edited.
 
 Activities come from the engine's catalog; expression languages are exactly those the engine
-evaluates (``broker.engine.expressions.SUPPORTED_TYPES``); variable types are the type names the
-engine converts; strategies are the ones the broker honours.
+evaluates (``broker.engine.expr.expressions.SUPPORTED_TYPES``); variable types are the type
+names the engine converts; strategies are the ones the broker honours.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from broker.console.api.activity_descriptors import activity_descriptors
 from broker.console.api.base import blueprint
 from broker.console.roles import require
-from broker.engine.expressions import SUPPORTED_TYPES
+from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.errors import NotFound
 
 #: display data of the expression languages; the list served is filtered by SUPPORTED_TYPES
@@ -84,7 +84,7 @@ INCIDENT_STRATEGIES = (
 )
 
 #: Elsa's order; Studio shows the first one for a workflow that names none, so it comes first as
-#: what the journal does without a setting (``broker.engine.log_persistence``)
+#: what the journal does without a setting (``broker.engine.model.log_persistence``)
 LOG_PERSISTENCE_STRATEGIES = (
     {
         "typeName": "Elsa.Workflows.LogPersistence.Strategies.Include, Elsa.Workflows.Core",

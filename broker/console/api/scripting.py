@@ -1,6 +1,7 @@
 """Scripting support for Studio's script editor: the TypeScript declarations of what a JavaScript
-expression of a workflow sees (``broker.engine.jsapi``: the helpers the engine installs, and the
-workflow's variables), as Elsa's ``scripting/javascript/type-definitions`` endpoint answers them.
+expression of a workflow sees (``broker.engine.expr.jsapi``: the helpers the engine installs,
+and the workflow's variables), as Elsa's ``scripting/javascript/type-definitions`` endpoint
+answers them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from broker.console.api.base import blueprint
 from broker.console.api.definitions import one
 from broker.console.api.params import VersionOptions
 from broker.console.roles import require
-from broker.engine.jsapi import typescript_declarations
+from broker.engine.expr.jsapi import typescript_declarations
 from broker.errors import BadRequest
 
 #: the content type Elsa Server sends the declarations with

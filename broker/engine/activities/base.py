@@ -1,43 +1,38 @@
-"""The shape every activity implementation has: execute, child completed, resume."""
+"""The shape every activity implementation has, and ``@activity``, which declares one: its type
+name, aliases, description and outbound ports, all beside its behaviour."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from broker.engine.activity_context import ActivityContext
-    from broker.engine.definition import Activity
+from broker.engine.model.specs import ActivitySpec, Declaration
+from broker.engine.run.activity_context import Behaviour
+from broker.engine.run.outcomes import DONE, CompletedChild
 
+__all__ = ["DECLARED", "DONE", "Behaviour", "CompletedChild", "activity"]
 
-@dataclasses.dataclass(frozen=True)
-class CompletedChild:
-    """What a container learns when one of its children completes."""
+B = TypeVar("B", bound=type[Behaviour])
 
-    context_id: str
-    node: Activity
-    outcomes: tuple[str, ...]
-    props: Mapping[str, Any]
-    faulted: bool = False
+#: Every declared implementation class, in the order the declarations ran.
+DECLARED: dict[type[Behaviour], Declaration] = {}
 
 
-class Behaviour:
-    """How one activity type runs. Stateless: what must survive a suspension lives in
-    ``ax.props`` (the activity instance's JSON properties), so one instance serves all runs."""
+def activity(
+    type_name: str,
+    spec: ActivitySpec,
+    *,
+    aliases: tuple[str, ...] = (),
+    outbound: tuple[str, ...] | None = None,
+) -> Callable[[B], B]:
+    """Declare the decorated class as the implementation of ``type_name``. ``outbound`` names
+    the ports a flowchart connection may leave it by (unchecked when ``None``)."""
 
-    #: Names of the bookmarks this activity creates, for documentation and trigger indexing.
-    blocking = False
+    def declare(cls: B) -> B:
+        if cls in DECLARED:
+            raise TypeError(f"{cls.__qualname__} is declared twice")
+        outbound_ports = frozenset(outbound) if outbound is not None else None
+        DECLARED[cls] = Declaration(type_name, spec, aliases, outbound_ports)
+        return cls
 
-    def execute(self, ax: ActivityContext) -> None:
-        ax.complete()
-
-    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
-        if not ax.has_children():
-            ax.complete()
-
-    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
-        ax.complete()
-
-
-DONE = ("Done",)
+    return declare

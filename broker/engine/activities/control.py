@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.engine.activities.base import DONE, Behaviour, CompletedChild
-from broker.engine.activity_context import ActivityContext
-from broker.engine.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
-from broker.engine.interpreter import new_scope
-from broker.engine.values import as_bool, as_int, as_list
+from broker.engine.activities.base import DONE, Behaviour, CompletedChild, activity
+from broker.engine.model.enums import FORK_JOIN_MODES, SWITCH_MODES, enum_value
+from broker.engine.model.specs import ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_int, as_list
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.state import new_scope
 from broker.errors import WorkflowFault
+
+CONDITION_INPUT = InputSpec(
+    "Condition", "Boolean", "The condition to evaluate.", ui_hint="singleline"
+)
+SWITCH_MODE_OPTIONS = ("MatchFirst", "MatchAny")
 
 #: set on the containers a Break passes on its way up (Elsa's ``IsBreaking`` property)
 BREAKING = "isBreaking"
@@ -26,6 +32,16 @@ def declare_locals(ax: ActivityContext) -> None:
                 ax.ctx["scope"]["vars"][variable.name] = variable.value
 
 
+@activity(
+    "Elsa.Workflow",
+    ActivitySpec(
+        "Workflows",
+        "The top of a workflow; holds its root activity.",
+        ports=("Root",),
+        container=True,
+        browsable=False,
+    ),
+)
 class WorkflowScope(Behaviour):
     """The top of a workflow (and of a composite): runs the root, ends with its outcomes."""
 
@@ -43,6 +59,11 @@ class WorkflowScope(Behaviour):
         ax.complete(*chosen)
 
 
+@activity(
+    "Elsa.Sequence",
+    ActivitySpec("Workflows", "Execute a set of activities in sequence.", container=True),
+    outbound=("Done",),
+)
 class Sequence(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         declare_locals(ax)
@@ -65,6 +86,17 @@ class Sequence(Behaviour):
             ax.complete()
 
 
+@activity(
+    "Elsa.If",
+    ActivitySpec(
+        "Branching",
+        "Evaluate a Boolean condition and run Then or Else.",
+        inputs=(CONDITION_INPUT,),
+        outputs=(OutputSpec("Result", "Boolean"),),
+        ports=("Then", "Else"),
+    ),
+    outbound=("Done", "False", "True"),
+)
 class If(Behaviour):
     """Runs ``then`` or ``else``; as a flowchart node it also leaves through True/False."""
 
@@ -86,6 +118,19 @@ class If(Behaviour):
         return ("True" if result else "False", "Done")
 
 
+@activity(
+    "Elsa.Switch",
+    ActivitySpec(
+        "Branching",
+        "Run the activity of the first (or every) case whose condition holds.",
+        inputs=(
+            InputSpec("Mode", "String", "First match or every match.", options=SWITCH_MODE_OPTIONS),
+            InputSpec("Cases", "Object", "The cases.", ui_hint="switch-editor", wrapped=False),
+        ),
+        ports=("Default",),
+    ),
+    outbound=("Done",),
+)
 class Switch(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
@@ -110,6 +155,17 @@ class Loop(Behaviour):
     is_loop = True
 
 
+@activity(
+    "Elsa.ForEach",
+    ActivitySpec(
+        "Looping",
+        "Run the body once for each item.",
+        inputs=(InputSpec("Items", "Object", "The items to iterate.", ui_hint="multitext"),),
+        outputs=(OutputSpec("CurrentValue", "Object"),),
+        ports=("Body",),
+    ),
+    outbound=("Done",),
+)
 class ForEach(Loop):
     def execute(self, ax: ActivityContext) -> None:
         items = ax.get("items")
@@ -136,6 +192,16 @@ class ForEach(Loop):
         self.next(ax)
 
 
+@activity(
+    "Elsa.ParallelForEach",
+    ActivitySpec(
+        "Looping",
+        "Run the body for every item in parallel.",
+        inputs=(InputSpec("Items", "Object", "The items to iterate.", ui_hint="multitext"),),
+        ports=("Body",),
+    ),
+    outbound=("Done",),
+)
 class ParallelForEach(Loop):
     def execute(self, ax: ActivityContext) -> None:
         body = ax.node.ports.get("body")
@@ -147,6 +213,22 @@ class ParallelForEach(Loop):
             ax.complete()
 
 
+@activity(
+    "Elsa.For",
+    ActivitySpec(
+        "Looping",
+        "Run the body for each number from Start to End.",
+        inputs=(
+            InputSpec("Start", "Int32", "The first value.", default=0),
+            InputSpec("End", "Int32", "The last value.", default=0),
+            InputSpec("Step", "Int32", "The increment.", default=1),
+            InputSpec("OuterBoundInclusive", "Boolean", "Include End.", default=True),
+        ),
+        outputs=(OutputSpec("CurrentValue", "Int32"),),
+        ports=("Body",),
+    ),
+    outbound=("Done",),
+)
 class For(Loop):
     def execute(self, ax: ActivityContext) -> None:
         ax.props["step"] = as_int(ax.get("step", 1), 1) or 1
@@ -174,6 +256,16 @@ class For(Loop):
         self.iterate(ax)
 
 
+@activity(
+    "Elsa.While",
+    ActivitySpec(
+        "Looping",
+        "Run the body while the condition holds.",
+        inputs=(CONDITION_INPUT,),
+        ports=("Body",),
+    ),
+    outbound=("Done",),
+)
 class While(Loop):
     def execute(self, ax: ActivityContext) -> None:
         self.iterate(ax)
@@ -189,13 +281,13 @@ class While(Loop):
         self.iterate(ax)
 
 
+@activity("Elsa.Break", ActivitySpec("Looping", "Leave the innermost loop."))
 class Break(Behaviour):
     """Elsa's break signal: it bubbles up to the innermost loop, which completes; every
     Sequence and Fork on the way is marked breaking and completes when its child does."""
 
     def execute(self, ax: ActivityContext) -> None:
-        engine = ax.run.engine
-        loop = ax.find_ancestor(lambda node: getattr(engine.behaviour(node), "is_loop", False))
+        loop = ax.find_ancestor(lambda node: getattr(ax.behaviour(node), "is_loop", False))
         if loop is not None:
             ax.run.complete(loop, DONE)
             return
@@ -207,6 +299,42 @@ class Break(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.Fork",
+    ActivitySpec(
+        "Control Flow",
+        "Run branches in parallel.",
+        inputs=(
+            InputSpec(
+                "JoinMode",
+                "String",
+                "When the fork completes.",
+                options=("WaitAll", "WaitAny"),
+            ),
+        ),
+        container=True,
+    ),
+    outbound=("Done",),
+)
+class Fork(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        mode = enum_value(ax.get("joinMode"), FORK_JOIN_MODES, "WaitAll")
+        ax.props["waitAny"] = mode == "WaitAny"
+        for branch in ax.node.branches:
+            ax.schedule(branch)
+        if not ax.has_children():
+            ax.complete()
+
+    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
+        if ax.props["waitAny"] or ax.props.get(BREAKING) or not ax.has_children():
+            ax.complete()
+
+
+@activity(
+    "Elsa.Parallel",
+    ActivitySpec("Workflows", "Execute a set of activities in parallel.", container=True),
+    outbound=("Done",),
+)
 class Parallel(Behaviour):
     """Elsa's ``Parallel``: schedules every child at once and completes when all completed."""
 
@@ -219,18 +347,4 @@ class Parallel(Behaviour):
 
     def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
         if not ax.has_children():
-            ax.complete()
-
-
-class Fork(Behaviour):
-    def execute(self, ax: ActivityContext) -> None:
-        mode = enum_value(ax.get("joinMode"), FORK_JOIN_MODES, "WaitAll")
-        ax.props["waitAny"] = mode == "WaitAny"
-        for branch in ax.node.branches:
-            ax.schedule(branch)
-        if not ax.has_children():
-            ax.complete()
-
-    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
-        if ax.props["waitAny"] or ax.props.get(BREAKING) or not ax.has_children():
             ax.complete()

@@ -5,14 +5,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import DONE, Behaviour
+from broker.engine.activities.base import DONE, Behaviour, activity
 from broker.engine.activities.control import WorkflowScope
-from broker.engine.activity_context import ActivityContext
-from broker.engine.javascript import run_script
-from broker.engine.values import as_outcomes, as_text
+from broker.engine.expr.javascript import run_script
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
+from broker.engine.model.values import as_outcomes, as_text
+from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
 
 
+@activity(
+    "Elsa.SetVariable",
+    ActivitySpec(
+        "Primitives",
+        "Assign a value to a variable.",
+        inputs=(
+            InputSpec(
+                "Variable",
+                "Object",
+                "The variable.",
+                ui_hint="variable-picker",
+                wrapped=False,
+            ),
+            InputSpec("Value", "Object", "The value."),
+        ),
+    ),
+    outbound=("Done",),
+)
 class SetVariable(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         variable = ax.node.properties.get("variable")
@@ -41,6 +60,18 @@ def assign_variable(ax: ActivityContext, variable: Mapping[str, Any], value: Any
     ax.run.workflow_scope(ax.ctx)["vars"][name or var_id] = value
 
 
+@activity(
+    "Elsa.SetOutput",
+    ActivitySpec(
+        "Primitives",
+        "Set an output of the workflow.",
+        inputs=(
+            InputSpec("OutputName", "String", "The workflow output.", ui_hint="output-picker"),
+            InputSpec("OutputValue", "Object", "The value."),
+        ),
+    ),
+    outbound=("Done",),
+)
 class SetOutput(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         name = as_text(ax.get("outputName"))
@@ -56,12 +87,30 @@ class SetOutput(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.WriteLine",
+    ActivitySpec(
+        "Console",
+        "Write a line to the log.",
+        inputs=(InputSpec("Text", "String", "The text."),),
+    ),
+    outbound=("Done",),
+)
 class WriteLine(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         ax.write_line(as_text(ax.get("text")))
         ax.complete()
 
 
+@activity(
+    "Elsa.Correlate",
+    ActivitySpec(
+        "Primitives",
+        "Set the correlation id of the workflow instance.",
+        inputs=(InputSpec("CorrelationId", "String", "The correlation id."),),
+    ),
+    outbound=("Done",),
+)
 class Correlate(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         value = ax.get("correlationId")
@@ -69,6 +118,15 @@ class Correlate(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.SetName",
+    ActivitySpec(
+        "Primitives",
+        "Set the name of the workflow instance.",
+        inputs=(InputSpec("Value", "String", "The name."),),
+    ),
+    outbound=("Done",),
+)
 class SetName(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         name = ax.get("value", ax.get("name"))
@@ -76,6 +134,19 @@ class SetName(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.Fault",
+    ActivitySpec(
+        "Primitives",
+        "Fault the workflow with a message.",
+        inputs=(
+            InputSpec("Code", "String", "An error code."),
+            InputSpec("Message", "String", "The error message."),
+            InputSpec("Category", "String", "An error category."),
+        ),
+        terminal=True,
+    ),
+)
 class Fault(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         message = as_text(ax.get("message")) or "the workflow faulted"
@@ -94,24 +165,13 @@ def finish_scope(ax: ActivityContext, scope_ctx: dict[str, Any], outcomes: tuple
     """End a workflow scope (the workflow or a composite) through its own behaviour."""
     run = ax.run
     node = run.node(scope_ctx)
-    behaviour = run.engine.behaviour(node)
+    behaviour = ax.behaviour(node)
     scope_ax = ActivityContext(run, scope_ctx, node)
     scope_ctx["scope"]["outcomes"] = list(outcomes)
     if isinstance(behaviour, WorkflowScope):
         behaviour.finish(scope_ax, outcomes)
     else:
         scope_ax.complete(*outcomes)
-
-
-class Complete(Behaviour):
-    """Ends the innermost workflow scope (a composite, else the workflow) with outcomes."""
-
-    def execute(self, ax: ActivityContext) -> None:
-        outcomes = as_outcomes(ax.get("outcomes")) or ("Done",)
-        scope = nearest_workflow_scope(ax)
-        # It completes itself first (its journal shows it), then ends its scope, as in Elsa.
-        ax.run.record(ax.ctx, ax.node, "Completed", ",".join(outcomes))
-        finish_scope(ax, scope, outcomes)
 
 
 def nearest_workflow_scope(ax: ActivityContext) -> dict[str, Any]:
@@ -125,6 +185,10 @@ def nearest_workflow_scope(ax: ActivityContext) -> dict[str, Any]:
     raise WorkflowFault("no workflow scope above this activity", activity_id=ax.node.id)
 
 
+@activity(
+    "Elsa.Finish",
+    ActivitySpec("Primitives", "Finish the workflow instance at once.", terminal=True),
+)
 class Finish(Behaviour):
     """Ends the whole workflow instance at once."""
 
@@ -134,6 +198,44 @@ class Finish(Behaviour):
         finish_scope(ax, root, ("Done",))
 
 
+@activity(
+    "Elsa.Complete",
+    ActivitySpec(
+        "Primitives",
+        "End the innermost workflow scope with outcomes.",
+        inputs=(InputSpec("Outcomes", "String[]", "The outcomes.", ui_hint="outcome-picker"),),
+        terminal=True,
+    ),
+)
+class Complete(Behaviour):
+    """Ends the innermost workflow scope (a composite, else the workflow) with outcomes."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        outcomes = as_outcomes(ax.get("outcomes")) or ("Done",)
+        scope = nearest_workflow_scope(ax)
+        # It completes itself first (its journal shows it), then ends its scope, as in Elsa.
+        ax.run.record(ax.ctx, ax.node, "Completed", ",".join(outcomes))
+        finish_scope(ax, scope, outcomes)
+
+
+@activity(
+    "Elsa.RunJavaScript",
+    ActivitySpec(
+        "Scripting",
+        "Run JavaScript code.",
+        inputs=(
+            InputSpec(
+                "Script",
+                "String",
+                "The script.",
+                ui_hint="code-editor",
+                wrapped=False,
+                syntax="JavaScript",
+            ),
+        ),
+        outputs=(RESULT,),
+    ),
+)
 class RunJavaScript(Behaviour):
     """Runs its script; ``setOutcome``/``setOutcomes`` in the script choose the ports it leaves
     through (else ``Done``), as in Elsa."""
@@ -143,13 +245,13 @@ class RunJavaScript(Behaviour):
         if not script.strip():
             ax.complete()
             return
-        engine = ax.run.engine
+        time_limit, memory_limit = ax.js_limits
         ran = run_script(
             script,
             ax.scope(),
             activity_type="Elsa.RunJavaScript",
-            time_limit=engine.js_time_limit,
-            memory_limit=engine.js_memory_limit,
+            time_limit=time_limit,
+            memory_limit=memory_limit,
         )
         ax.set_output("result", ran.result)
         ax.complete(*(ran.outcomes or DONE))

@@ -5,18 +5,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import DONE, CompletedChild
+from broker.engine.activities.base import DONE, CompletedChild, activity
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.activities.waits import Waiting
-from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import Input, WorkflowDefinition, camel_case
-from broker.engine.interpreter import new_scope
-from broker.engine.results import ChildInstance
-from broker.engine.results import DispatchWorkflow as DispatchCommand
-from broker.engine.results import PublishEvent as PublishCommand
-from broker.engine.state import child_instance_id
-from broker.engine.values import as_bool, as_list, as_text
+from broker.engine.model.definition import Input, WorkflowDefinition, camel_case
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.results import ChildInstance
+from broker.engine.run.results import DispatchWorkflow as DispatchCommand
+from broker.engine.run.results import PublishEvent as PublishCommand
+from broker.engine.run.state import child_instance_id, new_scope
 from broker.errors import WorkflowFault
+
+_CORRELATION = InputSpec("CorrelationId", "String", "The correlation id of the new instance.")
+_WAIT = InputSpec("WaitForCompletion", "Boolean", "Wait until the child workflow finishes.")
+_DEFINITION = InputSpec(
+    "WorkflowDefinitionId",
+    "String",
+    "The definition id of the workflow to run.",
+    ui_hint="workflow-definition-picker",
+)
 
 MAX_COMPOSITE_DEPTH = 32
 
@@ -29,6 +38,21 @@ def child_input(value: Any) -> dict[str, Any]:
     raise WorkflowFault(f"a child workflow's input must be an object, not {type(value).__name__}")
 
 
+@activity(
+    "Elsa.DispatchWorkflow",
+    ActivitySpec(
+        "Composition",
+        "Start a child workflow.",
+        inputs=(
+            _DEFINITION,
+            _CORRELATION,
+            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            _WAIT,
+        ),
+        outputs=(OutputSpec("ChildInstanceId", "String"), RESULT),
+    ),
+    outbound=("Done",),
+)
 class DispatchWorkflow(Waiting):
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
@@ -58,6 +82,21 @@ class DispatchWorkflow(Waiting):
             ax.complete()
 
 
+@activity(
+    "Elsa.BulkDispatchWorkflows",
+    ActivitySpec(
+        "Composition",
+        "Start one child workflow per item.",
+        inputs=(
+            _DEFINITION,
+            InputSpec("Items", "Object", "One input per child.", ui_hint="json-editor"),
+            _CORRELATION,
+            _WAIT,
+        ),
+        outputs=(RESULT,),
+        ports=("ChildCompleted", "ChildFaulted"),
+    ),
+)
 class BulkDispatchWorkflows(Waiting):
     """Elsa's ``BulkDispatchWorkflows``: one child per item of ``items``.
 
@@ -133,13 +172,28 @@ class BulkDispatchWorkflows(Waiting):
             ax.complete("Completed", "Done")
 
 
+@activity(
+    "Elsa.ExecuteWorkflow",
+    ActivitySpec(
+        "Composition",
+        "Run a child workflow and wait for it.",
+        inputs=(
+            _DEFINITION,
+            _CORRELATION,
+            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            _WAIT,
+        ),
+        outputs=(RESULT,),
+    ),
+    outbound=("Done",),
+)
 class ExecuteWorkflow(Waiting):
     """Runs the child in-process now; if it suspends and the parent waits, so does the parent
     (bookmark ``Elsa.ExecuteWorkflow`` with ``{"childInstanceId"}``, resumed with its output)."""
 
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
-        definition = ax.run.engine.definitions.by_definition_id(definition_id)
+        definition = ax.definitions.by_definition_id(definition_id)
         if definition is None:
             raise WorkflowFault(
                 f"workflow definition {definition_id!r} is not loaded", activity_id=ax.node.id
@@ -147,14 +201,12 @@ class ExecuteWorkflow(Waiting):
         wait = as_bool(ax.get("waitForCompletion", False))
         correlation = ax.get("correlationId")
         child_id = child_instance_id(ax.instance_id, ax.id)
-        result = ax.run.engine.start(
+        result = ax.start_workflow(
             definition,
             instance_id=child_id,
             input=child_input(ax.get("input")),
             correlation_id=as_text(correlation) if correlation is not None else None,
-            parent_id=ax.instance_id,
             options={"flowchartMode": ax.state["flowchartMode"]},
-            write_lines=ax.run.write_lines,
         )
         ax.run.commands.extend(result.commands)
         ax.run.child_instances.extend(result.child_instances)
@@ -268,7 +320,7 @@ def composite_ancestors(ax: ActivityContext) -> list[str]:
 
 def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
     """By version id; else the published (else latest) version; else by activity type."""
-    lookup = ax.run.engine.definitions
+    lookup = ax.definitions
     version_id = ax.node.properties.get("workflowDefinitionVersionId")
     definition_id = ax.node.properties.get("workflowDefinitionId")
     found = lookup.by_version_id(version_id) if isinstance(version_id, str) else None
@@ -284,6 +336,20 @@ def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
     return found
 
 
+@activity(
+    "Elsa.PublishEvent",
+    ActivitySpec(
+        "Primitives",
+        "Publish an event that resumes waiting workflows.",
+        inputs=(
+            InputSpec("EventName", "String", "The name of the event."),
+            InputSpec("CorrelationId", "String", "Only workflows with this correlation id."),
+            InputSpec("IsLocal", "Boolean", "Only this workflow instance."),
+            InputSpec("Payload", "Object", "The event payload.", ui_hint="json-editor"),
+        ),
+    ),
+    outbound=("Done",),
+)
 class PublishEvent(Waiting):
     blocking = False
 

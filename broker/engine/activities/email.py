@@ -1,21 +1,35 @@
-"""E-mail: SendEmail hands one message to ``services.mailer``.
-
-The message id is derived from the instance and activity instance ids, so a step run again sends
-a message the mailer (and the recipient's server) can recognise as the same one.
-"""
+"""E-mail: SendEmail hands one message to ``services.mailer``."""
 
 from __future__ import annotations
 
-from broker.engine.activities.base import Behaviour
-from broker.engine.activity_context import ActivityContext
-from broker.engine.services import EmailMessage
-from broker.engine.values import as_list, as_text
+from broker.engine.activities.base import Behaviour, activity
+from broker.engine.model.specs import ActivitySpec, InputSpec
+from broker.engine.model.values import as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.services import EmailMessage
 from broker.errors import WorkflowFault
 
 
+@activity(
+    "Elsa.SendEmail",
+    ActivitySpec(
+        "Email",
+        "Send an e-mail through the broker's SMTP settings.",
+        inputs=(
+            InputSpec("From", "String", "The sender."),
+            InputSpec("To", "String[]", "The recipients.", ui_hint="multitext"),
+            InputSpec("Cc", "String[]", "Copy to.", ui_hint="multitext"),
+            InputSpec("Bcc", "String[]", "Blind copy to.", ui_hint="multitext"),
+            InputSpec("Subject", "String", "The subject."),
+            InputSpec("Body", "String", "The body.", ui_hint="multiline"),
+        ),
+    ),
+    aliases=("Elsa.Email.SendEmail",),
+    outbound=("Done",),
+)
 class SendEmail(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        mailer = ax.run.engine.services.mailer
+        mailer = ax.services.mailer
         if mailer is None:
             raise WorkflowFault("no mailer is configured", activity_id=ax.node.id)
         to = tuple(as_text(a) for a in as_list(ax.get("to")))

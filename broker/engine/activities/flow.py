@@ -1,38 +1,30 @@
-"""Flowcharts and their nodes: joins in counter and token mode, decisions, forks.
-
-Counter mode (Elsa's default, its ``FlowScope``): a completed node's visit is counted, and so is
-every one of its outbound connections, followed (its port is among the outcomes) or not. A target
-decides on its forward inbound connections: WaitAllActive (any node with no FlowJoin) runs once
-all were visited and one was followed; WaitAll once all were visited and followed; WaitAny on the
-first followed one, cancelling the started branches still on their way. A target none of whose
-connections was followed is skipped: its own outbound connections count as visited, not
-followed, so joins downstream stop waiting for it. An arrival through a back edge is a loop
-iteration: it schedules its target at once (not counted as a visit); a back edge that a path
-reaches around its target faults the flowchart, as Elsa's does.
-
-Token mode: a completion emits a token per matching outbound connection and consumes the node's
-inbound tokens; the target's ``customProperties.mergeMode`` decides (Stream, Merge, Converge,
-Cascade, Race). A flowchart completes when none of its children is scheduled or waiting, or when
-an End node completes.
-"""
+"""Flowcharts and their nodes: joins in counter and token mode, decisions, forks."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.engine.activities.base import Behaviour, CompletedChild
-from broker.engine.activities.control import declare_locals
-from broker.engine.activity_context import ActivityContext
-from broker.engine.definition import Activity
-from broker.engine.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
-from broker.engine.graph import Connection, FlowGraph, valid_back_edge
-from broker.engine.values import as_bool, as_list, as_text
+from broker.engine.activities.base import Behaviour, CompletedChild, activity
+from broker.engine.activities.control import CONDITION_INPUT, SWITCH_MODE_OPTIONS, declare_locals
+from broker.engine.model.definition import Activity
+from broker.engine.model.enums import FLOW_JOIN_MODES, SWITCH_MODES, enum_value
+from broker.engine.model.graph import Connection, FlowGraph, valid_back_edge
+from broker.engine.model.specs import ActivitySpec, InputSpec
+from broker.engine.model.values import as_bool, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
+
+_MODES = ("WaitAny", "WaitAll", "WaitAllActive")
 
 TERMINAL_TYPES = frozenset({"Elsa.End"})
 JOIN_TYPE = "Elsa.FlowJoin"
 
 
+@activity(
+    "Elsa.Flowchart",
+    ActivitySpec("Workflows", "A graph of activities joined by connections.", container=True),
+    outbound=("Done",),
+)
 class Flowchart(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         declare_locals(ax)
@@ -336,6 +328,81 @@ def merge_mode(ax: ActivityContext, node: Activity) -> str:
     return str(node.custom_properties.get("mergeMode") or "Stream")
 
 
+@activity(
+    "Elsa.FlowDecision",
+    ActivitySpec(
+        "Branching",
+        "Evaluate a Boolean condition and follow True or False.",
+        inputs=(CONDITION_INPUT,),
+        outcomes=("True", "False"),
+    ),
+    outbound=("False", "True"),
+)
+class FlowDecision(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        ax.complete("True" if as_bool(ax.get("condition", False)) else "False")
+
+
+@activity(
+    "Elsa.FlowSwitch",
+    ActivitySpec(
+        "Branching",
+        "Follow the outcome of each case whose condition holds, else Default.",
+        inputs=(
+            InputSpec("Mode", "String", "First match or every match.", options=SWITCH_MODE_OPTIONS),
+            InputSpec(
+                "Cases",
+                "Object",
+                "The cases.",
+                ui_hint="flow-switch-editor",
+                wrapped=False,
+            ),
+        ),
+        outcomes=("Default",),
+    ),
+)
+class FlowSwitch(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
+        matched: list[str] = []
+        for case in ax.node.cases:
+            if as_bool(ax.evaluate(case.condition, "Boolean")):
+                matched.append(case.label)
+                if not match_any:
+                    break
+        ax.complete(*(matched or ["Default"]))
+
+
+@activity(
+    "Elsa.FlowFork",
+    ActivitySpec(
+        "Branching",
+        "Follow several outcomes at once.",
+        inputs=(
+            InputSpec(
+                "Branches",
+                "String[]",
+                "The outcomes to follow.",
+                ui_hint="dynamic-outcomes",
+            ),
+        ),
+    ),
+)
+class FlowFork(Behaviour):
+    def execute(self, ax: ActivityContext) -> None:
+        branches = [as_text(b) for b in as_list(ax.get("branches"))]
+        ax.complete(*(branches or ["Done"]))
+
+
+@activity(
+    "Elsa.FlowJoin",
+    ActivitySpec(
+        "Branching",
+        "Wait for inbound branches before going on.",
+        inputs=(InputSpec("Mode", "String", "How many branches to wait for.", options=_MODES),),
+    ),
+    outbound=("Done",),
+)
 class FlowJoin(Behaviour):
     """The flowchart decides when a join runs. In counter mode, as Elsa's does, running it
     cancels the branches still under way towards it (a WaitAny join's losers, waiting on a
@@ -350,29 +417,16 @@ class FlowJoin(Behaviour):
         ax.complete()
 
 
-class FlowDecision(Behaviour):
-    def execute(self, ax: ActivityContext) -> None:
-        ax.complete("True" if as_bool(ax.get("condition", False)) else "False")
-
-
-class FlowSwitch(Behaviour):
-    def execute(self, ax: ActivityContext) -> None:
-        match_any = enum_value(ax.get("mode"), SWITCH_MODES, "MatchFirst") == "MatchAny"
-        matched: list[str] = []
-        for case in ax.node.cases:
-            if as_bool(ax.evaluate(case.condition, "Boolean")):
-                matched.append(case.label)
-                if not match_any:
-                    break
-        ax.complete(*(matched or ["Default"]))
-
-
-class FlowFork(Behaviour):
-    def execute(self, ax: ActivityContext) -> None:
-        branches = [as_text(b) for b in as_list(ax.get("branches"))]
-        ax.complete(*(branches or ["Done"]))
-
-
+@activity(
+    "Elsa.FlowNode",
+    ActivitySpec(
+        "Workflows",
+        "Runs its body as one node of a flowchart.",
+        ports=("Body",),
+        browsable=False,
+    ),
+    outbound=("Done",),
+)
 class FlowNode(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         body = ax.node.ports.get("body")
@@ -382,9 +436,15 @@ class FlowNode(Behaviour):
             ax.schedule(body)
 
 
+@activity(
+    "Elsa.Start",
+    ActivitySpec("Workflows", "The start of a flowchart.", start=True),
+    outbound=("Done",),
+)
 class Start(Behaviour):
     pass
 
 
+@activity("Elsa.End", ActivitySpec("Workflows", "Ends the flowchart.", terminal=True))
 class End(Behaviour):
     """A terminal node: its flowchart completes when it does."""

@@ -1,10 +1,4 @@
-"""HTTP: the request entry, the response, outbound requests.
-
-In the broker a request-type workflow is entered through its HttpEndpoint: the submission's
-``{keys, payload}`` (the workflow input) is its ``parsedContent`` and the submission's metadata its
-``headers``. Outbound calls go through ``services.http`` with an ``Idempotency-Key`` derived from
-the instance and activity instance ids, so a retried call is recognisable downstream.
-"""
+"""HTTP: the request entry, the response, outbound requests."""
 
 from __future__ import annotations
 
@@ -14,13 +8,42 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import Behaviour, CompletedChild
-from broker.engine.activity_context import ActivityContext
-from broker.engine.services import HttpRequest
-from broker.engine.values import as_bool, as_int, as_list, as_text
+from broker.engine.activities.base import Behaviour, CompletedChild, activity
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
+from broker.engine.model.values import as_bool, as_int, as_list, as_text
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.services import HttpRequest
 from broker.errors import RetryLater, WorkflowFault
 
 
+@activity(
+    "Elsa.HttpEndpoint",
+    ActivitySpec(
+        "HTTP",
+        "Start the workflow when an HTTP request arrives at a path.",
+        inputs=(
+            InputSpec("Path", "String", "The path, e.g. orders/{id}."),
+            InputSpec(
+                "SupportedMethods",
+                "String[]",
+                "The HTTP methods.",
+                ui_hint="checklist",
+                options=("GET", "POST", "PUT", "PATCH", "DELETE"),
+                default=["GET"],
+            ),
+        ),
+        outputs=(
+            RESULT,
+            OutputSpec("ParsedContent", "Object"),
+            OutputSpec("RouteData", "Object"),
+            OutputSpec("QueryStringData", "Object"),
+            OutputSpec("Headers", "Object"),
+        ),
+        kind="Trigger",
+    ),
+    aliases=("Elsa.Http.HttpEndpoint",),
+    outbound=("Done",),
+)
 class HttpEndpoint(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         data = ax.state["input"]
@@ -60,6 +83,21 @@ def headers_of(value: Any) -> dict[str, str]:
     }
 
 
+@activity(
+    "Elsa.WriteHttpResponse",
+    ActivitySpec(
+        "HTTP",
+        "Write the response of the HTTP request that started the workflow.",
+        inputs=(
+            InputSpec("StatusCode", "Int32", "The status code.", default=200),
+            InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
+            InputSpec("ContentType", "String", "The content type."),
+            InputSpec("ResponseHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
+        ),
+    ),
+    aliases=("Elsa.Http.WriteHttpResponse",),
+    outbound=("Done",),
+)
 class WriteHttpResponse(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         code = status_code(ax.get("statusCode"))
@@ -73,13 +111,49 @@ class WriteHttpResponse(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.SendHttpRequest",
+    ActivitySpec(
+        "HTTP",
+        "Send an HTTP request (through the broker's outbound guard).",
+        inputs=(
+            InputSpec("Url", "String", "The URL."),
+            InputSpec(
+                "Method",
+                "String",
+                "The method.",
+                options=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"),
+                default="GET",
+            ),
+            InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
+            InputSpec("ContentType", "String", "The content type."),
+            InputSpec("Authorization", "String", "The Authorization header value."),
+            InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
+            InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
+            InputSpec(
+                "ExpectedStatusCodes",
+                "Object",
+                "Status codes with their own branch.",
+                ui_hint="http-status-codes",
+                wrapped=False,
+            ),
+        ),
+        outputs=(
+            OutputSpec("StatusCode", "Int32"),
+            OutputSpec("ParsedContent", "Object"),
+            OutputSpec("ResponseHeaders", "Object"),
+        ),
+        ports=("UnmatchedStatusCode", "FailedToConnect", "Timeout"),
+    ),
+    aliases=("Elsa.Http.SendHttpRequest",),
+)
 class SendHttpRequest(Behaviour):
     """Sends the request; transient failures raise ``RetryLater`` (the runtime retries)."""
 
     flow = False
 
     def execute(self, ax: ActivityContext) -> None:
-        client = ax.run.engine.services.http
+        client = ax.services.http
         if client is None:
             raise WorkflowFault("no HTTP client is configured", activity_id=ax.node.id)
         url = as_text(ax.get("url"))
@@ -183,6 +257,40 @@ class SendHttpRequest(Behaviour):
         ax.complete("Done", str(ax.props.get("statusCode", "")))
 
 
+@activity(
+    "Elsa.FlowSendHttpRequest",
+    ActivitySpec(
+        "HTTP",
+        "Send an HTTP request and follow the outcome of its status code.",
+        inputs=(
+            InputSpec("Url", "String", "The URL."),
+            InputSpec(
+                "Method",
+                "String",
+                "The method.",
+                options=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"),
+                default="GET",
+            ),
+            InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
+            InputSpec("ContentType", "String", "The content type."),
+            InputSpec("Authorization", "String", "The Authorization header value."),
+            InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
+            InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
+            InputSpec(
+                "ExpectedStatusCodes",
+                "Int32[]",
+                "Status codes with their own outcome.",
+                ui_hint="multitext",
+            ),
+        ),
+        outputs=(
+            OutputSpec("StatusCode", "Int32"),
+            OutputSpec("ParsedContent", "Object"),
+            OutputSpec("ResponseHeaders", "Object"),
+        ),
+        outcomes=("Unmatched status code", "Failed to connect", "Timeout", "Done"),
+    ),
+)
 class FlowSendHttpRequest(SendHttpRequest):
     flow = True
 

@@ -1,27 +1,16 @@
-"""Blocking activities: they leave a bookmark and the instance suspends until a stimulus.
-
-Bookmark names and payloads (what the runtime matches a stimulus against):
-
-- Event / SignalReceived: ``Elsa.Event`` with ``{"eventName": name}``; resumed with the event
-  payload, which becomes the ``result`` output.
-- Delay / Timer / StartAt: ``Elsa.Delay`` / ``Elsa.Timer`` / ``Elsa.StartAt`` with
-  ``{"resumeAt": iso}`` and ``due_at``; Cron: ``Elsa.Cron`` with ``{"executeAt": iso,
-  "cronExpression"}``; resumed by the timer job (input ignored). As in Elsa, a Timer inside a
-  running workflow fires once; recurring is the Timer *trigger*'s (``broker.runtime.schedules``).
-- RunTask: ``Elsa.RunTask`` with ``{"taskName", "taskId"}`` plus a ``RunTask`` command; resumed
-  with the task's result (the ``result`` output).
-"""
+"""Blocking activities: they leave a bookmark and the instance suspends until a stimulus."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import Behaviour
-from broker.engine.activity_context import ActivityContext
-from broker.engine.cron import next_occurrence
-from broker.engine.results import RunTask as RunTaskCommand
-from broker.engine.values import as_datetime, as_text, as_timedelta
+from broker.engine.activities.base import Behaviour, activity
+from broker.engine.model.cron import next_occurrence
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
+from broker.engine.model.values import as_datetime, as_text, as_timedelta
+from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.results import RunTask as RunTaskCommand
 from broker.errors import WorkflowFault
 
 EVENT = "Elsa.Event"
@@ -44,6 +33,17 @@ class Waiting(Behaviour):
         ax.complete()
 
 
+@activity(
+    "Elsa.Event",
+    ActivitySpec(
+        "Primitives",
+        "Wait for an event (or start the workflow when one arrives).",
+        inputs=(InputSpec("EventName", "String", "The name of the event."),),
+        outputs=(RESULT,),
+        kind="Trigger",
+    ),
+    outbound=("Done",),
+)
 class Event(Waiting):
     def event_name(self, ax: ActivityContext) -> str:
         return as_text(ax.get("eventName"))
@@ -61,6 +61,19 @@ class Event(Waiting):
         ax.bookmark(EVENT, {"eventName": name})
 
 
+@activity(
+    "Elsa.SignalReceived",
+    ActivitySpec(
+        "Primitives",
+        "Wait for a signal (an event by another name).",
+        inputs=(InputSpec("Signal", "String", "The name of the signal."),),
+        outputs=(RESULT,),
+        kind="Trigger",
+        browsable=False,
+    ),
+    aliases=("Elsa.Primitives.SignalReceived",),
+    outbound=("Done",),
+)
 class SignalReceived(Event):
     """The seed's alias: waits like an Event named by its ``signal`` input."""
 
@@ -68,6 +81,15 @@ class SignalReceived(Event):
         return as_text(ax.get("signal", ax.get("eventName")))
 
 
+@activity(
+    "Elsa.Delay",
+    ActivitySpec(
+        "Scheduling",
+        "Wait for a duration.",
+        inputs=(InputSpec("TimeSpan", "TimeSpan", "How long to wait (hh:mm:ss)."),),
+    ),
+    outbound=("Done",),
+)
 class Delay(Waiting):
     bookmark_name = "Elsa.Delay"
     input_name = "timeSpan"
@@ -83,11 +105,31 @@ class Delay(Waiting):
         ax.complete()
 
 
+@activity(
+    "Elsa.Timer",
+    ActivitySpec(
+        "Scheduling",
+        "Start or resume the workflow at an interval.",
+        inputs=(InputSpec("Interval", "TimeSpan", "The interval (hh:mm:ss)."),),
+        kind="Trigger",
+    ),
+    outbound=("Done",),
+)
 class Timer(Delay):
     bookmark_name = "Elsa.Timer"
     input_name = "interval"
 
 
+@activity(
+    "Elsa.StartAt",
+    ActivitySpec(
+        "Scheduling",
+        "Wait until a moment.",
+        inputs=(InputSpec("DateTime", "DateTimeOffset", "When.", ui_hint="datetime-picker"),),
+        kind="Trigger",
+    ),
+    outbound=("Done",),
+)
 class StartAt(Delay):
     bookmark_name = "Elsa.StartAt"
 
@@ -102,6 +144,18 @@ class StartAt(Delay):
         ax.bookmark(self.bookmark_name, {"resumeAt": due.isoformat()}, due_at=due)
 
 
+@activity(
+    "Elsa.Cron",
+    ActivitySpec(
+        "Scheduling",
+        "Start or resume the workflow at the times a cron expression names.",
+        inputs=(
+            InputSpec("CronExpression", "String", "Six fields, seconds first (0 */5 * * * *)."),
+        ),
+        kind="Trigger",
+    ),
+    outbound=("Done",),
+)
 class Cron(Delay):
     """Waits for the next time its six-field cron expression names (Elsa's ``Cron``); as the
     trigger that started the instance it completes at once, as Elsa's does."""
@@ -121,6 +175,20 @@ class Cron(Delay):
         ax.bookmark(self.bookmark_name, payload, due_at=due)
 
 
+@activity(
+    "Elsa.RunTask",
+    ActivitySpec(
+        "Primitives",
+        "Ask an external worker to run a task and wait for its result.",
+        inputs=(
+            InputSpec("TaskName", "String", "The name of the task."),
+            InputSpec("Args", "Object", "The task's arguments.", ui_hint="json-editor"),
+        ),
+        outputs=(RESULT,),
+        kind="Task",
+    ),
+    outbound=("Done",),
+)
 class RunTask(Waiting):
     def execute(self, ax: ActivityContext) -> None:
         task_name = as_text(ax.get("taskName"))

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Integer, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from broker.engine.results import RunResult
+from broker.engine.run.results import RunResult
 from broker.redaction import redact_text
 from broker.runtime import dead_letters, ids, journal, outbox
 from broker.runtime.celery_config import RESUME_INSTANCE
@@ -56,7 +56,7 @@ def save_step(
     *,
     start: Start | None = None,
 ) -> Saved:
-    """Persist ``result`` (a ``broker.engine.results.RunResult``) for ``target``; ``start``: the
+    """Persist ``result`` (a ``broker.engine.run.results.RunResult``) for ``target``; ``start``: the
     request's start, not written yet (see ``Start``), which this save writes with the step."""
     now = utcnow()
     saved = Saved(checkpoint=target.expected_checkpoint + 1)

@@ -18,7 +18,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import metrics, ops_commands
-from broker.engine.results import PublishEvent
+from broker.engine.run.results import PublishEvent
 from broker.errors import Conflict
 from broker.runtime import bookmarks, ids, persist, recovery
 from broker.runtime import dead_letter_admin as dead_letters

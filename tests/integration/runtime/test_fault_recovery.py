@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.outbound import OutboundHttp
-from broker.runtime import callbacks, dead_letters, ids, journal
+from broker.runtime import callbacks, dead_letter_admin, ids, journal
 from broker.runtime.celery_config import RUN_REQUEST
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
@@ -98,7 +98,7 @@ def letters_of(rt: Runtime, request_id: str) -> list[DeadLetter]:
 
 def replay(rt: Runtime, letter_id: str) -> None:
     with transaction(rt.factory) as session:
-        dead_letters.replay(session, letter_id, source="test")
+        dead_letter_admin.replay(session, letter_id, source="test")
 
 
 def test_a_request_faulted_by_a_refused_url_has_a_dead_letter_and_its_replay_completes_it(

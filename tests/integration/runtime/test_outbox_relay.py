@@ -15,7 +15,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
-from broker.runtime import dead_letters, ids, outbox
+from broker.runtime import dead_letter_admin, ids, outbox
 from broker.runtime.locks import FileLockProvider
 from broker.runtime.pause import set_paused
 from broker.runtime.publisher import OutboxPublisher
@@ -194,11 +194,11 @@ def test_a_row_that_never_finishes_becomes_an_outbox_dead_letter_and_replays(
         assert dead_row.finished_at is not None
         assert dead_row.lease_expires_at is None
         # When an operator replays it, the same task is written as a new pending row
-        replayed = dead_letters.replay(session, letter.id)
+        replayed = dead_letter_admin.replay(session, letter.id)
     outbox.relay(settings, factory, sender, locks)
-    assert sender.ids[-1] == replayed.outbox_id
+    assert sender.ids[-1] == replayed.new_id
     with transaction(factory, write=False) as session:
-        again = session.get(OutboxRow, replayed.outbox_id)
+        again = session.get(OutboxRow, replayed.new_id)
         assert again is not None
         assert (again.task_name, again.queue, again.args) == (
             "broker.run_request",

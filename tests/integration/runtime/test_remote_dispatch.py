@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import RetryLater, WorkflowFault
-from broker.runtime import callbacks, dead_letters, runner
+from broker.runtime import callbacks, dead_letter_admin, runner
 from broker.runtime.outcome import Outcome
 from broker.runtime.remote import FAILED_EVENT, post
 from broker.runtime.wiring import Runtime
@@ -180,7 +180,7 @@ def test_a_refused_dispatch_is_retried_until_its_attempts_run_out_then_dead_lett
     )
     # When an operator replays it while Elsa is still down
     with transaction(rt.factory) as session:
-        dead_letters.replay(session, letter.id)
+        dead_letter_admin.replay(session, letter.id)
     drain(rt)
     # Then it gets three fresh attempts and a dead letter of its own, replayable again
     assert request_status(rt.factory, request_id) == "Faulted"

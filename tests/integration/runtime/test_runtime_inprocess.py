@@ -17,9 +17,18 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
-from broker.engine.services import EmailMessage, HttpRequest, HttpResponse
+from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
-from broker.runtime import bookmarks, dead_letters, effects, ids, recovery, runner, steps
+from broker.runtime import (
+    bookmarks,
+    dead_letter_admin,
+    dead_letters,
+    effects,
+    ids,
+    recovery,
+    runner,
+    steps,
+)
 from broker.runtime.cancellation import cancel
 from broker.runtime.heartbeat import process_heartbeat
 from broker.runtime.locks import FileLockProvider
@@ -417,7 +426,7 @@ def test_replaying_a_request_that_is_not_faulted_conflicts(rt: Runtime) -> None:
             instance_id=ids.instance_id_for_request(request_id),
         )
     with pytest.raises(Conflict), transaction(rt.factory) as session:
-        dead_letters.replay(session, "dl-1")
+        dead_letter_admin.replay(session, "dl-1")
     assert request_status(rt.factory, request_id) == "Completed"
 
 

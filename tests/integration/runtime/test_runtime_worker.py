@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import Conflict, Unauthenticated
-from broker.runtime import callbacks, dead_letters, ids, journal
+from broker.runtime import callbacks, dead_letter_admin, ids, journal
 from broker.runtime.bookmarks import enqueue_stimulus
 from broker.runtime.callbacks import complete_from_callback
 from broker.runtime.wiring import make_publisher
@@ -113,8 +113,8 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
     # When the sink is fixed and an operator replays the dead letter
     stack.sink.fail["/broken"] = 0
     with transaction(stack.factory) as session:
-        replayed = dead_letters.replay(session, letter.id)
-    stack.publisher.publish([replayed.outbox_id])
+        replayed = dead_letter_admin.replay(session, letter.id)
+    stack.publisher.publish([replayed.new_id])
     # Then the same record completes, with the replay in its audit trail
     wait_status(stack, request_id, "Completed")
     assert event_types(stack.factory, request_id)[-3:] == [
@@ -124,7 +124,7 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
     ]
     # And the dead letter cannot be replayed twice
     with transaction(stack.factory) as session, pytest.raises(Conflict):
-        dead_letters.replay(session, letter.id)
+        dead_letter_admin.replay(session, letter.id)
 
 
 def test_a_fault_activity_leaves_a_dead_letter_whose_replay_runs_it_again(stack: Stack) -> None:
@@ -144,8 +144,8 @@ def test_a_fault_activity_leaves_a_dead_letter_whose_replay_runs_it_again(stack:
         )
     # When an operator replays it
     with transaction(stack.factory) as session:
-        replayed = dead_letters.replay(session, letter.id)
-    stack.publisher.publish([replayed.outbox_id])
+        replayed = dead_letter_admin.replay(session, letter.id)
+    stack.publisher.publish([replayed.new_id])
     # Then the worker runs the Fault activity again, which faults the request again, with a
     # fresh dead letter
     wait_until(

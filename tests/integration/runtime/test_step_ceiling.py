@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from broker.runtime import dead_letters, ids, runner
+from broker.runtime import dead_letter_admin, ids, runner
 from broker.runtime.ceiling import FAULT_CODE
 from broker.runtime.celery_config import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime.locks import FileLockProvider
@@ -166,15 +166,15 @@ def test_the_dead_letter_of_a_first_step_replays_the_request_from_its_start(rt: 
             select(DeadLetter).where(DeadLetter.request_id == request_id)
         ).one()
         # When an operator replays its dead letter
-        replayed = dead_letters.replay(session, letter.id)
+        replayed = dead_letter_admin.replay(session, letter.id)
     # Then the request is Processing again and its first step is published once more
     assert request_status(rt.factory, request_id) == "Processing"
     with transaction(rt.factory, write=False) as session:
-        row = session.get(OutboxRow, replayed.outbox_id)
+        row = session.get(OutboxRow, replayed.new_id)
         assert row is not None
         assert (row.task_name, row.args) == (RUN_REQUEST, {"request_id": request_id})
     # And running it faults again at the ceiling (the script did not change), with a fresh letter
-    assert runner.run_request(rt, request_id, replayed.outbox_id) is Outcome.STALE
+    assert runner.run_request(rt, request_id, replayed.new_id) is Outcome.STALE
     assert request_status(rt.factory, request_id) == "Faulted"
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import event, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.engine.results import JournalEntry
+from broker.engine.run.results import JournalEntry
 from broker.runtime import journal, recorded_values
 from broker.store.db import transaction
 from broker.store.models import ActivityExecution

@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from broker.engine.api import Engine
-from broker.engine.definition import WorkflowDefinition
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.definition import WorkflowDefinition
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowFault
 from tests.perf.bench import WORKFLOW

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 from flask.testing import FlaskClient
 
-from broker.engine.catalog import CATALOG
-from broker.engine.descriptors import SPECS
-from broker.engine.expressions import SUPPORTED_TYPES
-from broker.engine.log_persistence import mode_of, policy_for
+from broker.engine.activities.catalog import CATALOG
+from broker.engine.activities.descriptors import spec_for
+from broker.engine.expr.expressions import SUPPORTED_TYPES
+from broker.engine.model.log_persistence import mode_of, policy_for
 
 Client = Callable[[str | None], FlaskClient]
 
@@ -30,7 +30,7 @@ LIST_ROUTES = [
 
 def test_every_catalog_activity_has_a_descriptor() -> None:
     # Given the engine's catalog, Then each implementation class is described
-    missing = sorted(t for t, b in CATALOG.items() if type(b) not in SPECS)
+    missing = sorted(t for t, b in CATALOG.items() if spec_for(b) is None)
     assert missing == []
 
 
@@ -100,7 +100,7 @@ def test_expression_descriptors_are_the_languages_the_engine_runs(client_as: Cli
 
 
 def test_variable_types_convert_values_as_the_engine_does(client_as: Client) -> None:
-    from broker.engine.convert import convert
+    from broker.engine.model.convert import convert
 
     body = client_as("viewer").get("/elsa/api/descriptors/variables").get_json()
     assert {"typeName", "displayName", "category", "description"} <= set(body["items"][0])

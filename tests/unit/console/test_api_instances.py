@@ -9,7 +9,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.engine.results import JournalEntry
+from broker.engine.run.results import JournalEntry
 from broker.registry import WorkflowRegistry
 from broker.runtime import journal
 from broker.store.models import DeadLetter, WorkflowInstance

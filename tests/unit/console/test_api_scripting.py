@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flask.testing import FlaskClient
 
-from broker.engine.jsapi import HELPERS
+from broker.engine.expr.jsapi import HELPERS
 
 API = "/elsa/api/scripting/javascript/type-definitions"
 Client = Callable[[str | None], FlaskClient]

@@ -1,4 +1,4 @@
-"""``DictScope``: the smallest ``broker.engine.scope.Scope``, for expression tests."""
+"""``DictScope``: the smallest ``broker.engine.expr.scope.Scope``, for expression tests."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from broker.engine.api import Engine
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
 from tests.unit.engine.conftest import Harness
 

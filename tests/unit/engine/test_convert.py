@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.convert import convert, format_timespan, parse_timespan
+from broker.engine.model.convert import convert, format_timespan, parse_timespan
 
 LIST_OF_INT = "System.Collections.Generic.List`1[[System.Int32, System.Private.CoreLib]]"
 FLOW_JOIN_MODE = "Elsa.Workflows.Core.Activities.Flowchart.Models.FlowJoinMode, Elsa.Workflows.Core"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.definition import pascal_case
+from broker.engine.model.definition import pascal_case
 from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowDefinitionError
 
@@ -99,3 +99,12 @@ def test_usable_as_activity_names_the_type_in_pascal_case() -> None:
     definition = parse_workflow(document)
     assert definition.usable_as_activity
     assert definition.activity_type_name == "SubworkflowTest" == pascal_case("Subworkflow test")
+
+
+@pytest.mark.parametrize("start", [[], {"id": "a"}, 3])
+def test_a_flowchart_start_that_is_not_an_id_is_refused_with_its_path(start: Any) -> None:
+    document = flowchart([])
+    document["root"]["start"] = start
+    with pytest.raises(WorkflowDefinitionError, match="start must be an activity id") as caught:
+        parse_workflow(document)
+    assert caught.value.path == "$.root.start"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.engine.definition import WorkflowDefinition
+from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowDefinitionError
 from broker.registry.files import WorkflowFile, read_workflow_file

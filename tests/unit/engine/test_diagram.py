@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.diagram import to_mermaid
+from broker.engine.model.diagram import to_mermaid
 from tests.support.services import CORPUS, require_corpus
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*/*.json") if p.name != "expected.json")

@@ -6,9 +6,9 @@ import datetime as dt
 from typing import Any
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.results import RunResult
+from broker.engine.run.results import RunResult
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 

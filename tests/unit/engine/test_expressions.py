@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.expressions import evaluate
+from broker.engine.expr.expressions import evaluate
 from broker.errors import ExpressionError
 from tests.unit.engine.dict_scope import DictScope
 

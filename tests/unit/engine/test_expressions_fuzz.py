@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.engine.expressions import SUPPORTED_TYPES, evaluate
+from broker.engine.expr.expressions import SUPPORTED_TYPES, evaluate
 from broker.errors import ExpressionError
 from tests.unit.engine.test_expressions import DictScope
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
 from tests.support.services import PROJECT_ROOT
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer

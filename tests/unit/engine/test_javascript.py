@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.javascript import evaluate_javascript
+from broker.engine.expr.javascript import evaluate_javascript
 from broker.errors import ExpressionError
 from tests.unit.engine.dict_scope import DictScope
 

@@ -1,5 +1,5 @@
-"""Elsa's JavaScript helpers (``broker.engine.jsapi.HELPERS``): each one, as the sandbox installs
-it, its TypeScript declaration, and the list in workflows/README.md."""
+"""Elsa's JavaScript helpers (``broker.engine.expr.jsapi.HELPERS``): each one, as the sandbox
+installs it, its TypeScript declaration, and the list in workflows/README.md."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from broker.engine.javascript import evaluate_javascript, run_script
-from broker.engine.jsapi import (
+from broker.engine.expr.javascript import evaluate_javascript, run_script
+from broker.engine.expr.jsapi import (
     HELPERS,
     helpers_markdown,
     is_valid_name,
@@ -62,7 +62,7 @@ def test_workflows_readme_lists_every_helper() -> None:
     text = (PROJECT_ROOT / "workflows" / "README.md").read_text()
     listed = text.split("<!-- helpers:start -->\n", 1)[1].split("<!-- helpers:end -->", 1)[0]
     # Then it is the list generated from HELPERS and FAMILIES (regenerate it with
-    # broker.engine.jsapi.helpers_markdown() after changing them)
+    # broker.engine.expr.jsapi.helpers_markdown() after changing them)
     assert listed == helpers_markdown()
     for helper in HELPERS:
         assert f"- `{helper.name}`" in listed

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from broker.engine.liquid import render_liquid
+from broker.engine.expr.liquid import render_liquid
 from broker.errors import ExpressionError
 from tests.unit.engine.dict_scope import DictScope
 

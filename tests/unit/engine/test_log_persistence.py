@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.log_persistence import mode_of, policy_for
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.log_persistence import mode_of, policy_for
+from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.results import JournalEntry, RunResult
+from broker.engine.run.results import JournalEntry, RunResult
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
 
 STRATEGY = "Elsa.Workflows.LogPersistence.Strategies.{}, Elsa.Workflows.Core"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from broker.engine.parser import parse_workflow
-from broker.engine.results import DispatchWorkflow, PublishEvent
+from broker.engine.run.results import DispatchWorkflow, PublishEvent
 from broker.errors import OutboundBlocked, RetryLater, WorkflowDefinitionError
 from tests.unit.engine.conftest import FIXTURES, Harness
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from broker.engine.api import Engine, EngineServices
-from broker.engine.lookup import DefinitionIndex
+from broker.engine.model.lookup import DefinitionIndex
+from broker.engine.model.shapes import camel, original_path, plain_value, workflow_document
 from broker.engine.parser import parse_workflow
-from broker.engine.shapes import camel, original_path, plain_value, workflow_document
 from broker.errors import WorkflowDefinitionError
 
 

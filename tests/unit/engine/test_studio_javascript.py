@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from broker.engine.state import migrate
+from broker.engine.run.state import migrate
 from tests.unit.engine.conftest import Harness
 
 

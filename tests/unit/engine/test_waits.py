@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from broker.engine.results import DispatchWorkflow, RunTask
+from broker.engine.run.results import DispatchWorkflow, RunTask
 from tests.unit.engine.conftest import NOW, Harness
 
 WAITS = [
@@ -80,7 +80,7 @@ def test_dispatch_with_wait_chooses_the_child_id_deterministically(harness: Harn
 
 
 def test_resuming_an_unknown_bookmark_is_refused(harness: Harness) -> None:
-    from broker.engine.errors import UnknownBookmark
+    from broker.engine.run.errors import UnknownBookmark
 
     first = harness.start("wait-event")
     with pytest.raises(UnknownBookmark):
@@ -88,7 +88,7 @@ def test_resuming_an_unknown_bookmark_is_refused(harness: Harness) -> None:
 
 
 def test_resuming_a_finished_instance_is_refused(harness: Harness) -> None:
-    from broker.engine.errors import InstanceFinished
+    from broker.engine.run.errors import InstanceFinished
 
     # Given a suspended instance that was cancelled (finished) since
     first = harness.start("wait-event")
@@ -100,7 +100,7 @@ def test_resuming_a_finished_instance_is_refused(harness: Harness) -> None:
 
 
 def test_retrying_an_instance_that_only_waits_is_refused(harness: Harness) -> None:
-    from broker.engine.errors import NothingToRetry
+    from broker.engine.run.errors import NothingToRetry
 
     # Given an instance suspended at a bookmark, with nothing faulted
     first = harness.start("wait-event")

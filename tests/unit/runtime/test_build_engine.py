@@ -7,7 +7,7 @@ from typing import cast
 import pytest
 
 from broker.engine.api import Engine
-from broker.engine.errors import EngineError, InstanceFinished, NothingToRetry, UnknownBookmark
+from broker.engine.run.errors import EngineError, InstanceFinished, NothingToRetry, UnknownBookmark
 from broker.errors import BrokerError, Conflict, NotFound
 from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.persist import Target

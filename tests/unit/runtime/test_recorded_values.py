@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from broker.engine.results import JournalEntry
+from broker.engine.run.results import JournalEntry
 from broker.runtime import recorded_values
 from broker.runtime.recorded_values import MASK, MAX_VALUE_CHARS
 

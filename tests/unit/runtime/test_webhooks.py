@@ -21,7 +21,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.client_entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
 from broker.outbound import OutboundHttp
-from broker.runtime import dead_letters, webhook_delivery, webhook_sender, webhooks
+from broker.runtime import (
+    dead_letter_admin,
+    dead_letters,
+    webhook_delivery,
+    webhook_sender,
+    webhooks,
+)
 from broker.runtime.cancellation import cancel
 from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.locks import FileLockProvider
@@ -260,7 +266,7 @@ def test_a_receiver_that_never_answers_ends_as_a_webhook_dead_letter_that_replay
         # When the receiver is back and the operator replays the dead letter
         receiver.default = 204
         with db.transaction(factory) as session:
-            dead_letters.replay(session, letter.id)
+            dead_letter_admin.replay(session, letter.id)
         assert run_due(settings, factory, http) == ["delivered"]
         last = receiver.received()[-1]
     # Then the same event arrives, verified, under the same webhook-id; the endpoint is enabled
@@ -353,7 +359,7 @@ def test_a_replayed_request_tells_of_processing_again(
             request_id=request_id,
         )
     with db.transaction(factory) as session:
-        dead_letters.replay(session, "dl-1")
+        dead_letter_admin.replay(session, "dl-1")
     with db.transaction(factory, write=False) as session:
         events = session.scalars(select(WebhookDelivery.event_type)).all()
     assert events == ["request.processing"]
