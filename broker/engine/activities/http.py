@@ -111,25 +111,31 @@ class WriteHttpResponse(Behaviour):
         ax.complete()
 
 
+#: the inputs of an outbound request, shared by SendHttpRequest and FlowSendHttpRequest
+REQUEST_INPUTS = (
+    InputSpec("Url", "String", "The URL."),
+    InputSpec(
+        "Method",
+        "String",
+        "The method.",
+        options=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"),
+        default="GET",
+    ),
+    InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
+    InputSpec("ContentType", "String", "The content type."),
+    InputSpec("Authorization", "String", "The Authorization header value."),
+    InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
+    InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
+)
+
+
 @activity(
     "Elsa.SendHttpRequest",
     ActivitySpec(
         "HTTP",
         "Send an HTTP request (through the broker's outbound guard).",
         inputs=(
-            InputSpec("Url", "String", "The URL."),
-            InputSpec(
-                "Method",
-                "String",
-                "The method.",
-                options=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"),
-                default="GET",
-            ),
-            InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
-            InputSpec("ContentType", "String", "The content type."),
-            InputSpec("Authorization", "String", "The Authorization header value."),
-            InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
-            InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
+            *REQUEST_INPUTS,
             InputSpec(
                 "ExpectedStatusCodes",
                 "Object",
@@ -263,19 +269,7 @@ class SendHttpRequest(Behaviour):
         "HTTP",
         "Send an HTTP request and follow the outcome of its status code.",
         inputs=(
-            InputSpec("Url", "String", "The URL."),
-            InputSpec(
-                "Method",
-                "String",
-                "The method.",
-                options=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"),
-                default="GET",
-            ),
-            InputSpec("Content", "Object", "The body.", ui_hint="multiline"),
-            InputSpec("ContentType", "String", "The content type."),
-            InputSpec("Authorization", "String", "The Authorization header value."),
-            InputSpec("RequestHeaders", "Object", "Extra headers.", ui_hint="json-editor"),
-            InputSpec("Timeout", "TimeSpan", "How long to wait for the answer."),
+            *REQUEST_INPUTS,
             InputSpec(
                 "ExpectedStatusCodes",
                 "Int32[]",
