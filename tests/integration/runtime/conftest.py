@@ -169,3 +169,10 @@ def stack(
             finally:
                 worker.stop()
                 registry.stop()
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    """A local HTTP receiver that records the calls the workflows make."""
+    with Sink() as running:
+        yield running

@@ -67,12 +67,6 @@ def target_call() -> dict[str, Any]:
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
-    with Sink() as running:
-        yield running
-
-
-@pytest.fixture
 def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
     dispose_engines()
     folder = tmp_path / "wf"

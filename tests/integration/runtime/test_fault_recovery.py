@@ -40,12 +40,6 @@ from tests.support.workflows import (
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
-    with Sink() as running:
-        yield running
-
-
-@pytest.fixture
 def settings(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Settings]:
     dispose_engines()
     folder = tmp_path / "wf"

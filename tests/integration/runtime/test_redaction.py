@@ -73,12 +73,6 @@ def leaky_call(definition_id: str, request_type: str, url: str) -> dict[str, Any
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
-    with Sink() as running:
-        yield running
-
-
-@pytest.fixture
 def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
     dispose_engines()
     folder = tmp_path / "wf"

@@ -45,12 +45,6 @@ MakeRuntime = Callable[..., Runtime]
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
-    with Sink() as running:
-        yield running
-
-
-@pytest.fixture
 def make_rt(database_url: str, tmp_path: Path) -> Iterator[MakeRuntime]:
     """A runtime whose remote workflow dispatches to ``port`` with retry policy ``retry``."""
 
