@@ -17,9 +17,7 @@ from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, import_modules, setup_logging, worker_ready
 
-from broker import metrics, tracing
 from broker.errors import StoreUnavailable
-from broker.logs import configure_logging, demote
 from broker.runtime import ceiling, ids
 from broker.runtime.celery_config import (
     DEFAULT_QUEUE,
@@ -31,6 +29,8 @@ from broker.runtime.celery_config import (
 )
 from broker.runtime.wiring import Runtime, get_runtime
 from broker.settings import Settings, get_settings
+from broker.telemetry import metrics, tracing
+from broker.telemetry.logs import configure_logging, demote
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +255,8 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker import health, metrics_port
+    from broker.runtime import health
+    from broker.serving import metrics_port
 
     # /readyz there too: the readiness probe of a worker pod (database and transport).
     metrics_port.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))

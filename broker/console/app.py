@@ -19,16 +19,17 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker import health, tracing
 from broker.console import auth, forms, identity, pages, request_types, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
 from broker.registry.workflows import WorkflowRegistry
+from broker.runtime import health
 from broker.runtime.ports import NullPublisher, Publisher
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

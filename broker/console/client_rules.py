@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from broker.client_entries import RequestTypeRule
-from broker.clients import ClientRegistry
+from broker.clients.entries import RequestTypeRule
+from broker.clients.registry import ClientRegistry
 from broker.errors import BadRequest, NotFound
 
 #: letters, digits, ``.``, ``_`` and ``-``, starting with a letter (as the shipped types are named)

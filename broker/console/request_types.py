@@ -16,8 +16,8 @@ from typing import Any
 from flask import Blueprint, redirect, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from broker.client_entries import RequestTypeRule
-from broker.clients import ClientRegistry
+from broker.clients.entries import RequestTypeRule
+from broker.clients.registry import ClientRegistry
 from broker.console import auth
 from broker.console.client_rules import check_name, grant, parse_keys, rules_for
 from broker.console.forms import protect_form, settings

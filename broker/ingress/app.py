@@ -12,7 +12,6 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker import tracing
 from broker.errors import (
     BadRequest,
     BrokerError,
@@ -29,6 +28,7 @@ from broker.ingress.rate_limits import LIMITER
 from broker.runtime.ports import NullPublisher, Publisher
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def create_internal_app(
 def _sync_webhooks(settings: Settings, factory: sessionmaker[Session], clients: Any) -> None:
     """Bring clients.json's webhook endpoints into the database at start (beat keeps them in
     step afterwards); a database that is down only delays it."""
-    from broker.outbound import OutboundHttp
+    from broker.outbound.http_client import OutboundHttp
     from broker.runtime import webhooks
     from broker.store import db
 

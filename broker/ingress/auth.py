@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import Encoding
 from flask import g, request
 
-from broker.certs import fingerprint_sha256_of, load_certificate, thumbprint_of
+from broker.clients.certificates import fingerprint_sha256_of, load_certificate, thumbprint_of
 from broker.errors import ConfigError, Forbidden, Unauthenticated
 from broker.ingress.context import ApiClientLike, services
 from broker.settings import Settings

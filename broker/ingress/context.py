@@ -39,7 +39,7 @@ class RuleLike(Protocol):
 
 
 class ClientDirectory(Protocol):
-    """What the ingress asks of ``broker.clients.ClientRegistry``."""
+    """What the ingress asks of ``broker.clients.registry.ClientRegistry``."""
 
     def authenticate(
         self, *, sha1_thumbprint: str, sha256_fingerprint: str

@@ -13,14 +13,13 @@ import logging
 
 from flask import Blueprint, Response, jsonify, request
 
-from broker import health
 from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
-from broker.metrics import record_finished
-from broker.runtime import callbacks
+from broker.runtime import callbacks, health
 from broker.settings import Settings
+from broker.telemetry.metrics import record_finished
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
-"""Prometheus metrics the listeners record; ``/metrics`` renders them with ``broker.metrics``.
+"""Prometheus metrics the listeners record; ``/metrics`` renders them.
 
-Accepted requests are counted by ``broker.metrics.record_accepted`` (shared with the workers'
-completed/faulted counters); the counters here are the ingress's own. With
+Accepted requests are counted by ``broker.telemetry.metrics.record_accepted`` (shared with the
+workers' completed/faulted counters); the counters here are the ingress's own. With
 ``PROMETHEUS_MULTIPROC_DIR`` set for both listeners, the internal ``/metrics`` sums every
 worker's values, including the public listener's.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from prometheus_client import Counter
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import metrics as shared
+from broker.telemetry import metrics as shared
 
 REJECTED = Counter(
     "broker_requests_rejected", "Submissions refused by authorization checks", ["reason"]

@@ -8,7 +8,6 @@ import threading
 
 from flask import Blueprint, Response, jsonify, request
 
-from broker import tracing
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
@@ -19,6 +18,7 @@ from broker.rates import SUBMISSIONS
 from broker.runtime import cancellation, request_queries, webhooks
 from broker.runtime import submission as runtime_submission
 from broker.runtime.group_commit import Committer
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

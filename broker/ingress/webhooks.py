@@ -27,7 +27,7 @@ def outbound() -> Any:
     """The listener's outbound guard (one ``OutboundHttp``, built on first use)."""
     extra = services().extra
     if "outbound" not in extra:
-        from broker.outbound import OutboundHttp
+        from broker.outbound.http_client import OutboundHttp
 
         extra["outbound"] = OutboundHttp(services().settings)
     return extra["outbound"]

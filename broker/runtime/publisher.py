@@ -19,12 +19,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import tracing
 from broker.runtime import outbox
 from broker.runtime.ports import OutboxMessage, Sender
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

@@ -32,10 +32,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker import metrics, tracing
 from broker.engine.run.services import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
-from broker.outbound import OutboundHttp, parse_retry_after
+from broker.outbound.http_client import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime import callbacks, dead_letters, outbox, statuses
@@ -46,6 +45,7 @@ from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import Request, RequestEvent, RequestStatus
+from broker.telemetry import metrics, tracing
 
 logger = logging.getLogger(__name__)
 

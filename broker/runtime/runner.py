@@ -17,7 +17,6 @@ import logging
 
 from sqlalchemy.orm import Session
 
-from broker import metrics
 from broker.errors import NotFound
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime import dead_letters, ids, outbox
@@ -38,6 +37,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from broker.metrics import bookmark_queue_counts
 from broker.runtime.pause import is_paused, paused_flag
 from broker.runtime.request_queries import iso
 from broker.store.models import OutboxRow, OutboxState
+from broker.telemetry.metrics import bookmark_queue_counts
 
 
 def runtime_view(session: Session) -> dict[str, Any]:

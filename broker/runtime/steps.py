@@ -23,7 +23,6 @@ from collections.abc import Callable
 from sqlalchemy import String, and_, bindparam, func, literal, select
 from sqlalchemy.orm import Session
 
-from broker import metrics
 from broker.engine.api import Engine, EngineServices
 from broker.engine.run.errors import EngineError, UnknownBookmark
 from broker.engine.run.results import RunResult
@@ -53,6 +52,7 @@ from broker.store.models import (
     WorkflowInstance,
     table_of,
 )
+from broker.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 

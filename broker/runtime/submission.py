@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker import tracing
 from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime import statuses, webhooks
 from broker.runtime.activation import check_activation, pending_start
@@ -27,6 +26,7 @@ from broker.runtime.ports import OutboxMessage, PinnedWorkflow
 from broker.runtime.request_queries import new_request_view, request_view
 from broker.store.models import OutboxRow, OutboxState, Request, StepResult, table_of, utcnow
 from broker.store.rows import insert_rows
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

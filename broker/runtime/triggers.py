@@ -237,8 +237,8 @@ def event_starts(
     """Start the workflows whose Event trigger matches a queued event; answers outbox row ids.
 
     An event a client sent starts only the workflows it may submit (``clients``: the merged
-    allowlist, ``broker.clients.ClientRegistry``; without it the database rows alone); one a
-    workflow published (``options.publishedBy``) starts every match, owned by the publishing
+    allowlist, ``broker.clients.registry.ClientRegistry``; without it the database rows alone);
+    one a workflow published (``options.publishedBy``) starts every match, owned by the publishing
     request's client.
     """
     if item.bookmark_id is not None or item.instance_id is not None:

@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import metrics
 from broker.engine.run.services import HttpClient
 from broker.errors import BrokerError
 from broker.runtime import dead_letters, ids, outbox
@@ -45,6 +44,7 @@ from broker.store.models import (
     WebhookEndpoint,
     utcnow,
 )
+from broker.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import time
 
 from standardwebhooks.webhooks import Webhook
 
-from broker import tracing
 from broker.engine.run.services import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.store.models import utcnow
+from broker.telemetry import tracing
 
 
 @dataclasses.dataclass(frozen=True)

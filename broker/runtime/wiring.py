@@ -21,9 +21,9 @@ from broker.store.db import make_engine, make_session_factory
 if TYPE_CHECKING:  # built lazily below: a process pays only for the parts it uses
     from celery import Celery
 
-    from broker.clients import ClientRegistry
+    from broker.clients.registry import ClientRegistry
     from broker.engine.run.services import Mailer
-    from broker.outbound import OutboundHttp
+    from broker.outbound.http_client import OutboundHttp
     from broker.registry import WorkflowRegistry
     from broker.runtime.definitions import RegistryLookup
     from broker.runtime.ports import LockProvider
@@ -110,18 +110,18 @@ class Runtime:
     def http(self) -> OutboundHttp:
         with self._lock:
             if self._http is None:
-                from broker.outbound import OutboundHttp
+                from broker.outbound.http_client import OutboundHttp
 
                 self._http = OutboundHttp(self.settings)
             return self._http
 
     @property
     def clients(self) -> ClientRegistry:
-        """The merged client allowlist (files and database: ``broker.clients.ClientRegistry``),
-        loaded on first use: triggers check permissions and webhooks find endpoints with it."""
+        """The merged client allowlist (files and database: ``ClientRegistry``), loaded on first
+        use: triggers check permissions and webhooks find endpoints with it."""
         with self._lock:
             if self._clients is None:
-                from broker.clients import ClientRegistry
+                from broker.clients.registry import ClientRegistry
 
                 registry = ClientRegistry(self.settings, self.factory)
                 registry.load()
@@ -132,7 +132,7 @@ class Runtime:
     def mailer(self) -> Mailer:
         with self._lock:
             if self._mailer is None:
-                from broker.mail import make_mailer
+                from broker.outbound.mail import make_mailer
 
                 self._mailer = make_mailer(self.settings)
             return self._mailer

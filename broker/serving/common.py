@@ -10,8 +10,8 @@ from typing import Any
 
 from gunicorn import glogging
 
-from broker.logs import configure_logging, make_formatter
 from broker.settings import get_settings
+from broker.telemetry.logs import configure_logging, make_formatter
 
 #: a request id in a path or a Location header (``/requests/{id}``, ``/internal/requests/{id}``)
 _REQUEST_PATH = re.compile(r"/requests/([^/?#]+)")

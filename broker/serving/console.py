@@ -8,9 +8,9 @@ BROKER_CONSOLE_TLS_KEY are set. GUNICORN_CMD_ARGS and the command line override 
 
 from typing import Any
 
-from broker.logs import configure_logging
 from broker.serving import common
 from broker.settings import get_settings
+from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 

@@ -8,9 +8,9 @@ these defaults.
 
 from typing import Any
 
-from broker.logs import configure_logging
 from broker.serving import common
 from broker.settings import get_settings
+from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 

@@ -12,9 +12,9 @@ from the socket, checks its validity window and looks it up in the allowlist.
 import ssl
 from typing import Any
 
-from broker.logs import configure_logging
 from broker.serving import common
 from broker.settings import get_settings
+from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 
@@ -52,7 +52,8 @@ def when_ready(server: Any) -> None:
     # port answers /healthz and /readyz (database and transport) for the probes, which cannot
     # pass mTLS either.
     if _settings.ingress_metrics_bind:
-        from broker import health, metrics_port
+        from broker.runtime import health
+        from broker.serving import metrics_port
 
         metrics_port.serve(
             _settings.ingress_metrics_bind,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from broker.outbound import OutboundHttp
+from broker.outbound.http_client import OutboundHttp
 from broker.runtime import webhooks
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings

@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.store import db
 from tests.support.services import PROJECT_ROOT, free_port
 from tests.support.sink import Sink

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.store import db
 from tests.e2e.test_metrics_live import start_listener, stop
 from tests.support.ingress import make_pki, write_config

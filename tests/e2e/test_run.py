@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.store.models import Client
 from tests.support.ingress import make_operator_pki
 from tests.support.services import PROJECT_ROOT, free_port

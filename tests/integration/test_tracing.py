@@ -28,10 +28,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from broker import tracing
 from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
 from broker.settings import Settings, set_settings
 from broker.store.db import dispose_engines
+from broker.telemetry import tracing
 from tests.support.ingress import (
     environment,
     make_pki,
@@ -324,7 +324,7 @@ def test_without_tracing_nothing_is_added_anywhere() -> None:
 def test_the_otel_variables_turn_tracing_on_in_a_process(tmp_path: Path) -> None:
     # Given the standard variables naming the console exporter and a service name
     script = (
-        "from broker import tracing\n"
+        "from broker.telemetry import tracing\n"
         "assert tracing.configure('elsa-celery-broker')\n"
         "with tracing.span('hello'):\n"
         "    pass\n"

@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.runtime import ids
 from broker.store import db
 from tests.chaos.pg_private import PrivatePostgres, require_binaries

@@ -59,12 +59,12 @@ OWN_TESTS: dict[str, tuple[str, ...]] = {
     "broker.runtime.retry": ("test_runtime_retry",),
     "broker.runtime.bookmarks": ("test_bookmark",),
     "broker.runtime.locks": ("test_lock",),
-    "broker.clients": ("test_clients", "test_ingress_auth"),
-    "broker.client_entries": ("test_clients", "test_ingress_auth"),
+    "broker.clients.registry": ("test_clients", "test_ingress_auth"),
+    "broker.clients.entries": ("test_clients", "test_ingress_auth"),
     "broker.ingress.auth": ("test_ingress_auth",),
-    "broker.outbound": ("test_outbound",),
-    "broker.outbound_guard": ("test_outbound",),
-    "broker.urls": ("test_outbound",),
+    "broker.outbound.http_client": ("test_outbound",),
+    "broker.outbound.guard": ("test_outbound",),
+    "broker.outbound.urls": ("test_outbound",),
 }
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from broker import certs
+from broker.clients import certificates as certs
 from tests.chaos.pg_private import PrivatePostgres, require_binaries
 from tests.chaos.redis_private import PrivateRedis
 from tests.multihost.netns import Network, unavailable

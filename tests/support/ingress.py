@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.runtime import callbacks
 from broker.settings import Settings
 from broker.store.models import Request

@@ -21,7 +21,7 @@ import requests
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.serving import make_server
 
-from broker.apiclient import UNREACHABLE, ApiClient, default_endpoint, error_from, http_status
+from broker.cli.apiclient import UNREACHABLE, ApiClient, default_endpoint, error_from, http_status
 from broker.errors import (
     BadRequest,
     BrokerError,

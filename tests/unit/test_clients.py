@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.client_entries import (
+from broker.clients.entries import (
     ApiClient,
     RequestTypeRule,
     normalize_fingerprint,
     normalize_thumbprint,
 )
-from broker.clients import ClientRegistry
+from broker.clients.registry import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, StoreUnavailable
 from broker.settings import Settings
 from broker.store import models
@@ -438,7 +438,7 @@ def test_an_enabled_row_that_cannot_be_built_refuses_its_client_loudly(
         session.add(models.Client(client_key="clienta", client_id="ClientA", thumbprint="NOT-HEX"))
     registry = registry_for(settings, *files, factory=factory)
     # When the registry loads
-    with caplog.at_level(logging.ERROR, logger="broker.clients"):
+    with caplog.at_level(logging.ERROR, logger="broker.clients.registry"):
         registry.load()
         registry.load()
     # Then ClientA is refused: neither the broken row nor the file entry it replaces admits it
@@ -479,7 +479,7 @@ SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: Path) -> None:
-    from broker.client_entries import WebhookConfig, read_clients_file
+    from broker.clients.entries import WebhookConfig, read_clients_file
 
     path = write_json(
         tmp_path / "clients.json",
@@ -551,7 +551,7 @@ def test_webhooks_and_the_callback_flag_are_read_from_a_client_entry(tmp_path: P
 def test_a_malformed_webhook_entry_names_the_client_and_the_field(
     tmp_path: Path, fields: dict[str, Any], reason: str
 ) -> None:
-    from broker.client_entries import read_clients_file
+    from broker.clients.entries import read_clients_file
 
     entry = {"clientId": "ClientA", "thumbprint": SHA1_A, **fields}
     path = write_json(tmp_path / "clients.json", {"clients": [entry]})
@@ -564,7 +564,7 @@ def test_a_malformed_webhook_entry_names_the_client_and_the_field(
 def test_a_database_row_keeps_the_webhook_settings_of_the_file_entry_it_overrides(
     settings: Settings, tmp_path: Path, factory: sessionmaker[Session]
 ) -> None:
-    from broker.client_entries import read_clients_file
+    from broker.clients.entries import read_clients_file
 
     # Given a file entry for ClientA with its webhooks and its callbackUrl allowed
     clients = write_json(
@@ -631,7 +631,7 @@ ENTRY_REASONS = [
 def test_a_client_entry_is_refused_with_its_exact_reason(
     tmp_path: Path, entry: dict[str, Any], reason: str
 ) -> None:
-    from broker.client_entries import read_clients_file
+    from broker.clients.entries import read_clients_file
 
     path = write_json(tmp_path / "clients.json", {"clients": [entry]})
     with pytest.raises(ClientFileError) as info:
@@ -651,7 +651,7 @@ RULE_REASONS = [
 def test_a_rule_is_refused_with_its_exact_reason(
     tmp_path: Path, fields: dict[str, Any], reason: str
 ) -> None:
-    from broker.client_entries import read_request_types_file
+    from broker.clients.entries import read_request_types_file
 
     rule = {"clientId": "A", "requestType": "T", **fields}
     path = write_json(tmp_path / "requestTypes.json", {"requestTypes": [rule]})
@@ -661,7 +661,7 @@ def test_a_rule_is_refused_with_its_exact_reason(
 
 
 def test_a_rule_without_allow_additional_keys_allows_none(tmp_path: Path) -> None:
-    from broker.client_entries import read_request_types_file
+    from broker.clients.entries import read_request_types_file
 
     rule = {"clientId": "A", "requestType": "T", "requiredKeys": ["K"]}
     path = write_json(tmp_path / "requestTypes.json", {"requestTypes": [rule]})

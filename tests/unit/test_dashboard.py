@@ -1,7 +1,8 @@
 """The Grafana dashboard in deploy/ plots only series the broker exports, with labels they carry.
 
 The exported series are read from a real exposition: one of each counter and histogram recorded,
-the backlog gauges read from a migrated database, rendered by ``broker.metrics.render_metrics``.
+the backlog gauges read from a migrated database, rendered by
+``broker.telemetry.metrics.render_metrics``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker import metrics
 from broker.store import db
 from broker.store.models import RequestStatus, utcnow
+from broker.telemetry import metrics
 from tests.support.services import PROJECT_ROOT
 
 DASHBOARD = PROJECT_ROOT / "deploy" / "grafana" / "elsa-celery-broker.json"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from broker.cli.supervise import flower
 from broker.errors import ConfigError
 from broker.runtime.locks import PostgresLockProvider
 from broker.store import db
-from broker.supervise import flower
 
 
 def without(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,7 +54,7 @@ def test_traces_asked_for_without_the_otel_extra_say_which_to_install(
 ) -> None:
     import sys
 
-    from broker import tracing
+    from broker.telemetry import tracing
 
     # Given the OTEL_* variables ask for traces but the SDK cannot be imported
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)

@@ -1,5 +1,5 @@
-"""Readiness (``broker.health``): each part checked, the part that is down named, a part that
-hangs counted as down instead of holding the probe past its timeout."""
+"""Readiness (``broker.runtime.health``): each part checked, the part that is down named, a
+part that hangs counted as down instead of holding the probe past its timeout."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import health
+from broker.runtime import health
 from broker.settings import Settings
 from broker.store import db
 

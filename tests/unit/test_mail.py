@@ -22,7 +22,13 @@ import pytest
 
 from broker.engine.run.services import EmailMessage
 from broker.errors import ConfigError, RetryLater, WorkflowFault
-from broker.mail import ConsoleMailer, FileMailer, SmtpMailer, make_mailer, message_id_header
+from broker.outbound.mail import (
+    ConsoleMailer,
+    FileMailer,
+    SmtpMailer,
+    make_mailer,
+    message_id_header,
+)
 from broker.settings import Settings
 
 
@@ -201,7 +207,7 @@ def test_ids_that_sanitize_alike_do_not_share_a_file(tmp_path: Path) -> None:
 
 
 def test_console_mailer_logs_the_message(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="broker.mail"):
+    with caplog.at_level(logging.INFO, logger="broker.outbound.mail"):
         ConsoleMailer(default_sender="b@example.org").send(MESSAGE)
     assert "Invoice INV-1 approved" in caplog.text
     assert "audit@example.com" in caplog.text

@@ -19,7 +19,6 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import metrics
 from broker.engine.run.results import JournalEntry
 from broker.ingress import create_internal_app
 from broker.runtime import ids, runner
@@ -29,6 +28,7 @@ from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow
+from broker.telemetry import metrics
 from tests.support.doubles import RecordingSender
 from tests.support.ingress import signed_callback
 from tests.support.runtime import prepare, runtime_env, submit_request
@@ -108,7 +108,7 @@ def test_timed_activity_observes_the_block_even_when_it_raises() -> None:
 
 def test_recording_never_raises_into_the_caller(caplog: pytest.LogCaptureFixture) -> None:
     # When a helper is called with a status that does not exist
-    with caplog.at_level(logging.WARNING, logger="broker.metrics"):
+    with caplog.at_level(logging.WARNING, logger="broker.telemetry.metrics"):
         metrics.record_finished(unique_type(), "Bogus", utcnow())
     # Then it logs instead of failing the work it describes
     assert "record_finished" in caplog.text
@@ -212,7 +212,7 @@ def test_an_unreadable_database_reports_down_instead_of_failing_the_scrape(
 # Multiprocess mode --------------------------------------------------------------------------------
 
 
-RECORD = "from broker import metrics; metrics.record_accepted('MultiProcess')"
+RECORD = "from broker.telemetry import metrics; metrics.record_accepted('MultiProcess')"
 
 
 def test_multiprocess_render_sums_what_other_processes_recorded(tmp_path: Path) -> None:
@@ -467,7 +467,7 @@ def test_beat_jobs_and_worker_beats_are_recorded_as_timestamps() -> None:
 
 
 def test_a_metrics_port_answers_the_probes_and_names_what_is_down() -> None:
-    from broker import health
+    from broker.runtime import health
     from tests.support.services import free_port
 
     # Given a metrics port whose readiness finds the transport down
@@ -477,7 +477,7 @@ def test_a_metrics_port_answers_the_probes_and_names_what_is_down() -> None:
     def ready() -> health.Readiness:
         return health.Readiness({"database": "ok", **state})
 
-    from broker import metrics_port
+    from broker.serving import metrics_port
 
     server = metrics_port.serve(f"127.0.0.1:{port}", "BROKER_WORKER_METRICS_BIND", ready=ready)
     try:

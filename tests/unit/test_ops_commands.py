@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import update
 
-from broker import ops_commands, webhook_commands
+from broker.cli import ops as ops_commands
+from broker.cli import webhooks as webhook_commands
 from broker.settings import Settings, set_settings
 from broker.store import db
 from broker.store.models import (

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-import broker.outbound
-import broker.outbound_guard
+import broker.outbound.guard
+import broker.outbound.http_client
 from broker.engine.run.services import HttpRequest
 from broker.errors import (
     BrokerError,
@@ -40,8 +40,7 @@ from broker.errors import (
     RetryLater,
     WorkflowFault,
 )
-from broker.outbound import OutboundHttp, decode_content, parse_retry_after
-from broker.outbound_guard import (
+from broker.outbound.guard import (
     AddressGuard,
     GuardedAdapter,
     HostPattern,
@@ -51,8 +50,9 @@ from broker.outbound_guard import (
     parse_allowlist,
     system_resolver,
 )
+from broker.outbound.http_client import OutboundHttp, decode_content, parse_retry_after
+from broker.outbound.urls import Target, parse_target
 from broker.settings import Settings
-from broker.urls import Target, parse_target
 
 
 class Sink(ThreadingHTTPServer):
@@ -459,7 +459,7 @@ def test_connection_goes_to_the_checked_address_not_a_second_lookup(
         lookups.append(host)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(broker.outbound_guard, "blocked_reason", lambda address: None)
+    monkeypatch.setattr(broker.outbound.guard, "blocked_reason", lambda address: None)
     # When the name is fetched
     with client(settings, resolver=resolve) as http:
         response = get(http, f"http://pinned.test:{port}/echo")
@@ -590,7 +590,7 @@ def test_a_url_that_slips_past_the_parser_is_refused_at_connect_time_in_allowlis
     def fooled(url: str) -> Target:
         return Target("http", "api.example.com", 80, f"http://127.0.0.1:{port}/json")
 
-    monkeypatch.setattr(broker.outbound, "parse_target", fooled)
+    monkeypatch.setattr(broker.outbound.http_client, "parse_target", fooled)
     with client(settings, "*.example.com") as http, pytest.raises(OutboundBlocked) as err:
         # When the URL is fetched
         get(http, "http://api.example.com/json")
@@ -832,7 +832,7 @@ def pinned_client(
     def resolve(host: str, _port: int) -> list[tuple[Any, ...]]:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(broker.outbound_guard, "blocked_reason", lambda address: None)
+    monkeypatch.setattr(broker.outbound.guard, "blocked_reason", lambda address: None)
     http = client(settings, resolver=resolve)
     http.session.verify = str(trust)
     return http
@@ -911,7 +911,7 @@ SENT = {
 def test_a_redirect_turns_into_get_exactly_as_browsers_do(
     status: int, method: str, next_method: str
 ) -> None:
-    method_after, headers, body = broker.outbound._redirected(
+    method_after, headers, body = broker.outbound.http_client._redirected(
         status, method, SENT, b"{}", SOURCE, SAME
     )
     assert method_after == next_method
@@ -926,8 +926,8 @@ def test_a_redirect_turns_into_get_exactly_as_browsers_do(
 
 def test_credentials_follow_a_redirect_only_to_the_same_origin() -> None:
     sent = {"Authorization": "t", "Proxy-Authorization": "p", "COOKIE": "c", "X-Id": "1"}
-    _, same, _ = broker.outbound._redirected(307, "GET", sent, None, SOURCE, SAME)
-    _, other, _ = broker.outbound._redirected(307, "GET", sent, None, SOURCE, OTHER)
+    _, same, _ = broker.outbound.http_client._redirected(307, "GET", sent, None, SOURCE, SAME)
+    _, other, _ = broker.outbound.http_client._redirected(307, "GET", sent, None, SOURCE, OTHER)
     assert same == sent
     assert other == {"X-Id": "1"}
 
@@ -974,12 +974,16 @@ def in_context(context: BaseException) -> BaseException:
     ],
 )
 def test_a_certificate_failure_is_found_anywhere_in_the_chain(error: BaseException) -> None:
-    assert broker.outbound._caused_by_certificate(error)
+    assert broker.outbound.http_client._caused_by_certificate(error)
 
 
 def test_an_error_without_a_certificate_failure_is_not_one() -> None:
-    assert not broker.outbound._caused_by_certificate(Wrapped(caused_by(ConnectionError("x"))))
-    assert not broker.outbound._caused_by_certificate(ssl.SSLError(1, "handshake failure"))
+    assert not broker.outbound.http_client._caused_by_certificate(
+        Wrapped(caused_by(ConnectionError("x")))
+    )
+    assert not broker.outbound.http_client._caused_by_certificate(
+        ssl.SSLError(1, "handshake failure")
+    )
 
 
 def test_a_chain_that_loops_is_walked_once_past_the_repeat() -> None:
@@ -987,10 +991,10 @@ def test_a_chain_that_loops_is_walked_once_past_the_repeat() -> None:
     error = OSError("loop")
     error.args = (cert_error(), error)
     # Then the walk skips the repeat and still finds the failure
-    assert broker.outbound._caused_by_certificate(error)
+    assert broker.outbound.http_client._caused_by_certificate(error)
     looping = OSError("loop")
     looping.args = (looping,)
-    assert not broker.outbound._caused_by_certificate(looping)
+    assert not broker.outbound.http_client._caused_by_certificate(looping)
 
 
 def test_a_malformed_url_is_refused_without_naming_a_host() -> None:

@@ -1,4 +1,4 @@
-"""How an outbound URL is read before anything connects (``broker.urls``).
+"""How an outbound URL is read before anything connects (``broker.outbound.urls``).
 
 Only the authority (between ``://`` and the first ``/``, ``?`` or ``#``) is held to the strict
 rules: the path, query and fragment may carry ``@``, ``%`` escapes, a second URL or non-ASCII text,
@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from urllib3.util import Url
 
-import broker.urls
+import broker.outbound.urls
 from broker.errors import OutboundBlocked
-from broker.urls import parse_target
+from broker.outbound.urls import parse_target
 
 MALFORMED = "outbound URL refused as ambiguous or malformed: "
 
@@ -98,7 +98,7 @@ def test_a_url_the_two_parsers_read_differently_is_refused_naming_both_places(
     def misreading(url: str) -> Url:
         return Url(scheme="http", host="127.0.0.1", port=8080, path="/")
 
-    monkeypatch.setattr(broker.urls, "parse_url", misreading)
+    monkeypatch.setattr(broker.outbound.urls, "parse_url", misreading)
     # Then the URL is refused, saying where each parser would connect
     with pytest.raises(OutboundBlocked) as refused:
         parse_target("http://api.example.com/")

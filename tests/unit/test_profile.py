@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import profile
+from broker.cli import profile
 from broker.errors import ConfigError
 from broker.settings import Settings
 

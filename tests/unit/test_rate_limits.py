@@ -23,8 +23,8 @@ from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.client_entries import ApiClient
-from broker.clients import ClientRegistry
+from broker.clients.entries import ApiClient
+from broker.clients.registry import ClientRegistry
 from broker.errors import ClientFileError, ConfigError, RateLimited
 from broker.ingress.buckets import (
     Buckets,

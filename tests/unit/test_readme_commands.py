@@ -14,7 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from broker import cli
+from broker.cli import main as cli
 from broker.setting_keys import KEY_BY_ENV
 from tests.support.services import PROJECT_ROOT
 
@@ -163,7 +163,7 @@ def test_the_checker_reports_a_removed_command() -> None:
 
 def test_the_checker_reports_a_command_removed_from_a_group() -> None:
     # Given a `broker` whose workflows group lost its diagram command, as it once did
-    from broker.workflow_commands import workflows
+    from broker.cli.workflows import workflows
 
     shrunk = click.Group("workflows", commands={n: c for n, c in workflows.commands.items()
                                                 if n != "diagram"})  # fmt: skip

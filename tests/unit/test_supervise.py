@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from broker import certs, supervise
+from broker.cli import supervise
+from broker.clients import certificates as certs
 from broker.errors import ConfigError
 from broker.settings import Settings
 from broker.store import db

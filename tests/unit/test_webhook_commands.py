@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner, Result
 
-from broker import ops_commands, webhook_commands
+from broker.cli import ops as ops_commands
+from broker.cli import webhooks as webhook_commands
 from broker.store.models import DeadLetter, WebhookAttempt, WebhookDelivery, utcnow
 from tests.unit.test_apiclient import LiveBroker, add_rows, live_broker
 

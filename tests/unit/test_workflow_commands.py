@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from broker.cli.workflows import workflows
 from broker.engine.model.diagram import to_mermaid
-from broker.workflow_commands import workflows
 from tests.support.services import PROJECT_ROOT
 
 INVOICE = PROJECT_ROOT / "workflows" / "invoice-process.json"

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker.client_entries import DEFAULT_WEBHOOK_EVENTS, ApiClient, parse_webhook_events
+from broker.clients.entries import DEFAULT_WEBHOOK_EVENTS, ApiClient, parse_webhook_events
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound, OutboundBlocked
 from broker.store.models import WebhookEndpoint, utcnow
 

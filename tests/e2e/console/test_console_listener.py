@@ -8,7 +8,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from broker import certs
+from broker.clients import certificates as certs
 from tests.e2e.console.conftest import console_environment, stop, wait_ready
 from tests.support.services import PROJECT_ROOT, free_port
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from broker.console.api import blueprint
 from broker.console.roles import ROLES, Principal
 from broker.ingress.context import EXTENSION, Services
-from broker.outbound import OutboundHttp
+from broker.outbound.http_client import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.ports import NullPublisher
 from broker.runtime.wiring import Runtime

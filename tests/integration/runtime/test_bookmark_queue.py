@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import metrics, ops_commands
+from broker.cli import ops as ops_commands
 from broker.engine.run.results import PublishEvent
 from broker.errors import Conflict
 from broker.runtime import bookmarks, ids, persist, recovery
@@ -41,6 +41,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.telemetry import metrics
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import bookmark_queue_settings
 

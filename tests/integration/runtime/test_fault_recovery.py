@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from broker.outbound import OutboundHttp
+from broker.outbound.http_client import OutboundHttp
 from broker.runtime import callbacks, dead_letter_admin, ids, journal
 from broker.runtime.celery_config import RUN_REQUEST
 from broker.runtime.wiring import Runtime

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from broker.logs import JsonFormatter, TextFormatter
 from broker.redaction import redact_headers, redact_text, redact_url
 from broker.runtime import request_queries
 from broker.runtime.wiring import Runtime
@@ -34,6 +33,7 @@ from broker.store.models import (
     RequestEvent,
     WorkflowInstance,
 )
+from broker.telemetry.logs import JsonFormatter, TextFormatter
 from tests.support.runtime import (
     drain,
     in_process_runtime,

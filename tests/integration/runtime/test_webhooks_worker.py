@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.outbound import OutboundHttp
+from broker.outbound.http_client import OutboundHttp
 from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import webhooks
 from broker.runtime.wiring import make_publisher

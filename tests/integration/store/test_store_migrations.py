@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
+from broker.cli.db import db
 from broker.errors import StoreUnavailable
-from broker.store.commands import db
 from broker.store.db import (
     current_revision,
     head_revision,

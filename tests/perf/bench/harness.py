@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import certs
+from broker.clients import certificates as certs
 from broker.errors import BrokerError, ConfigError
 from broker.settings import Settings
 from tests.perf.bench import WORKFLOW, project_root

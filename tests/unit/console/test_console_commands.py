@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from broker.console.commands import console
+from broker.cli.console import console
 from broker.settings import Settings, set_settings
 from broker.store import credentials, db
 from broker.store.models import ConsoleCredential

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker import supervise
+from broker.cli import supervise
 from broker.settings import Settings
 from broker.store import credentials, db
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.clients import ClientRegistry
-from broker.console.grant_commands import request_types
+from broker.cli.grants import request_types
+from broker.clients.registry import ClientRegistry
 from broker.runtime import drafts
 from broker.settings import Settings, set_settings
 from broker.store import db

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from broker.cli.workflows import workflows
 from broker.engine.parser import parse_workflow
 from broker.engine.validation import WORKFLOW_OPTIONS, validate_document
 from broker.errors import WorkflowDefinitionError
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
-from broker.workflow_commands import workflows
 from tests.support.services import CORPUS, PROJECT_ROOT
 
 REFUSED = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "refused"

@@ -13,8 +13,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import certs
-from broker.clients import ClientRegistry
+from broker.cli.certs import certs as certs_command
+from broker.clients import certificates as certs
+from broker.clients.registry import ClientRegistry
 from broker.errors import ConfigError
 from broker.settings import Settings, set_settings
 from broker.store import models
@@ -69,11 +70,11 @@ def test_issuing_needs_a_ca_and_a_safe_client_id(tmp_path: Path) -> None:
 def test_cli_init_server_client_and_thumbprint(tmp_path: Path) -> None:
     runner = CliRunner()
     folder = str(tmp_path)
-    assert "created" in runner.invoke(certs.certs, ["init", "--dir", folder]).output
-    assert "kept" in runner.invoke(certs.certs, ["init", "--dir", folder]).output
-    assert runner.invoke(certs.certs, ["server", "localhost", "--dir", folder]).exit_code == 0
-    client = runner.invoke(certs.certs, ["client", "ClientA", "--dir", folder])
-    printed = runner.invoke(certs.certs, ["thumbprint", str(tmp_path / "ClientA.pem")])
+    assert "created" in runner.invoke(certs_command, ["init", "--dir", folder]).output
+    assert "kept" in runner.invoke(certs_command, ["init", "--dir", folder]).output
+    assert runner.invoke(certs_command, ["server", "localhost", "--dir", folder]).exit_code == 0
+    client = runner.invoke(certs_command, ["client", "ClientA", "--dir", folder])
+    printed = runner.invoke(certs_command, ["thumbprint", str(tmp_path / "ClientA.pem")])
     assert client.exit_code == 0
     assert printed.output.strip() == certs.thumbprint(tmp_path / "ClientA.pem")
     assert f"thumbprint {printed.output.strip()}" in client.output
@@ -87,12 +88,12 @@ def test_cli_client_register_grants_no_admin_scope_unless_named(
     try:
         runner = CliRunner()
         folder = str(tmp_path / "pki")
-        runner.invoke(certs.certs, ["init", "--dir", folder])
+        runner.invoke(certs_command, ["init", "--dir", folder])
         # When a client is issued with --register alone, and another naming scopes (repeated,
         # or comma-separated)
-        plain = runner.invoke(certs.certs, ["client", "Plain", "--dir", folder, "--register"])
+        plain = runner.invoke(certs_command, ["client", "Plain", "--dir", folder, "--register"])
         ops = runner.invoke(
-            certs.certs,
+            certs_command,
             [
                 "client",
                 "Ops",
@@ -141,8 +142,8 @@ def test_cli_client_refuses_unknown_or_unregistered_scopes_and_issues_nothing(
     try:
         runner = CliRunner()
         folder = tmp_path / "pki"
-        runner.invoke(certs.certs, ["init", "--dir", str(folder)])
-        result = runner.invoke(certs.certs, ["client", "Ops", "--dir", str(folder), *args])
+        runner.invoke(certs_command, ["init", "--dir", str(folder)])
+        result = runner.invoke(certs_command, ["client", "Ops", "--dir", str(folder), *args])
     finally:
         set_settings(None)
     assert result.exit_code == 2
@@ -163,7 +164,7 @@ def test_cli_clients_lists_the_allowlist_and_names_a_refused_row(
         session.add(models.Client(client_key="broken", client_id="Broken", thumbprint="NOT-HEX"))
     set_settings(ingress_settings)
     try:
-        result = CliRunner().invoke(certs.certs, ["clients"])
+        result = CliRunner().invoke(certs_command, ["clients"])
     finally:
         set_settings(None)
     # Then the good one is listed, the broken one is named as refused with its reason, and the

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from broker import certs
-from broker.client_entries import ApiClient
-from broker.clients import ClientRegistry
+from broker.clients import certificates as certs
+from broker.clients.entries import ApiClient
+from broker.clients.registry import ClientRegistry
 from broker.errors import ConfigError, Unauthenticated
 from broker.ingress import create_public_app
 from broker.ingress.auth import (

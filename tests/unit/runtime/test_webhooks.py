@@ -18,9 +18,9 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.client_entries import ApiClient, WebhookConfig
+from broker.clients.entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
-from broker.outbound import OutboundHttp
+from broker.outbound.http_client import OutboundHttp
 from broker.runtime import (
     dead_letter_admin,
     dead_letters,

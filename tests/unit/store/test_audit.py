@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.logs import JsonFormatter
 from broker.settings import Settings
 from broker.store import audit, db
 from broker.store.models import RequestEvent
+from broker.telemetry.logs import JsonFormatter
 
 
 def test_each_committed_audit_event_is_one_json_log_line(

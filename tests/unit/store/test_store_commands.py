@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
+from broker.cli.db import db
 from broker.settings import Settings, set_settings
-from broker.store.commands import db
 from broker.store.db import current_revision, head_revision
 
 

@@ -21,7 +21,7 @@ from broker.settings import Settings
 
 FILE_NAME = "cli-profile.json"
 #: where ``broker --profile FILE`` is kept for the commands below it (click's ``ctx.meta``)
-CONTEXT_KEY = "broker.profile"
+CONTEXT_KEY = "broker.cli.profile"
 VERSION = 1
 #: keys never written into a profile: the CLI needs none of them
 SECRET_MARKERS = ("SECRET", "PASSWORD", "TOKEN")

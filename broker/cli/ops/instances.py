@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from broker.apiclient import ApiClient
-from broker.ops_commands.connection import api_command
-from broker.ops_commands.output import emit, fields, table
+from broker.cli.apiclient import ApiClient
+from broker.cli.ops.connection import api_command
+from broker.cli.ops.output import emit, fields, table
 
 INSTANCE_FIELDS = (
     "id",

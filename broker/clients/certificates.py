@@ -19,10 +19,9 @@ import ipaddress
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
-import click
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -31,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker.errors import ConfigError
 from broker.setting_keys import KEY_BY_ENV
-from broker.settings import Settings, get_settings
+from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +182,8 @@ def register_dev_client(
 ) -> None:
     """Allowlist the certificate in ``pem_path`` as ``client_id`` in the database, with exactly
     ``scopes`` (none unless named: least privilege)."""
-    from broker.client_entries import ApiClient
-    from broker.clients import ClientRegistry
+    from broker.clients.entries import ApiClient
+    from broker.clients.registry import ClientRegistry
     from broker.store import db
 
     factory = db.make_session_factory(db.make_engine(settings.database_url))
@@ -350,101 +349,3 @@ def _write(folder: Path, stem: str, cert: x509.Certificate, key: rsa.RSAPrivateK
     with os.fdopen(fd, "wb") as fh:
         fh.write(key_bytes)
     (folder / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-
-# Command line -------------------------------------------------------------------------------------
-
-
-def _default_folder() -> Path:
-    return Path(get_settings().tls_client_ca).parent
-
-
-_folder_option = click.option(
-    "--dir",
-    "folder",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="certificate folder (default: the folder of BROKER_TLS_CLIENT_CA)",
-)
-
-
-@click.group()
-def certs() -> None:
-    """Create the development CA, the server certificate and client certificates."""
-
-
-@certs.command("init")
-@_folder_option
-@click.option("--force", is_flag=True, help="replace an existing CA (invalidates issued certs)")
-def init_command(folder: Path | None, force: bool) -> None:
-    """Create the CA (ca.pem, ca.key); an existing one is kept unless --force."""
-    folder = folder or _default_folder()
-    existed = (folder / "ca.pem").exists() and (folder / "ca.key").exists()
-    path = init_ca(folder, force=force)
-    click.echo(f"{'kept' if existed and not force else 'created'} {path}")
-
-
-@certs.command("server")
-@click.argument("host")
-@_folder_option
-def server_command(host: str, folder: Path | None) -> None:
-    """Issue server.pem/server.key for HOST (plus localhost, 127.0.0.1, ::1)."""
-    path = issue_server(folder or _default_folder(), host)
-    click.echo(f"created {path}")
-
-
-@certs.command("client")
-@click.argument("client_id")
-@_folder_option
-@click.option("--register", is_flag=True, help="allowlist the certificate in the database")
-@click.option(
-    "--scope",
-    "--scopes",
-    "scopes",
-    multiple=True,
-    help="an admin scope to grant on --register (repeat, or comma-separate); none by default",
-)
-def client_command(
-    client_id: str, folder: Path | None, register: bool, scopes: Sequence[str]
-) -> None:
-    """Issue CLIENT_ID.pem/CLIENT_ID.key and print its thumbprint."""
-    granted = sorted({s.strip() for item in scopes for s in item.split(",") if s.strip()})
-    unknown = [s for s in granted if s not in ADMIN_SCOPES]
-    if unknown:
-        raise click.BadParameter(
-            f"unknown scope {', '.join(unknown)}; the scopes are {', '.join(ADMIN_SCOPES)}",
-            param_hint="--scope",
-        )
-    if granted and not register:
-        raise click.BadParameter("scopes are granted on --register only", param_hint="--scope")
-    path = issue_client(folder or _default_folder(), client_id)
-    click.echo(f"created {path}")
-    click.echo(f"thumbprint {thumbprint(path)}")
-    click.echo(f"sha256 {fingerprint_sha256(path)}")
-    if register:
-        register_dev_client(get_settings(), path, client_id, scopes=granted)
-        click.echo(f"registered {client_id} with scopes: {', '.join(granted) or 'none'}")
-
-
-@certs.command("thumbprint")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def thumbprint_command(file: Path) -> None:
-    """Print the SHA-1 thumbprint of a PEM certificate (as elsa-broker prints it)."""
-    click.echo(thumbprint(file))
-
-
-@certs.command("clients")
-def clients_command() -> None:
-    """List the allowlisted clients (files and database) and the refused database rows."""
-    from broker.clients import ClientRegistry
-    from broker.store.db import make_engine, make_session_factory
-
-    settings = get_settings()
-    registry = ClientRegistry(settings, make_session_factory(make_engine(settings.database_url)))
-    for c in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
-        click.echo(
-            f"{c.client_id}\tthumbprint {c.thumbprint or '-'}\tsha256 {c.fingerprint_sha256 or '-'}"
-        )
-    for problem in registry.problems:
-        click.echo(f"{problem.client_id}\tREFUSED: {problem.reason}", err=True)
-    raise SystemExit(1 if registry.problems else 0)

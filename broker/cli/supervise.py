@@ -101,7 +101,7 @@ def _ensure_dev_certificates(settings: Settings) -> None:
     """In the broker's own development folder: create the CA, the server certificate and the
     DevClient (with every admin scope) where missing, and register DevClient. On an operator's
     PKI: check the files and create and register nothing."""
-    from broker import certs
+    from broker.clients import certificates as certs
 
     folder = certs.development_folder(settings)
     if folder is None:
@@ -155,8 +155,9 @@ def write_profile(settings: Settings, console_key: str) -> Path | None:
     else ``var/cli-profile.json``): the public URL, DevClient's certificate and key, the CA, the
     console's URL and development key, and the ``BROKER_*`` keys this run was given (no secret).
     On an operator's PKI there is no client certificate of ours to name: nothing is written."""
-    from broker import certs, profile
-    from broker.apiclient import default_endpoint
+    from broker.cli import profile
+    from broker.cli.apiclient import default_endpoint
+    from broker.clients import certificates as certs
     from broker.settings import given_keys
 
     if certs.development_folder(settings) is None:
@@ -196,7 +197,7 @@ def console_text(settings: Settings, key: str) -> str:
 def quick_start_text(settings: Settings) -> str:
     """Ready-to-paste commands: submit the shipped invoice example, poll it, approve it (on an
     operator's PKI: how to allowlist a client, as there is no DevClient)."""
-    from broker import certs
+    from broker.clients import certificates as certs
 
     folder = certs.development_folder(settings)
     if folder is None:
@@ -349,7 +350,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
 )
 def run(prepare_only: bool) -> None:
     """Start ingress, internal and console listeners, worker and beat (Ctrl-C stops all)."""
-    from broker.logs import configure_logging
+    from broker.telemetry.logs import configure_logging
 
     settings = get_settings()
     configure_logging(settings)
@@ -395,7 +396,7 @@ def flower(ctx: click.Context, flower_args: tuple[str, ...]) -> None:
         *flower_args,
     ]
     # In a second shell, Flower watches the transport of the run whose profile is found.
-    from broker import profile
+    from broker.cli import profile
 
     found = profile.find(get_settings(), ctx.find_root().meta.get(profile.CONTEXT_KEY))
     env = {**(found.settings if found else {}), **os.environ}  # noqa: TID251 - for the child

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from broker.apiclient import ApiClient
+from broker.cli.apiclient import ApiClient
+from broker.cli.ops.connection import EXIT_FAILED, api_command
+from broker.cli.ops.output import emit, fields, page_of, table
 from broker.errors import BrokerError, Conflict, NotFound
-from broker.ops_commands.connection import EXIT_FAILED, api_command
-from broker.ops_commands.output import emit, fields, page_of, table
 
 KINDS = ("request", "outbox", "webhook", "bookmark")
 

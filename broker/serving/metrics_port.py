@@ -13,8 +13,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
-from broker import health
-from broker.metrics import multiprocess_enabled, parse_bind
+from broker.runtime import health
+from broker.telemetry.metrics import multiprocess_enabled, parse_bind
 
 
 def serve(bind: str, setting: str, ready: Callable[[], health.Readiness] | None = None) -> Any:

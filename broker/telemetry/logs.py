@@ -3,8 +3,8 @@
 Log calls pass ids through ``extra`` (``request_id``, ``correlation_id``, ``instance_id``,
 ``client_id``, ``event_type``); the formatter copies exactly those known fields into the line, so a
 payload or a secret that happens to sit on a record never reaches the output. The message and any
-traceback go through ``broker.redaction.redact_text`` as they are formatted: a URL's password or
-key that a library repeats in an exception never reaches a log line either.
+traceback go through ``broker.redaction.redact_text`` as they are formatted: a URL's
+password or key that a library repeats in an exception never reaches a log line either.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from broker.apiclient import ApiClient
-from broker.ops_commands.connection import EXIT_FAILED, EXIT_TIMEOUT, api_command
-from broker.ops_commands.output import emit, fields, page_of, table
+from broker.cli.apiclient import ApiClient
+from broker.cli.ops.connection import EXIT_FAILED, EXIT_TIMEOUT, api_command
+from broker.cli.ops.output import emit, fields, page_of, table
 from broker.store.models import RequestStatus
 
 WATCH_INTERVAL = 1.0

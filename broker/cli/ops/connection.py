@@ -12,8 +12,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from broker import profile
-from broker.apiclient import DEFAULT_TIMEOUT, ApiClient, Endpoint, default_endpoint, http_status
+from broker.cli import profile
+from broker.cli.apiclient import DEFAULT_TIMEOUT, ApiClient, Endpoint, default_endpoint, http_status
 from broker.errors import BrokerError, NotFound
 from broker.settings import get_settings
 

@@ -14,7 +14,7 @@ Two modes, chosen by ``BROKER_HTTP_ALLOWLIST``:
 
 ``GuardedAdapter`` is the ``requests`` transport adapter that makes every connection through an
 ``AddressGuard``: the check on the host and port urllib3 actually connects to, whatever a parser
-read from the URL before (``broker.outbound`` checks the URL itself first).
+read from the URL before (``broker.outbound.http_client`` checks the URL itself first).
 
 Residual risks, by design: an allowlisted name is trusted whatever its DNS answers, and the
 timeout does not bound the DNS lookup itself (the system resolver's own timeout does).

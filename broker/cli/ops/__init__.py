@@ -2,7 +2,7 @@
 ``runtime``; and ``broker outbox``, which reads the database directly.
 
 API commands present a client certificate. Without options they use the profile ``broker run``
-wrote (``broker.profile``: ``var/cli-profile.json``, ``BROKER_PROFILE`` or ``--profile``), else
+wrote (``broker.cli.profile``: ``var/cli-profile.json``, ``BROKER_PROFILE`` or ``--profile``), else
 the development defaults: ``--url https://localhost:<port of BROKER_PUBLIC_BIND>``,
 ``--cert DevClient.pem``, ``--key-file DevClient.key`` (next to the certificate) and
 ``--ca ca.pem``, all in the folder of BROKER_TLS_CLIENT_CA (``var/certs``). ``--key`` is taken
@@ -17,10 +17,10 @@ One module per command group; the shared plumbing is in ``connection`` (options,
 and ``output`` (JSON, tables, fields).
 """
 
-from broker.ops_commands.dead_letter_commands import dead_letters
-from broker.ops_commands.instance_commands import instances
-from broker.ops_commands.outbox_commands import outbox
-from broker.ops_commands.request_commands import requests
-from broker.ops_commands.runtime_commands import runtime
+from broker.cli.ops.dead_letters import dead_letters
+from broker.cli.ops.instances import instances
+from broker.cli.ops.outbox import outbox
+from broker.cli.ops.requests import requests
+from broker.cli.ops.runtime import runtime
 
 __all__ = ["dead_letters", "instances", "outbox", "requests", "runtime"]

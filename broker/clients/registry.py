@@ -1,6 +1,6 @@
 """The client registry: the merged client allowlist, and who a client certificate belongs to.
 
-The allowlist comes from two files (``broker.client_entries``: clients.json and
+The allowlist comes from two files (``broker.clients.entries``: clients.json and
 requestTypes.json) and the database: rows (``clients``, ``request_type_rules``) override file
 entries with the same key, and a row with ``enabled = false`` withdraws the entry. Client ids and
 request types are case-insensitive.
@@ -27,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.client_entries import (
+from broker.clients.entries import (
     ApiClient,
     RequestTypeRule,
     normalize_fingerprint,

@@ -14,8 +14,8 @@ import json
 
 import click
 
-from broker.client_entries import RequestTypeRule
-from broker.clients import ClientRegistry
+from broker.clients.entries import RequestTypeRule
+from broker.clients.registry import ClientRegistry
 from broker.console.client_rules import check_key, grant, rules_for
 from broker.errors import BadRequest, NotFound
 from broker.settings import get_settings

@@ -2,13 +2,13 @@
 
 ``OutboundHttp`` implements ``broker.engine.run.services.HttpClient`` with one ``requests.Session``
 per instance (pooled keep-alive connections), mounted on the guarded transport of
-``broker.outbound_guard``, which holds the two modes chosen by ``BROKER_HTTP_ALLOWLIST`` (an
+``broker.outbound.guard``, which holds the two modes chosen by ``BROKER_HTTP_ALLOWLIST`` (an
 allowlist of host patterns, or public addresses only, pinned against DNS rebinding).
 
-The URL is read once, by ``broker.urls.parse_target``, with the parser of the HTTP stack that sends
-it; a URL that another parser would read differently (a backslash, whitespace, a second ``@``...)
-is refused. The check is made twice in both modes: on the URL before anything is sent, and inside
-the connection on the host and port that urllib3 actually connects to, so a URL that a parser
+The URL is read once, by ``broker.outbound.urls.parse_target``, with the parser of the HTTP stack
+that sends it; a URL that another parser would read differently (a backslash, whitespace, a second
+``@``...) is refused. The check is made twice in both modes: on the URL before anything is sent, and
+inside the connection on the host and port that urllib3 actually connects to, so a URL that a parser
 reads one way for the check and another way for the connection cannot reach anything unchecked.
 
 Redirects are followed by hand (at most ``MAX_REDIRECTS`` hops) and every hop is checked again.
@@ -33,10 +33,9 @@ from urllib.parse import urljoin
 import requests
 import requests.adapters
 
-from broker import tracing
 from broker.engine.run.services import HttpRequest, HttpResponse
 from broker.errors import BrokerError, OutboundBlocked, PayloadTooLarge, RetryLater, WorkflowFault
-from broker.outbound_guard import (
+from broker.outbound.guard import (
     AddressGuard,
     GuardedAdapter,
     Resolver,
@@ -44,9 +43,10 @@ from broker.outbound_guard import (
     parse_allowlist,
     system_resolver,
 )
+from broker.outbound.urls import Target, parse_target
 from broker.redaction import redact_text, redact_url
 from broker.settings import Settings
-from broker.urls import Target, parse_target
+from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

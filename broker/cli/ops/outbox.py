@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import click
 
+from broker.cli.ops.connection import fail
+from broker.cli.ops.output import emit, table
 from broker.errors import StoreUnavailable
-from broker.ops_commands.connection import fail
-from broker.ops_commands.output import emit, table
 from broker.settings import get_settings
 
 
@@ -24,8 +24,8 @@ def outbox_status(database_url: str | None, as_json: bool) -> None:
     """Outbox rows by state, the oldest pending row's age, queue depth and dead letters."""
     from sqlalchemy import exc
 
-    from broker.metrics import read_backlog
     from broker.store import db
+    from broker.telemetry.metrics import read_backlog
 
     url = database_url or get_settings().database_url
     try:

@@ -1,7 +1,7 @@
 """The ``broker`` command: the operator's command line.
 
-Subcommands live next to what they operate (``broker.store.commands``, ``broker.certs``, ...) and
-are imported only when called, so ``broker --help`` stays fast. Exit codes: 0 success, 1 the
+Subcommands live in the modules of ``broker.cli`` and are imported only when called, so
+``broker --help`` stays fast. Exit codes: 0 success, 1 the
 operation failed, 2 bad usage (click's own), 3 not found, 4 a watch timed out.
 """
 
@@ -17,64 +17,64 @@ import click
 from broker import __version__
 
 LAZY_COMMANDS = {
-    "db": ("broker.store.commands", "db", "Migrate and inspect the database."),
+    "db": ("broker.cli.db", "db", "Migrate and inspect the database."),
     "certs": (
-        "broker.certs",
+        "broker.cli.certs",
         "certs",
         "Create the dev CA, server and client certificates.",
     ),
     "workflows": (
-        "broker.workflow_commands",
+        "broker.cli.workflows",
         "workflows",
         "List, validate and draw workflows.",
     ),
     "run": (
-        "broker.supervise",
+        "broker.cli.supervise",
         "run",
         "Start ingress, internal, console, worker and beat together.",
     ),
     "requests": (
-        "broker.ops_commands",
+        "broker.cli.ops",
         "requests",
         "Submit, inspect, watch and cancel requests.",
     ),
     "dead-letters": (
-        "broker.ops_commands",
+        "broker.cli.ops",
         "dead_letters",
         "List, replay and delete dead letters.",
     ),
     "instances": (
-        "broker.ops_commands",
+        "broker.cli.ops",
         "instances",
         "Inspect and cancel workflow instances.",
     ),
     "runtime": (
-        "broker.ops_commands",
+        "broker.cli.ops",
         "runtime",
         "Show, pause and resume the workflow runtime.",
     ),
     "outbox": (
-        "broker.ops_commands",
+        "broker.cli.ops",
         "outbox",
         "Outbox, queue and dead-letter counts.",
     ),
     "webhooks": (
-        "broker.webhook_commands",
+        "broker.cli.webhooks",
         "webhooks",
         "Webhook endpoints and their delivery log.",
     ),
     "console": (
-        "broker.console.commands",
+        "broker.cli.console",
         "console",
         "API keys, users and Studio's files of the console.",
     ),
     "request-types": (
-        "broker.console.grant_commands",
+        "broker.cli.grants",
         "request_types",
         "Which client may submit which request type; grant one.",
     ),
     "flower": (
-        "broker.supervise",
+        "broker.cli.supervise",
         "flower",
         "Start Flower against the configured transport.",
     ),
@@ -151,7 +151,7 @@ def main(ctx: click.Context, profile: str | None) -> None:
     The client commands find the broker through the profile `broker run` (`make run`) writes,
     so a second shell in the checkout needs no exports; options and BROKER_* variables win.
     """
-    from broker import profile as profiles
+    from broker.cli import profile as profiles
     from broker.errors import ConfigError
     from broker.settings import get_settings
 

@@ -304,8 +304,10 @@ def connect_celery() -> None:
         return
     from celery.signals import task_postrun, task_prerun
 
-    task_prerun.connect(task_started, weak=False, dispatch_uid="broker.tracing.started")
-    task_postrun.connect(task_finished, weak=False, dispatch_uid="broker.tracing.finished")
+    task_prerun.connect(task_started, weak=False, dispatch_uid="broker.telemetry.tracing.started")
+    task_postrun.connect(
+        task_finished, weak=False, dispatch_uid="broker.telemetry.tracing.finished"
+    )
 
 
 # Flask: a server span around every request -------------------------------------------------------

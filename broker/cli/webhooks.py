@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from broker.apiclient import ApiClient
-from broker.ops_commands.connection import api_command
-from broker.ops_commands.output import emit, page_of, table
+from broker.cli.apiclient import ApiClient
+from broker.cli.ops.connection import api_command
+from broker.cli.ops.output import emit, page_of, table
 
 
 @click.group("webhooks")
