@@ -4,7 +4,7 @@ Task bodies here are thin adapters onto ``broker.runtime``: open a transaction, 
 the runtime, map errors. ``broker`` never imports this package.
 """
 
-from broker.runtime.locks import warn_if_local_locks
+from broker.runtime.outbox.locks import warn_if_local_locks
 from broker.runtime.wiring import Runtime, set_runtime
 from broker.settings import get_settings
 from tasks.celery_app import create_app

@@ -1,8 +1,9 @@
 """The Celery application of ``celery -A tasks worker|beat|flower``.
 
-Its configuration lives in ``broker.runtime.celery_config`` (so the ingress can publish without
-importing this package). Here: build the app from the process's settings, import the operator's
-RunTask modules, and make every worker consume the maintenance queue and each workflow's queue.
+Its configuration lives in ``broker.runtime.transport.celery_config`` (so the ingress can publish
+without importing this package). Here: build the app from the process's settings, import the
+operator's RunTask modules, and make every worker consume the maintenance queue and each workflow's
+queue.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from celery.exceptions import TimeLimitExceeded
 from celery.signals import celeryd_after_setup, import_modules, setup_logging, worker_ready
 
 from broker.errors import StoreUnavailable
-from broker.runtime import ceiling, ids
-from broker.runtime.celery_config import (
+from broker.runtime import ids
+from broker.runtime.steps import ceiling
+from broker.runtime.transport.celery_config import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASKS,
@@ -194,9 +196,9 @@ def workflow_task(name: str, **options: Any) -> Callable[[F], F]:
 
 
 class StepTask(Task):  # type: ignore[misc]
-    """A task adapter that runs one workflow step. When Celery's hard time limit kills the
-    step's process, this runs in the worker's main process (on a Celery that reports it) and
-    records the fault, in case the step's own watchdog could not (``broker.runtime.ceiling``)."""
+    """A task adapter that runs one workflow step. When Celery's hard time limit kills the step's
+    process, this runs in the worker's main process (on a Celery that reports it) and records the
+    fault, in case the step's own watchdog could not (``broker.runtime.steps.ceiling``)."""
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any

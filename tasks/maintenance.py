@@ -1,12 +1,14 @@
-"""Beat jobs (``broker.runtime.celery_config.beat_schedule``): each takes its lock and is safe to
-run twice, so two beats running by mistake cause no double effects."""
+"""Beat jobs (``broker.runtime.transport.celery_config.beat_schedule``): each takes its lock and is
+safe to run twice, so two beats running by mistake cause no double effects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime import bookmarks, outbox, recovery
-from broker.runtime.celery_config import (
+from broker.runtime.admin import recovery
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.transport.celery_config import (
     FIRE_TIMERS,
     PROCESS_BOOKMARK_QUEUE,
     PURGE,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from broker.runtime import webhook_delivery, webhooks
-from broker.runtime.celery_config import DELIVER_WEBHOOK, SYNC_WEBHOOKS
+from broker.runtime import webhooks
+from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, SYNC_WEBHOOKS
+from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.runtime.wiring import get_runtime
 from broker.store.db import transaction
 from tasks.celery_app import maintenance_job, task, workflow_task

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime import outbox, runner, usertasks
-from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.steps import runner, usertasks
+from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.runtime.wiring import get_runtime
 from tasks.celery_app import step_task, workflow_task
 

@@ -26,11 +26,10 @@ from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
 from broker.engine.model.diagram import to_mermaid
 from broker.errors import BadRequest, BrokerError, Conflict
-from broker.runtime import alteration_jobs, request_queries
-from broker.runtime import dead_letter_admin as dead_letters
-from broker.runtime import instance_admin as instances
-from broker.runtime.pause import set_paused
-from broker.runtime.status import runtime_view
+from broker.runtime.admin import alteration_jobs, dead_letters, instances
+from broker.runtime.admin.runtime_status import runtime_view
+from broker.runtime.outbox.pause import set_paused
+from broker.runtime.requests import queries as request_queries
 from broker.runtime.wiring import Runtime
 from broker.store import credentials
 from broker.store import db as store

@@ -24,7 +24,7 @@ from broker.console.forms import protect_form, settings
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
 from broker.registry import WorkflowRegistry
-from broker.runtime import drafts
+from broker.runtime.admin import drafts
 from broker.settings import Settings
 from broker.store import db as store
 

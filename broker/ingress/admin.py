@@ -14,11 +14,10 @@ from broker.errors import BadRequest
 from broker.ingress.auth import authenticate, require_scope
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
-from broker.runtime import dead_letter_admin as dead_letters
-from broker.runtime import instance_admin as instances
-from broker.runtime.dead_letter_admin import BOOKMARK, WORK
-from broker.runtime.pause import set_paused
-from broker.runtime.status import runtime_view
+from broker.runtime.admin import dead_letters, instances
+from broker.runtime.admin.dead_letters import BOOKMARK, WORK
+from broker.runtime.admin.runtime_status import runtime_view
+from broker.runtime.outbox.pause import set_paused
 
 logger = logging.getLogger(__name__)
 

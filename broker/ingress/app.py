@@ -169,7 +169,7 @@ def _publisher(runtime: Runtime | None) -> Publisher:
 
 
 def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
-    from broker.runtime.locks import warn_if_local_locks
+    from broker.runtime.outbox.locks import warn_if_local_locks
 
     warn_if_local_locks(settings)
     app = Flask(f"broker.ingress.{listener}")

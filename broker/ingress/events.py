@@ -13,7 +13,7 @@ from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import MAX_NAME, parse_event, read_json
 from broker.rates import EVENTS
-from broker.runtime.bookmarks import enqueue_stimulus
+from broker.runtime.bookmarks.queue import enqueue_stimulus
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
-from broker.runtime.enums import RequestStatus
-from broker.runtime.triggers import Start, current_triggers, http_response, start_workflow
+from broker.runtime.admin.enums import RequestStatus
+from broker.runtime.bookmarks.triggers import Start, current_triggers, http_response, start_workflow
 
 logger = logging.getLogger(__name__)
 

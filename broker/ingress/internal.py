@@ -17,7 +17,8 @@ from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import parse_callback, read_json
-from broker.runtime import callbacks, health
+from broker.runtime import health
+from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.telemetry.metrics import record_finished
 

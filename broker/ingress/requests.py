@@ -15,9 +15,11 @@ from broker.ingress.context import Services, services, transaction
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
 from broker.ingress.webhooks import outbound
 from broker.rates import SUBMISSIONS
-from broker.runtime import cancellation, request_queries, webhooks
-from broker.runtime import submission as runtime_submission
-from broker.runtime.group_commit import Committer
+from broker.runtime import webhooks
+from broker.runtime.requests import cancellation
+from broker.runtime.requests import queries as request_queries
+from broker.runtime.requests import submission as runtime_submission
+from broker.runtime.requests.group_commit import Committer
 from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -94,7 +96,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 def committer(svc: Services) -> Committer:
     """The app's group committer of submissions (one per app, so one per worker process):
     concurrent submissions share a transaction, and their fast-path messages go out together
-    after its commit (``broker.runtime.group_commit``)."""
+    after its commit (``broker.runtime.requests.group_commit``)."""
     found = svc.extra.get(COMMITTER)
     if found is None:
         with _committer_lock:

@@ -24,9 +24,9 @@ from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
-from broker.runtime.enums import RequestStatus
-from broker.runtime.request_queries import ListQuery
-from broker.runtime.submission import Submission
+from broker.runtime.admin.enums import RequestStatus
+from broker.runtime.requests.queries import ListQuery
+from broker.runtime.requests.submission import Submission
 from broker.settings import Settings
 
 MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)

@@ -15,7 +15,8 @@ from broker.errors import BadRequest
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
-from broker.runtime import webhook_delivery, webhooks
+from broker.runtime import webhooks
+from broker.runtime.webhooks import delivery as webhook_delivery
 
 bp = Blueprint("webhooks", __name__)
 

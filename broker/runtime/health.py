@@ -70,7 +70,7 @@ def check_database(session_factory: sessionmaker[Session]) -> str:
 def check_transport(settings: Settings) -> str:
     from kombu.connection import Connection
 
-    from broker.runtime.celery_config import transport_options
+    from broker.runtime.transport.celery_config import transport_options
 
     try:
         with Connection(  # type: ignore[no-untyped-call]

@@ -8,6 +8,9 @@ import uuid
 #: the namespace of every derived id (fixed forever: changing it would orphan running work)
 NAMESPACE = uuid.UUID("0f3c2f7e-6a51-4f7d-9c38-6b1d2c4e8a90")
 
+#: the StepResult key of a start that is written and not yet run
+PENDING_START = "pending-start"
+
 
 def derive(*parts: str) -> str:
     """A UUID (as text) derived from ``parts``; equal parts give equal ids in every process."""

@@ -27,8 +27,8 @@ import pytest
 from sqlalchemy import func, select
 
 from broker.runtime import ids
-from broker.runtime.celery_config import create_celery
-from broker.runtime.publisher import CelerySender
+from broker.runtime.outbox.publisher import CelerySender
+from broker.runtime.transport.celery_config import create_celery
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -22,7 +22,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
 
 from broker.registry import WorkflowRegistry
-from broker.runtime import bookmarks
+from broker.runtime.bookmarks import queue as bookmarks
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store import db

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from broker.errors import ConfigError, LockLost, LockNotAcquired
-from broker.runtime.locks import (
+from broker.runtime.outbox.locks import (
     FileLockProvider,
     PostgresLock,
     PostgresLockProvider,

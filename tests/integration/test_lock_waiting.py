@@ -18,7 +18,13 @@ import pytest
 import redis
 
 from broker.errors import LockNotAcquired
-from broker.runtime.locks import REDIS_PREFIX, Lock, LockProvider, PostgresLock, make_lock_provider
+from broker.runtime.outbox.locks import (
+    REDIS_PREFIX,
+    Lock,
+    LockProvider,
+    PostgresLock,
+    make_lock_provider,
+)
 from broker.settings import Settings
 
 WAIT = 10.0  # upper bound for joins that are expected to end much sooner

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
-from broker.runtime import statuses
+from broker.runtime.requests import transitions as statuses
 from broker.settings import Settings
 from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent, utcnow
 from tests.support.doubles import RecordingPublisher

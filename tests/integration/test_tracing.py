@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from broker.runtime.celery_config import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
+from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
 from broker.settings import Settings, set_settings
 from broker.store.db import dispose_engines
 from broker.telemetry import tracing
@@ -229,7 +229,7 @@ def test_the_remote_dispatch_callback_and_webhook_delivery_stay_in_the_trace(
     )
     assert done.status_code == 204, done.get_data(as_text=True)
     # And the relay (a beat job, outside any trace) publishes the webhook's outbox row
-    from broker.runtime import outbox
+    from broker.runtime.outbox import rows as outbox
     from broker.runtime.wiring import get_runtime
 
     rt = get_runtime()
@@ -273,7 +273,7 @@ def test_the_remote_dispatch_callback_and_webhook_delivery_stay_in_the_trace(
 def test_the_relay_publishes_under_the_context_the_row_was_committed_in(
     spans: InMemorySpanExporter,
 ) -> None:
-    from broker.runtime.publisher import CelerySender
+    from broker.runtime.outbox.publisher import CelerySender
     from broker.store.models import OutboxRow
 
     # Given a row written inside a span (the relay reads it back later, in another process)
@@ -301,7 +301,7 @@ def test_the_relay_publishes_under_the_context_the_row_was_committed_in(
 
 
 def test_without_tracing_nothing_is_added_anywhere() -> None:
-    from broker.runtime.publisher import CelerySender
+    from broker.runtime.outbox.publisher import CelerySender
     from broker.store.models import OutboxRow
 
     # Given tracing off (no provider installed, no OTEL_* in this process)

@@ -46,19 +46,19 @@ SKIPPED = 34
 
 #: per mutated module, the parts of a test's path that mark it as written for that module
 OWN_TESTS: dict[str, tuple[str, ...]] = {
-    "broker.runtime.statuses": ("test_statuses", "test_request_invariants"),
-    "broker.runtime.submission": (
+    "broker.runtime.requests.transitions": ("test_statuses", "test_request_invariants"),
+    "broker.runtime.requests.submission": (
         "test_submission",
         "test_request_invariants",
         "test_submit",
         "test_ingress_requests",
     ),
-    "broker.runtime.group_commit": ("test_group_commit",),
-    "broker.runtime.outbox": ("test_outbox",),
+    "broker.runtime.requests.group_commit": ("test_group_commit",),
+    "broker.runtime.outbox.rows": ("test_outbox",),
     "broker.store.db": ("test_store_leases", "test_outbox_relay"),
-    "broker.runtime.retry": ("test_runtime_retry",),
-    "broker.runtime.bookmarks": ("test_bookmark",),
-    "broker.runtime.locks": ("test_lock",),
+    "broker.runtime.failures.retry": ("test_runtime_retry",),
+    "broker.runtime.bookmarks.queue": ("test_bookmark",),
+    "broker.runtime.outbox.locks": ("test_lock",),
     "broker.clients.registry": ("test_clients", "test_ingress_auth"),
     "broker.clients.entries": ("test_clients", "test_ingress_auth"),
     "broker.ingress.auth": ("test_ingress_auth",),

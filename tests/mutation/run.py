@@ -34,18 +34,18 @@ EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 #: mutmut's names are ``module.x_function__mutmut_N`` and ``module.xǁClassǁmethod__mutmut_N``
 SELECTION = (
     # request status transitions, submit and idempotency (invariants 1 and 2)
-    "broker.runtime.statuses.*",
-    "broker.runtime.submission.*",
-    "broker.runtime.group_commit.*",
+    "broker.runtime.requests.transitions.*",
+    "broker.runtime.requests.submission.*",
+    "broker.runtime.requests.group_commit.*",
     # the outbox and the relay's fence
-    "broker.runtime.outbox.*",
+    "broker.runtime.outbox.rows.*",
     "broker.store.db.x_acquire_lease__mutmut_*",
     "broker.store.db.x_release_lease__mutmut_*",
     "broker.store.db.x_fence__mutmut_*",
     # retries, the bookmark queue and timers, locks
-    "broker.runtime.retry.*",
-    "broker.runtime.bookmarks.*",
-    "broker.runtime.locks.*",
+    "broker.runtime.failures.retry.*",
+    "broker.runtime.bookmarks.queue.*",
+    "broker.runtime.outbox.locks.*",
     # client authentication and request-type rules: who a certificate is, what it may submit
     # (not the registry's file cache, webhook and rate-limit entries: other concerns)
     "broker.clients.entries.x_normalize_*",
@@ -90,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         action="append",
         metavar="PATTERN",
-        help="mutate only these mutant-name globs (e.g. 'broker.runtime.retry.*'); repeatable",
+        help="mutate only these mutant-name globs (e.g. 'broker.runtime.failures.retry.*'),"
+        " repeatable",
     )
     parser.add_argument(
         "--max-children",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime.pause import forget_paused
+from broker.runtime.outbox.pause import forget_paused
 from broker.settings import Settings
 from broker.store.db import dispose_engines, make_engine, make_session_factory, upgrade
 from tests.support.cache import built_once

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker.clients import certificates as certs
-from broker.runtime import callbacks
+from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.store.models import Request
 from tests.support.cache import built_once

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.runtime import ids
-from broker.runtime.submission import Submission, submit
+from broker.runtime.requests.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import OutboxRow, OutboxState, Request, RequestEvent
@@ -128,7 +128,7 @@ def instance_key(request_id: str, activity_instance_id: str) -> str:
 def in_process_runtime(settings: Settings, locks: Path) -> Any:
     """A ``Runtime`` over ``settings`` (migrated and loaded) with no transport: tests call the
     runner, or ``drain``, directly."""
-    from broker.runtime.locks import FileLockProvider
+    from broker.runtime.outbox.locks import FileLockProvider
     from broker.runtime.wiring import Runtime
 
     factory, registry = prepare(settings)
@@ -146,8 +146,9 @@ def drain(rt: Any, *, limit: int = 50) -> list[str]:
     and a worker would, without waiting for their due times (a retry's delay passes at once);
     answers the task names run, in order. Nothing else may be running: a row the runner
     published on its fast path (dispatched, not finished) is run here too."""
-    from broker.runtime import outbox, runner
-    from broker.runtime.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
+    from broker.runtime.outbox import rows as outbox
+    from broker.runtime.steps import runner
+    from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 
     ran: list[str] = []
     for _ in range(limit):
@@ -188,7 +189,7 @@ _row_counter = iter(range(10**9))
 
 def outbox_rows_enqueue(factory: sessionmaker[Session], count: int) -> list[str]:
     """Commit ``count`` pending outbox rows (ids only; nothing consumes them)."""
-    from broker.runtime import outbox
+    from broker.runtime.outbox import rows as outbox
 
     written = []
     with transaction(factory) as session:

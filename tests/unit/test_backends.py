@@ -10,7 +10,7 @@ from broker.backends import BackendUrl, by_url, parse_backend_url, scheme_family
 from broker.errors import ConfigError
 from broker.ingress.buckets import FileBuckets, RedisBuckets, make_rate_limiter, store_url
 from broker.outbound.mail import FileMailer, make_mailer
-from broker.runtime.locks import (
+from broker.runtime.outbox.locks import (
     FileLockProvider,
     PostgresLockProvider,
     RedisLockProvider,

@@ -10,7 +10,7 @@ import pytest
 from celery.signals import setup_logging
 
 from broker.registry import WorkflowRegistry
-from broker.runtime.celery_config import (
+from broker.runtime.transport.celery_config import (
     DEFAULT_QUEUE,
     DELIVER_WEBHOOK,
     MAINTENANCE_QUEUE,
@@ -95,7 +95,7 @@ def test_workers_log_through_the_brokers_redacting_formatter(
 def test_redis_workers_sweep_for_abandoned_messages_within_a_tenth_of_the_visibility_timeout() -> (
     None
 ):
-    from broker.runtime.celery_config import transport_options
+    from broker.runtime.transport.celery_config import transport_options
     from broker.settings import Settings
 
     # Given the Redis transport with the default visibility timeout, and a short one

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from broker.cli.supervise import flower
 from broker.errors import ConfigError
-from broker.runtime.locks import PostgresLockProvider
+from broker.runtime.outbox.locks import PostgresLockProvider
 from broker.store import db
 
 

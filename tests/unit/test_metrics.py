@@ -21,9 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.run.results import JournalEntry
 from broker.ingress import create_internal_app
-from broker.runtime import ids, runner
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.outcome import Outcome
+from broker.runtime import ids
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.steps import runner
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db

@@ -33,7 +33,7 @@ def test_a_mutants_own_tests_are_those_of_its_module_only() -> None:
         "tests/unit/test_unrecorded.py::test_d",
     ]
     durations = {tests[0]: 0.5, tests[1]: 0.1, tests[2]: 2.0}
-    own = launch.own_tests("broker.runtime.statuses.x_move__mutmut_3", tests, durations)
+    own = launch.own_tests("broker.runtime.requests.transitions.x_move__mutmut_3", tests, durations)
     assert own == {tests[0]: 0.5, tests[2]: 2.0}
     own = launch.own_tests(
         "broker.clients.registry.xǁClientRegistryǁauthenticate__mutmut_1", tests, durations
@@ -54,7 +54,10 @@ def test_the_equivalent_list_gives_each_mutant_of_the_selection_a_reason() -> No
 
 def test_an_equivalent_mutant_without_its_reason_is_refused(tmp_path: Path) -> None:
     listed = tmp_path / "equivalent.txt"
-    listed.write_text("# comment\nbroker.outbound.urls.x_f__mutmut_1 a reason\nbroker.outbound.urls.x_f__mutmut_2\n")
+    listed.write_text(
+        "# comment\nbroker.outbound.urls.x_f__mutmut_1 a reason\n"
+        "broker.outbound.urls.x_f__mutmut_2\n"
+    )
     with pytest.raises(
         SystemExit,
         match=re.escape("equivalent.txt:3: broker.outbound.urls.x_f__mutmut_2 has no reason"),

@@ -16,7 +16,7 @@ from broker.console.roles import current, require
 from broker.errors import BadRequest
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
-from broker.runtime import alteration_jobs, alteration_plans
+from broker.runtime.admin import alteration_jobs, alteration_plans
 from broker.runtime.wiring import Runtime
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from broker.console.api.definitions import (
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction
-from broker.runtime import instance_admin as admin_instances
-from broker.runtime import instance_queries as queries
-from broker.runtime.enums import InstanceStatus
+from broker.runtime.admin import instance_queries as queries
+from broker.runtime.admin import instances as admin_instances
+from broker.runtime.admin.enums import InstanceStatus
 
 BULK = "/bulk-actions"
 #: the most instances one bulk action over a definition touches

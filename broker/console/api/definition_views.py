@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 
 from broker.console.api.designer import for_designer
 from broker.registry import WorkflowRegistry
-from broker.runtime import drafts as store
-from broker.runtime.request_queries import iso
+from broker.runtime.admin import drafts as store
+from broker.runtime.requests.queries import iso
 
 SCHEMA = "https://elsaworkflows.io/schemas/workflow-definition/v3.0.0/schema.json"
 DRAFT_PREFIX = "draft:"

@@ -26,7 +26,7 @@ from broker.errors import BadRequest, ConfigError, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
 from broker.registry.publishing import check, publish_document, remove_file, target_path
-from broker.runtime import drafts as store
+from broker.runtime.admin import drafts as store
 
 ORDER_KEYS = {"created": "created", "name": "name", "version": "version"}
 DEFAULT_ROOT_TYPE = "Elsa.Flowchart"

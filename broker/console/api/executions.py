@@ -1,12 +1,12 @@
 """Activity execution records for Studio's instance viewer, built from the execution journal.
 
 Each activity instance (one run of an activity) is one record: started at its first ``Started``
-event, completed (or faulted, or cancelled) at its last event, with the outcomes it completed
-with (``payload.Outcomes``, where Studio reads them), the attempt of the step that ran it, and the
-inputs it evaluated (``activityState``) and outputs it set (``outputs``) as its log persistence
-kept them, under the PascalCase names of the activity's descriptor. The journal is written once
-per step, in one multi-row INSERT (``broker.runtime.journal``), so the viewer costs the worker
-nothing more.
+event, completed (or faulted, or cancelled) at its last event, with the outcomes it completed with
+(``payload.Outcomes``, where Studio reads them), the attempt of the step that ran it, and the inputs
+it evaluated (``activityState``) and outputs it set (``outputs``) as its log persistence kept them,
+under the PascalCase names of the activity's descriptor. The journal is written once per step, in
+one multi-row INSERT (``broker.runtime.persist.journal``), so the viewer costs the worker nothing
+more.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from broker.console.api.params import arg, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
-from broker.runtime import instance_queries as queries
+from broker.runtime.admin import instance_queries as queries
 
 MAX_ROWS = 20_000  # journal rows read for one instance view
 END_STATUS = {"Completed": "Completed", "Faulted": "Faulted", "Cancelled": "Canceled"}

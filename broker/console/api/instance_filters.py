@@ -13,7 +13,7 @@ from typing import Any
 
 from broker.console.api.params import args
 from broker.errors import BadRequest
-from broker.runtime import instance_queries as queries
+from broker.runtime.admin import instance_queries as queries
 
 #: Elsa's ``TimestampFilterOperator``, in the enum's order (a number is its index)
 OPERATORS = ("Is", "IsNot", "LessThan", "GreaterThan", "LessThanOrEqual", "GreaterThanOrEqual")

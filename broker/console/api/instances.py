@@ -14,8 +14,8 @@ from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
-from broker.runtime import instance_admin as admin_instances
-from broker.runtime import instance_queries as queries
+from broker.runtime.admin import instance_queries as queries
+from broker.runtime.admin import instances as admin_instances
 
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 

@@ -1,6 +1,6 @@
 """Execute and dispatch: a console user starts a workflow (Elsa's ``execute`` and ``dispatch``).
 
-Both start the instance on Celery through the runtime (``broker.runtime.starts``): a
+Both start the instance on Celery through the runtime (``broker.runtime.admin.starts``): a
 request-type workflow becomes a request owned by ``console:<user>``, anything else an instance
 row; the outbox row is committed with it and published after the commit. ``dispatch`` answers at
 once with ``{workflowInstanceId}``. ``execute`` then waits (at most ``EXECUTE_WAIT_SECONDS``) for
@@ -32,9 +32,9 @@ from broker.errors import BadRequest, BrokerError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
 from broker.registry.versions import PublishedWorkflow
-from broker.runtime import instance_queries as queries
-from broker.runtime import starts
-from broker.runtime.enums import InstanceStatus, InstanceSubStatus
+from broker.runtime.admin import instance_queries as queries
+from broker.runtime.admin import starts
+from broker.runtime.admin.enums import InstanceStatus, InstanceSubStatus
 
 #: how long ``execute`` waits for a worker to save the first step
 EXECUTE_WAIT_SECONDS = 10.0

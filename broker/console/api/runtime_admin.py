@@ -1,7 +1,7 @@
 """Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause.
 
 They call the same functions as the ``/admin`` routes of the mTLS listener (which stay):
-``broker.runtime.dead_letter_admin`` and ``broker.runtime.pause.set_paused``. Viewers read;
+``broker.runtime.admin.dead_letters`` and ``broker.runtime.outbox.pause.set_paused``. Viewers read;
 operators replay, delete, pause and resume (Elsa's ``*:bookmark-queue:dead-letters`` and
 ``*:workflow-runtime`` permissions).
 """
@@ -15,10 +15,10 @@ from broker.console.api.base import blueprint
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
 from broker.ingress.context import services, transaction
-from broker.runtime import dead_letter_admin as dead_letters
-from broker.runtime import pause as runtime_pause
-from broker.runtime.dead_letter_admin import BOOKMARK
-from broker.runtime.status import runtime_view
+from broker.runtime.admin import dead_letters
+from broker.runtime.admin.dead_letters import BOOKMARK
+from broker.runtime.admin.runtime_status import runtime_view
+from broker.runtime.outbox import pause as runtime_pause
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from broker.console.api.params import VersionOptions
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
-from broker.runtime import drafts as store
+from broker.runtime.admin import drafts as store
 
 
 def delete_version_txn(v: Version) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime.enums import RequestStatus
+from broker.runtime.admin.enums import RequestStatus
 
 JSON = "application/json"
 NAME_MAX = 200

@@ -16,7 +16,6 @@ from broker.runtime.persist.commands import notify_parent, save_children, save_c
 from broker.runtime.persist.step import open_start, save_step
 from broker.runtime.persist.target import (
     PARENT_LINK,
-    PENDING_START,
     Saved,
     StaleStep,
     Start,
@@ -25,7 +24,6 @@ from broker.runtime.persist.target import (
 
 __all__ = [
     "PARENT_LINK",
-    "PENDING_START",
     "Saved",
     "StaleStep",
     "Start",

@@ -18,13 +18,16 @@ from sqlalchemy.orm import Session
 
 from broker.engine.run.results import RunResult
 from broker.redaction import redact_text
-from broker.runtime import dead_letters, ids, journal, outbox
-from broker.runtime.celery_config import RESUME_INSTANCE
-from broker.runtime.dead_letters import EXHAUSTED, FAULTED
+from broker.runtime import ids
+from broker.runtime.failures import dead_letters
+from broker.runtime.failures.dead_letters import EXHAUSTED, FAULTED
+from broker.runtime.failures.retry import policy_for
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.persist import journal
 from broker.runtime.persist.commands import notify_parent, save_children, save_commands
 from broker.runtime.persist.target import Saved, StaleStep, Start, Target
-from broker.runtime.retry import policy_for
-from broker.runtime.statuses import finish_request, run_through, start_processing
+from broker.runtime.requests.transitions import finish_request, run_through, start_processing
+from broker.runtime.transport.celery_config import RESUME_INSTANCE
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,

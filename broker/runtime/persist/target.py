@@ -11,9 +11,8 @@ from typing import Any
 
 from broker.errors import Conflict
 
-#: StepResult keys the runtime keeps beside the engine's state
+#: the StepResult key of a parent link the runtime keeps beside the engine's state
 PARENT_LINK = "parent-link"
-PENDING_START = "pending-start"
 
 
 class StaleStep(Conflict):

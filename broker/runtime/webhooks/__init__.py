@@ -6,7 +6,7 @@ A client registers endpoints in clients.json (kept in step with the ``webhook_en
 transaction: for each of the client's enabled endpoints that wants the event it writes a delivery
 row (the exact body, a ``webhook-id`` stable across retries) and the outbox row of its first
 attempt, so a webhook is sent only for a change that committed and is never lost after one.
-``broker.runtime.webhook_delivery`` sends the attempts. Functions here take a session and never
+``broker.runtime.webhooks.delivery`` sends the attempts. Functions here take a session and never
 commit.
 
 ``endpoints`` manages the endpoints and their secrets; ``events`` writes what a status change

@@ -135,7 +135,8 @@ class StepResult(Base):
 
 class AlterationPlan(Base):
     """An operator's alteration plan (Elsa's ``AlterationPlan``): the alterations, the filter that
-    chose its instances, and one job per instance with its log (``broker.runtime.alterations``)."""
+    chose its instances, and one job per instance with its log
+    (``broker.runtime.admin.alterations``)."""
 
     __tablename__ = "alteration_plans"
 

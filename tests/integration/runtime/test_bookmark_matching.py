@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import bookmarks, ids
-from broker.runtime.celery_config import RESUME_INSTANCE
-from broker.runtime.locks import FileLockProvider
+from broker.runtime import ids
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.transport.celery_config import RESUME_INSTANCE
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -20,14 +20,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.cli import ops as ops_commands
 from broker.engine.run.results import PublishEvent
 from broker.errors import Conflict
-from broker.runtime import bookmarks, ids, persist, recovery
-from broker.runtime import dead_letter_admin as dead_letters
-from broker.runtime.cancellation import cancel_instances
-from broker.runtime.celery_config import DEFAULT_QUEUE
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.pause import set_paused
+from broker.runtime import ids, persist
+from broker.runtime.admin import dead_letters, recovery
+from broker.runtime.admin.runtime_status import runtime_view
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.pause import set_paused
 from broker.runtime.persist import Target
-from broker.runtime.status import runtime_view
+from broker.runtime.requests.cancellation import cancel_instances
+from broker.runtime.transport.celery_config import DEFAULT_QUEUE
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import RuntimePaused
-from broker.runtime import outbox
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.pause import is_paused_cached, paused_if_known, set_paused
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.pause import is_paused_cached, paused_if_known, set_paused
+from broker.runtime.outbox.publisher import CelerySender, OutboxPublisher
 from broker.runtime.ports import NullPublisher
-from broker.runtime.publisher import CelerySender, OutboxPublisher
-from broker.runtime.submission import Submission, Submitted, submit
+from broker.runtime.requests.submission import Submission, Submitted, submit
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction

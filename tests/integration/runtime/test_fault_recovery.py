@@ -13,8 +13,11 @@ import pytest
 from sqlalchemy import select
 
 from broker.outbound.http_client import OutboundHttp
-from broker.runtime import callbacks, dead_letter_admin, ids, journal
-from broker.runtime.celery_config import RUN_REQUEST
+from broker.runtime import ids
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.persist import journal
+from broker.runtime.steps import callbacks
+from broker.runtime.transport.celery_config import RUN_REQUEST
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

@@ -22,10 +22,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import Conflict, StoreUnavailable
-from broker.runtime import group_commit, submission
-from broker.runtime.group_commit import Committer, Prepare
 from broker.runtime.ports import OutboxMessage
-from broker.runtime.submission import Prepared, Submission, Submitted
+from broker.runtime.requests import group_commit, submission
+from broker.runtime.requests.group_commit import Committer, Prepare
+from broker.runtime.requests.submission import Prepared, Submission, Submitted
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent

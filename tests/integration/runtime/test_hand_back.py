@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.runtime import ids, runner, steps
+from broker.runtime import ids
+from broker.runtime.steps import runner
+from broker.runtime.steps import step as steps
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import OutboxRow, OutboxState, utcnow

@@ -15,10 +15,12 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import LockLost
-from broker.runtime import dead_letter_admin, ids, outbox
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.pause import set_paused
-from broker.runtime.publisher import OutboxPublisher
+from broker.runtime import ids
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.pause import set_paused
+from broker.runtime.outbox.publisher import OutboxPublisher
 from broker.settings import Settings
 from broker.store.db import (
     acquire_lease,

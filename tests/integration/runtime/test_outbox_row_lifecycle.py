@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import ids, outbox
+from broker.runtime import ids
+from broker.runtime.outbox import rows as outbox
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, OutboxState, utcnow

@@ -10,10 +10,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import RuntimePaused
-from broker.runtime import outbox
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.pause import forget_paused, is_paused_cached, paused_if_known, set_paused
-from broker.runtime.submission import Submission, submit
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.pause import forget_paused, is_paused_cached, paused_if_known, set_paused
+from broker.runtime.requests.submission import Submission, submit
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, utcnow

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from broker.redaction import redact_headers, redact_text, redact_url
-from broker.runtime import request_queries
+from broker.runtime.requests import queries as request_queries
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

@@ -20,9 +20,10 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import RetryLater, WorkflowFault
-from broker.runtime import callbacks, dead_letter_admin, runner
-from broker.runtime.outcome import Outcome
-from broker.runtime.remote import FAILED_EVENT, post
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.steps import callbacks, runner
+from broker.runtime.steps.remote import FAILED_EVENT, post
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

@@ -17,10 +17,13 @@ import pytest
 from celery import Celery
 from sqlalchemy import func, select, update
 
-from broker.runtime import dead_letters, ids, recovery, runner, usertasks
-from broker.runtime.celery_config import RUN_CHILD, RUN_TASK
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.outcome import Outcome
+from broker.runtime import ids
+from broker.runtime.admin import recovery
+from broker.runtime.failures import dead_letters
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.steps import runner, usertasks
+from broker.runtime.transport.celery_config import RUN_CHILD, RUN_TASK
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

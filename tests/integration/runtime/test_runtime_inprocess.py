@@ -19,22 +19,19 @@ from sqlalchemy import select, text, update
 
 from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
-from broker.runtime import (
-    bookmarks,
-    dead_letter_admin,
-    dead_letters,
-    effects,
-    ids,
-    recovery,
-    runner,
-    steps,
-)
-from broker.runtime.cancellation import cancel
-from broker.runtime.heartbeat import process_heartbeat
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.outcome import Outcome
-from broker.runtime.request_queries import request_view
-from broker.runtime.statuses import finish_request
+from broker.runtime import ids
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.admin import recovery
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.failures import dead_letters
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.requests.cancellation import cancel
+from broker.runtime.requests.queries import request_view
+from broker.runtime.requests.transitions import finish_request
+from broker.runtime.steps import effects, runner
+from broker.runtime.steps import step as steps
+from broker.runtime.steps.heartbeat import process_heartbeat
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

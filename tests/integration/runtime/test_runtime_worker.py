@@ -9,9 +9,12 @@ import pytest
 from sqlalchemy import select
 
 from broker.errors import Conflict, Unauthenticated
-from broker.runtime import callbacks, dead_letter_admin, ids, journal
-from broker.runtime.bookmarks import enqueue_stimulus
-from broker.runtime.callbacks import complete_from_callback
+from broker.runtime import ids
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.bookmarks.queue import enqueue_stimulus
+from broker.runtime.persist import journal
+from broker.runtime.steps import callbacks
+from broker.runtime.steps.callbacks import complete_from_callback
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction

@@ -31,11 +31,11 @@ from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.ingress.context import EXTENSION
 from broker.ingress.requests import COMMITTER
-from broker.runtime import runner
-from broker.runtime.group_commit import Committer
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.outcome import Outcome
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.ports import OutboxMessage
+from broker.runtime.requests.group_commit import Committer
+from broker.runtime.steps import runner
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import recovery
+from broker.runtime.admin import recovery
 from broker.settings import Settings
 from broker.store.db import make_engine, make_session_factory, transaction, upgrade
 from broker.store.models import Timer, utcnow

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from broker.runtime import bookmarks, runner, schedules
-from broker.runtime.triggers import SYSTEM_CLIENT
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.bookmarks import schedules
+from broker.runtime.bookmarks.triggers import SYSTEM_CLIENT
+from broker.runtime.steps import runner
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

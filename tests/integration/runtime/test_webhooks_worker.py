@@ -19,8 +19,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.outbound.http_client import OutboundHttp
-from broker.runtime import dead_letter_admin as dead_letters
 from broker.runtime import webhooks
+from broker.runtime.admin import dead_letters
 from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction

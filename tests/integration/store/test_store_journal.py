@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.run.results import JournalEntry
-from broker.runtime import journal, recorded_values
+from broker.runtime.persist import journal, recorded_values
 from broker.store.db import transaction
 from broker.store.models import ActivityExecution
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.run.results import JournalEntry
 from broker.registry import WorkflowRegistry
-from broker.runtime import journal
+from broker.runtime.persist import journal
 from broker.store.models import DeadLetter, WorkflowInstance
 
 Client = Callable[[str | None], FlaskClient]

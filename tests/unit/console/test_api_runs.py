@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.console.api import runs
 from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
-from broker.runtime import pause, runner
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.outcome import Outcome
-from broker.runtime.publisher import OutboxPublisher
+from broker.runtime.outbox import pause
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.outbox.publisher import OutboxPublisher
+from broker.runtime.steps import runner
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.models import (

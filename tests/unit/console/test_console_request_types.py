@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.cli.grants import request_types
 from broker.clients.registry import ClientRegistry
-from broker.runtime import drafts
+from broker.runtime.admin import drafts
 from broker.settings import Settings, set_settings
 from broker.store import db
 from tests.unit.console.conftest import Keys

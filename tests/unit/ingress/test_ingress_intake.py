@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest
 from broker.ingress.schemas import decode_json, is_json_media_type
-from broker.runtime import callbacks
+from broker.runtime.steps import callbacks
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
 
 ClientAs = Callable[[str], FlaskClient]

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.test import TestResponse
 
 from broker.ingress import create_internal_app
-from broker.runtime import callbacks
+from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.store.models import Request, RequestEvent
 from tests.support.ingress import signed_callback

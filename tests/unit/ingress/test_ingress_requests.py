@@ -14,7 +14,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.ingress import create_public_app
-from broker.runtime import request_queries, submission
+from broker.runtime.requests import queries as request_queries
+from broker.runtime.requests import submission
 from broker.settings import Settings
 from broker.store.models import (
     BookmarkQueueItem,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.errors import ActivationRefused
-from broker.runtime.activation import check_activation
+from broker.runtime.requests.activation import check_activation
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import WorkflowInstance

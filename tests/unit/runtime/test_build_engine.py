@@ -9,9 +9,9 @@ import pytest
 from broker.engine.api import Engine
 from broker.engine.run.errors import EngineError, InstanceFinished, NothingToRetry, UnknownBookmark
 from broker.errors import BrokerError, Conflict, NotFound
-from broker.runtime.effects import RecordedHttp, RecordedMailer
 from broker.runtime.persist import Target
-from broker.runtime.steps import Step, _run_step, build_engine
+from broker.runtime.steps.effects import RecordedHttp, RecordedMailer
+from broker.runtime.steps.step import Step, _run_step, build_engine
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 from typing import Any, cast
 
-from broker.runtime.heartbeat import Heartbeat
+from broker.runtime.steps.heartbeat import Heartbeat
 from broker.runtime.wiring import Runtime
 from tests.support.waits import wait_until
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from broker.engine.run.results import JournalEntry
-from broker.runtime import recorded_values
-from broker.runtime.recorded_values import MASK, MAX_VALUE_CHARS
+from broker.runtime.persist import recorded_values
+from broker.runtime.persist.recorded_values import MASK, MAX_VALUE_CHARS
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 from kombu import Connection
 
-from broker.runtime import celery_config, ids
-from broker.runtime.celery_config import create_celery
-from broker.runtime.usertasks import is_callable
+from broker.runtime import ids
+from broker.runtime.steps.usertasks import is_callable
+from broker.runtime.transport import celery_config
+from broker.runtime.transport.celery_config import create_celery
 from broker.settings import Settings
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.runtime.retry import RetryPolicy, policy_for
+from broker.runtime.failures.retry import RetryPolicy, policy_for
 from broker.settings import Settings
 
 

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import statuses
+from broker.runtime.requests import transitions as statuses
 from broker.store import db
 from broker.store.models import (
     Request,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from broker.runtime.submission import Submission
+from broker.runtime.requests.submission import Submission
 
 BODY = Submission("InvoiceProcess", {"b": "2", "a": "ü"}, {"z": 1, "y": [1, "é"]})
 

@@ -21,18 +21,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.clients.entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
 from broker.outbound.http_client import OutboundHttp
-from broker.runtime import (
-    dead_letter_admin,
-    dead_letters,
-    webhook_delivery,
-    webhook_sender,
-    webhooks,
-)
-from broker.runtime.cancellation import cancel
-from broker.runtime.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
-from broker.runtime.locks import FileLockProvider
-from broker.runtime.statuses import finish_request, start_processing
-from broker.runtime.submission import Submission, submit
+from broker.runtime import webhooks
+from broker.runtime.admin import dead_letters as dead_letter_admin
+from broker.runtime.failures import dead_letters
+from broker.runtime.outbox.locks import FileLockProvider
+from broker.runtime.requests.cancellation import cancel
+from broker.runtime.requests.submission import Submission, submit
+from broker.runtime.requests.transitions import finish_request, start_processing
+from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
+from broker.runtime.webhooks import delivery as webhook_delivery
+from broker.runtime.webhooks import sender as webhook_sender
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import (

@@ -1,0 +1,249 @@
+"""One heartbeat thread per worker process, beating for every step the process is running.
+
+A step registers itself while its engine runs (``beating``) and is unregistered when the engine
+returns. The thread keeps, for each registered step: its ``Opening``, written once the step runs
+longer than its open delay (``steps.OPEN_DELAY_SECONDS``), when it also ends the step's held read
+transaction (``release``); then, every interval, the instance's ``heartbeat_at``, the outbox row's
+lease and the instance lock's TTL; and its deadline, the step ceiling: at the deadline the thread
+calls the step's ``overdue`` (the watchdog of ``broker.runtime.steps.ceiling``, which records the
+fault) and stops beating it. The thread is started on the first registration and lives as long as
+the process (a daemon thread; a forked child starts its own). docs/design.md section 4.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from sqlalchemy import bindparam, update
+
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.ports import Lock
+from broker.runtime.wiring import Runtime
+from broker.store.db import transaction
+from broker.store.models import WorkflowInstance, table_of, utcnow
+
+logger = logging.getLogger(__name__)
+
+#: how long unregistering waits for a beat of that step already in flight
+UNREGISTER_WAIT_SECONDS = 5.0
+#: the shortest interval between two beats of one step
+MIN_INTERVAL = 0.5
+
+_INSTANCES = table_of(WorkflowInstance)
+_BEAT_INSTANCE = (
+    update(_INSTANCES)
+    .where(_INSTANCES.c.id == bindparam("instance_id"))
+    .values(heartbeat_at=bindparam("now"))
+)
+
+
+class Opening(Protocol):
+    """What the heartbeat needs of a step's opening (``steps.Opening``)."""
+
+    @property
+    def pending(self) -> bool: ...
+
+    def write_now(self, rt: Runtime) -> None: ...
+
+
+@dataclasses.dataclass(eq=False)
+class Beating:
+    """One registered step: what to beat, when next, and whether it still beats."""
+
+    rt: Runtime
+    instance_id: str
+    outbox_id: str | None
+    lock: Lock
+    opening: Opening
+    deadline: float
+    overdue: Callable[[], None]
+    interval: float
+    #: when the thread wakes next for this step, and when its next beat is due
+    due: float
+    next_beat: float
+    #: called at the first wake (after the open delay): the step runs long
+    release: Callable[[], None] | None = None
+    stopped: bool = False
+    #: held while the thread works for this step, so unregistering waits for that work
+    busy: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class Heartbeat:
+    """The process's heartbeat: one thread for all registered steps."""
+
+    def __init__(self) -> None:
+        self._steps: set[Beating] = set()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        #: when the thread looks at the steps next (``math.inf``: only when woken; 0: it is
+        #: awake and looks before it waits again), so a step due later need not wake it
+        self._looks_at = 0.0
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def register(
+        self,
+        rt: Runtime,
+        instance_id: str,
+        outbox_id: str | None,
+        lock: Lock,
+        opening: Opening,
+        deadline: float,
+        overdue: Callable[[], None],
+        *,
+        open_delay: float,
+        release: Callable[[], None] | None = None,
+    ) -> Beating:
+        """Beat for this step from now on, until ``unregister``; after ``open_delay`` seconds a
+        pending ``opening`` is written and ``release`` called (the step runs long)."""
+        interval = max(MIN_INTERVAL, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
+        now = time.monotonic()
+        step = Beating(
+            rt, instance_id, outbox_id, lock, opening, deadline, overdue, interval,
+            due=min(now + open_delay, deadline), next_beat=min(now + interval, deadline),
+            release=release,
+        )  # fmt: skip
+        with self._wake:
+            self._steps.add(step)
+            self._ensure_thread()
+            # Steps come and go a hundred times a second: wake the thread only when it would
+            # otherwise look too late for this one (a thread switch per step costs more than
+            # the registration).
+            if step.due < self._looks_at:
+                self._wake.notify()
+        return step
+
+    def unregister(self, step: Beating) -> None:
+        """Stop beating ``step``, waiting (a bounded while) for a beat of it already running."""
+        with self._wake:
+            step.stopped = True
+            self._steps.discard(step)
+        if step.busy.acquire(timeout=UNREGISTER_WAIT_SECONDS):
+            step.busy.release()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._looks_at = 0.0
+            self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                step = self._next_due()
+                while step is None or step.due > time.monotonic():
+                    self._looks_at = math.inf if step is None else step.due
+                    timeout = None if step is None else step.due - time.monotonic()
+                    self._wake.wait(timeout)
+                    self._looks_at = 0.0
+                    step = self._next_due()
+                step.busy.acquire()
+            try:
+                if not step.stopped:
+                    self._beat(step)
+            finally:
+                step.busy.release()
+
+    def _next_due(self) -> Beating | None:
+        return min(self._steps, key=lambda s: s.due, default=None)
+
+    def _beat(self, step: Beating) -> None:
+        now = time.monotonic()
+        if step.release is not None:
+            release, step.release = step.release, None
+            try:
+                release()
+            except Exception:
+                logger.warning("instance %s: release failed", step.instance_id, exc_info=True)
+        if step.opening.pending:
+            try:
+                step.opening.write_now(step.rt)
+            except Exception:
+                logger.warning("start of instance %s not written", step.instance_id, exc_info=True)
+            self._reschedule(step, now)
+            return
+        if now >= step.deadline:
+            self._drop(step)
+            try:
+                step.overdue()
+            except Exception:
+                logger.error(
+                    "fault of overdue instance %s not recorded", step.instance_id, exc_info=True
+                )
+            return
+        if now < step.next_beat:  # woke for the open delay, before the first beat
+            with self._wake:
+                step.due = step.next_beat
+            return
+        try:
+            with transaction(step.rt.factory) as session:
+                session.execute(_BEAT_INSTANCE, {"instance_id": step.instance_id, "now": utcnow()})
+                if step.outbox_id is not None:
+                    outbox.extend_lease(session, step.outbox_id, step.rt.settings.outbox_lease)
+            step.lock.extend(step.rt.settings.lock_ttl)
+        except Exception:
+            logger.warning("heartbeat of instance %s failed", step.instance_id, exc_info=True)
+        self._reschedule(step, now)
+
+    def _reschedule(self, step: Beating, now: float) -> None:
+        with self._wake:
+            step.due = step.next_beat = min(now + step.interval, step.deadline)
+
+    def _drop(self, step: Beating) -> None:
+        """The step is over its deadline: beat it no more (its fault is being recorded)."""
+        with self._wake:
+            step.stopped = True
+            self._steps.discard(step)
+
+
+_HEARTBEAT = Heartbeat()
+
+
+def process_heartbeat() -> Heartbeat:
+    """The heartbeat of this process."""
+    return _HEARTBEAT
+
+
+def _reset_after_fork() -> None:
+    # A forked child (Celery's prefork pool) has none of its parent's threads, and the parent's
+    # locks may have been held at the fork: the child starts a heartbeat of its own.
+    global _HEARTBEAT
+    _HEARTBEAT = Heartbeat()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+@contextlib.contextmanager
+def beating(
+    rt: Runtime,
+    instance_id: str,
+    outbox_id: str | None,
+    lock: Lock,
+    opening: Opening,
+    deadline: float,
+    overdue: Callable[[], None],
+    *,
+    open_delay: float,
+    release: Callable[[], None] | None = None,
+) -> Iterator[None]:
+    """Beat for a step while the ``with`` block runs its engine (see the module docstring)."""
+    heartbeat = _HEARTBEAT
+    step = heartbeat.register(
+        rt, instance_id, outbox_id, lock, opening, deadline, overdue,
+        open_delay=open_delay, release=release,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        heartbeat.unregister(step)

@@ -1,0 +1,186 @@
+"""The Celery application's configuration, shared by workers, beat and publishers.
+
+``tasks`` builds its app from here, and the ingress's fast-path publisher builds one too, so
+``broker`` can send tasks by name without importing ``tasks`` (the dependency rule). Messages carry
+ids only and are JSON. The SQL outbox is the source of truth, so the transport may lose a message
+without losing work: acks are late, a dead pool child's task is rejected (and redelivered), one
+message is prefetched at a time, and nothing waits in the transport with a long countdown (timers
+and retries are rows in SQL).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from broker.settings import Settings
+
+DEFAULT_QUEUE = "broker.default"
+MAINTENANCE_QUEUE = "broker.maintenance"
+#: webhook deliveries have their own queue: a slow receiver never holds up workflow steps
+WEBHOOK_QUEUE = "broker.webhooks"
+
+# Task names (the contract between the outbox rows and the task adapters in ``tasks``).
+RUN_REQUEST = "broker.run_request"
+RESUME_INSTANCE = "broker.resume_instance"
+RUN_CHILD = "broker.run_child"
+RUN_TASK = "broker.run_task"
+RELAY_OUTBOX = "broker.relay_outbox"
+PROCESS_BOOKMARK_QUEUE = "broker.process_bookmark_queue"
+FIRE_TIMERS = "broker.fire_timers"
+RECOVER_STALLED = "broker.recover_stalled"
+PURGE = "broker.purge"
+DELIVER_WEBHOOK = "broker.deliver_webhook"
+SYNC_WEBHOOKS = "broker.sync_webhooks"
+#: seconds between syncs of clients.json's webhook endpoints into the database
+SYNC_WEBHOOKS_INTERVAL = 15.0
+
+MAINTENANCE_TASKS = (
+    RELAY_OUTBOX,
+    PROCESS_BOOKMARK_QUEUE,
+    FIRE_TIMERS,
+    RECOVER_STALLED,
+    PURGE,
+    SYNC_WEBHOOKS,
+)
+#: the task adapters that run one workflow step each: they get the step ceiling
+STEP_TASKS = (RUN_REQUEST, RESUME_INSTANCE, RUN_CHILD)
+#: seconds past ``BROKER_STEP_TIME_LIMIT`` before the pool kills a step's process: the step's own
+#: watchdog records the fault at the limit, the kill frees the worker whatever the step is stuck in
+STEP_KILL_GRACE = 5.0
+
+
+def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
+    """Celery's hard time limit of each step task (prefork pool: the child is killed and replaced).
+    The soft limit is the runtime's own watchdog (``broker.runtime.steps.ceiling``), which also
+    works when the step is stuck in native code, where a soft-limit signal would wait."""
+    limit = settings.step_time_limit + STEP_KILL_GRACE
+    return {name: {"time_limit": limit} for name in STEP_TASKS}
+
+
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """Options for the configured transport (folders for filesystem://, timeouts for Redis)."""
+    url = settings.queue_url
+    if url.startswith("filesystem://"):
+        root = settings.var_path / "queue"
+        folders = {
+            "data_folder_in": root / "messages",
+            "data_folder_out": root / "messages",
+            "control_folder": root / "control",
+            "processed_folder": root / "processed",
+        }
+        for folder in folders.values():
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        # The folder is polled: 0.2 s keeps the embedded default's latency low at little cost.
+        return {
+            **{k: str(v) for k, v in folders.items()},
+            "store_processed": False,
+            "polling_interval": 0.2,
+        }
+    if url.startswith(("redis://", "rediss://", "sentinel://")):
+        # An unacknowledged message of a worker that died or was cut off comes back after the
+        # visibility timeout, but only when some worker sweeps for it: by default every 100 s
+        # (kombu's interval 10 s x throttle 10). Sweep every tenth of the timeout (1 to 10 s).
+        visibility = settings.task_visibility_timeout
+        return {
+            "visibility_timeout": visibility,
+            "unacked_restore_interval": max(1.0, min(10.0, visibility / 10)),
+            "unacked_restore_throttle": 1,
+        }
+    return {}
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """One beat entry per maintenance job, from the settings' intervals.
+
+    Each tick expires after a few intervals: when no worker consumes for a while, stale ticks are
+    dropped instead of piling up (every job catches up on its own next run).
+    """
+
+    def entry(task: str, seconds: float) -> dict[str, Any]:
+        return {
+            "task": task,
+            "schedule": dt.timedelta(seconds=seconds),
+            "options": {"queue": MAINTENANCE_QUEUE, "expires": max(5.0, seconds * 3)},
+        }
+
+    return {
+        "relay-outbox": entry(RELAY_OUTBOX, settings.outbox_relay_interval),
+        "process-bookmark-queue": entry(PROCESS_BOOKMARK_QUEUE, settings.bookmark_queue_interval),
+        "fire-timers": entry(FIRE_TIMERS, settings.timer_interval),
+        "recover-stalled": entry(RECOVER_STALLED, settings.recovery_interval),
+        "purge": entry(PURGE, settings.purge_interval),
+        "sync-webhooks": entry(SYNC_WEBHOOKS, SYNC_WEBHOOKS_INTERVAL),
+    }
+
+
+#: kombu's filesystem transport, with messages written atomically (see ``fs_transport``)
+FILESYSTEM_TRANSPORT = "broker.runtime.transport.filesystem:Transport"
+#: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read (see
+#: ``redis_transport``)
+REDIS_TRANSPORT = "broker.runtime.transport.redis_channel:Transport"
+
+
+def broker_url(settings: Settings) -> str:
+    """The transport URL for Celery. ``filesystem://`` names no host, and kombu warns "No
+    hostname was supplied" each time it describes the connection (Flower does, often): the
+    folder transport ignores the host, so name the one kombu would fall back to."""
+    if settings.queue_url in ("filesystem://", "filesystem:///"):
+        return "filesystem://localhost/"
+    return settings.queue_url
+
+
+def configure(app: Celery, settings: Settings) -> None:
+    """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
+    # beat keeps its schedule file there, whatever the transport
+    settings.var_path.mkdir(parents=True, exist_ok=True)
+    if settings.queue_url.startswith("filesystem://"):
+        app.conf.broker_transport = FILESYSTEM_TRANSPORT
+    elif settings.queue_url.startswith("redis://"):
+        app.conf.broker_transport = REDIS_TRANSPORT
+    app.conf.update(
+        broker_url=broker_url(settings),
+        broker_transport_options=transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        # The drain (``broker.runtime.drain``): a cold shutdown (SIGQUIT, or SIGTERM with
+        # Celery's REMAP_SIGTERM=SIGQUIT, which every deploy form sets) stops consuming and lets
+        # running steps go on for drain_timeout; what still runs then is interrupted and handed
+        # back to the outbox, and prefetched messages go back to the transport. An idle worker
+        # stops at once (no ETA messages wait in a worker: timers live in SQL). A plain SIGTERM
+        # without the remap is Celery's warm shutdown: running steps finish, unbounded.
+        worker_soft_shutdown_timeout=settings.drain_timeout,
+        worker_enable_soft_shutdown_on_idle=False,
+        task_ignore_result=True,
+        task_default_queue=DEFAULT_QUEUE,
+        task_create_missing_queues=True,
+        task_routes={
+            **{name: {"queue": MAINTENANCE_QUEUE} for name in MAINTENANCE_TASKS},
+            DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE},
+        },
+        task_annotations=step_time_limits(settings),
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        beat_schedule=beat_schedule(settings),
+        beat_schedule_filename=str(settings.var_path / "celerybeat-schedule"),
+        timezone="UTC",
+        enable_utc=True,
+    )
+
+
+def create_celery(settings: Settings, *, set_as_current: bool = True) -> Celery:
+    """A configured Celery app; ``tasks`` registers its task adapters on the one it builds."""
+    app = Celery("broker", set_as_current=set_as_current)
+    configure(app, settings)
+    return app
