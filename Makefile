@@ -93,7 +93,7 @@ conformance: install-dev
 	$(BIN)/python -m tests.conformance.summary $(CONFORMANCE_ARGS)
 
 bench: install-dev services
-	$(BIN)/broker bench $(BENCH_ARGS)
+	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
 
 # Mutation testing of the core (docs/mutation.md); not part of `make test`.
 mutation: install-dev services

@@ -1,6 +1,6 @@
 """A small client for the broker's public API over mutual TLS (what the operator CLI uses).
 
-    with ApiClient("https://localhost:5001", cert="var/certs/DevClient.pem",
+    with BrokerApi("https://localhost:5001", cert="var/certs/DevClient.pem",
                    key="var/certs/DevClient.key", ca="var/certs/ca.pem") as api:
         submitted = api.submit("InvoiceProcess", {"InvoiceNumber": "INV-1", "VendorCode": "V-9"})
         record = api.get(submitted.correlation_id)
@@ -106,7 +106,7 @@ class Page:
     next: str | None
 
 
-class ApiClient:
+class BrokerApi:
     """Calls every public endpoint of the broker, presenting a client certificate."""
 
     def __init__(
@@ -128,7 +128,7 @@ class ApiClient:
         self._http = requests.Session()
         self._http.headers.update({"Accept": "application/json"})
 
-    def __enter__(self) -> ApiClient:
+    def __enter__(self) -> BrokerApi:
         return self
 
     def __exit__(
@@ -352,7 +352,7 @@ class ApiClient:
 
 
 def http_status(error: BrokerError) -> int | None:
-    """The HTTP status an ``ApiClient`` error was answered with (0: unreachable; None: the error
+    """The HTTP status an ``BrokerApi`` error was answered with (0: unreachable; None: the error
     was raised here, before any call, such as a missing certificate file)."""
     status = vars(error).get("status")
     return status if isinstance(status, int) else None

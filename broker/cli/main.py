@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -78,36 +77,11 @@ LAZY_COMMANDS = {
         "flower",
         "Start Flower against the configured transport.",
     ),
-    "bench": (
-        "tests.perf.bench.commands",
-        "bench",
-        "Benchmark the broker beside raw Celery.",
-    ),
 }
-
-#: commands that live in the checkout's tests, not in the installed package
-CHECKOUT_COMMANDS = {"bench": Path("tests") / "perf" / "bench"}
-
-
-def _find_checkout(marker: Path) -> Path | None:
-    """The project checkout holding ``marker``: the current folder or one above this package."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[1]):
-        if (candidate / marker).is_dir():
-            return candidate
-    return None
 
 
 def _import_command(name: str) -> Any:
     module_name, attr, _ = LAZY_COMMANDS[name]
-    if name in CHECKOUT_COMMANDS:
-        checkout = _find_checkout(CHECKOUT_COMMANDS[name])
-        if checkout is None:
-            raise click.UsageError(
-                f"'broker {name}' runs from the project's checkout "
-                f"({CHECKOUT_COMMANDS[name]} was not found here): cd into the checkout first"
-            )
-        if str(checkout) not in sys.path:
-            sys.path.insert(0, str(checkout))
     return getattr(importlib.import_module(module_name), attr)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from broker.cli.apiclient import ApiClient
+from broker.cli.apiclient import BrokerApi
 from broker.cli.ops.connection import api_command
 from broker.cli.ops.output import emit, page_of, table
 
@@ -19,7 +19,7 @@ def webhooks() -> None:
 
 @webhooks.command("list")
 @api_command
-def webhooks_list(api: ApiClient, as_json: bool) -> None:
+def webhooks_list(api: BrokerApi, as_json: bool) -> None:
     """This client's endpoints; a disabled one shows why."""
     items = api.webhooks()
 
@@ -45,7 +45,7 @@ def webhooks_list(api: ApiClient, as_json: bool) -> None:
 @click.option("--secret", help="A whsec_ secret to sign with [default: a new one].")
 @api_command
 def webhooks_add(
-    api: ApiClient,
+    api: BrokerApi,
     as_json: bool,
     endpoint_url: str,
     events: tuple[str, ...],
@@ -63,7 +63,7 @@ def webhooks_add(
 @webhooks.command("delete")
 @click.argument("endpoint_id")
 @api_command
-def webhooks_delete(api: ApiClient, as_json: bool, endpoint_id: str) -> None:
+def webhooks_delete(api: BrokerApi, as_json: bool, endpoint_id: str) -> None:
     """Remove an endpoint registered through the API."""
     api.delete_webhook(endpoint_id)
     emit({"deleted": endpoint_id}, as_json, lambda: click.echo(f"deleted {endpoint_id}"))
@@ -72,7 +72,7 @@ def webhooks_delete(api: ApiClient, as_json: bool, endpoint_id: str) -> None:
 @webhooks.command("rotate-secret")
 @click.argument("endpoint_id")
 @api_command
-def webhooks_rotate(api: ApiClient, as_json: bool, endpoint_id: str) -> None:
+def webhooks_rotate(api: BrokerApi, as_json: bool, endpoint_id: str) -> None:
     """A new secret; the previous one still signs for BROKER_WEBHOOK_SECRET_OVERLAP seconds."""
     endpoint = api.rotate_webhook_secret(endpoint_id)
     emit(
@@ -86,7 +86,7 @@ def webhooks_rotate(api: ApiClient, as_json: bool, endpoint_id: str) -> None:
 @click.argument("endpoint_id")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @api_command
-def webhooks_deliveries(api: ApiClient, as_json: bool, endpoint_id: str, limit: int) -> None:
+def webhooks_deliveries(api: BrokerApi, as_json: bool, endpoint_id: str, limit: int) -> None:
     """The endpoint's last delivery attempts, newest first: status code and latency."""
     items = api.webhook_deliveries(endpoint_id, limit=limit)
 

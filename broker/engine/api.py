@@ -15,6 +15,7 @@ from broker.engine.model.lookup import DefinitionLookup
 from broker.engine.run.activity_context import ActivityContext
 from broker.engine.run.errors import InstanceFinished, NothingToRetry, UnknownBookmark
 from broker.engine.run.interpreter import Run
+from broker.engine.run.ports import EngineServices
 from broker.engine.run.results import (
     Bookmark,
     Fault,
@@ -23,7 +24,6 @@ from broker.engine.run.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.run.services import EngineServices
 from broker.engine.run.state import migrate, new_scope, new_state
 
 __all__ = [

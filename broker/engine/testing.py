@@ -14,6 +14,7 @@ from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
+from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
 from broker.engine.run.results import (
     Bookmark,
     DispatchWorkflow,
@@ -23,7 +24,6 @@ from broker.engine.run.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
 
 __all__ = [
     "HttpAnswer",

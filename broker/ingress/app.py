@@ -51,11 +51,11 @@ def create_public_app(
 
     The shared parts come from ``runtime`` (its fast-path publisher too); without one, a runtime
     is built from ``settings`` and the publisher is a null one. Keyword parts override."""
-    from broker.ingress import (
+    from broker.ingress import openapi
+    from broker.ingress.routes import (
         admin,
         events,
         http_triggers,
-        openapi,
         request_types,
         requests,
         webhooks,
@@ -125,7 +125,7 @@ def create_internal_app(
     runtime: Runtime | None = None,
 ) -> Flask:
     """The internal listener: ``/internal/requests/{id}/result``, probes and ``/metrics``."""
-    from broker.ingress import internal
+    from broker.ingress.routes import internal
 
     factory = session_factory or _runtime(settings, runtime, session_factory).factory
     app = _base_app(

@@ -1,6 +1,6 @@
 """Outbound HTTP for workflow activities: an allowlist, an SSRF guard, timeouts and a size cap.
 
-``OutboundHttp`` implements ``broker.engine.run.services.HttpClient`` with one ``requests.Session``
+``OutboundHttp`` implements ``broker.engine.run.ports.HttpClient`` with one ``requests.Session``
 per instance (pooled keep-alive connections), mounted on the guarded transport of
 ``broker.outbound.guard``, which holds the two modes chosen by ``BROKER_HTTP_ALLOWLIST`` (an
 allowlist of host patterns, or public addresses only, pinned against DNS rebinding).
@@ -33,7 +33,7 @@ from urllib.parse import urljoin
 import requests
 import requests.adapters
 
-from broker.engine.run.services import HttpRequest, HttpResponse
+from broker.engine.run.ports import HttpRequest, HttpResponse
 from broker.errors import BrokerError, OutboundBlocked, PayloadTooLarge, RetryLater, WorkflowFault
 from broker.outbound.guard import (
     AddressGuard,

@@ -32,7 +32,7 @@ from typing import NoReturn
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from broker.backends import BackendUrl, by_url
-from broker.engine.run.services import EmailMessage, Mailer
+from broker.engine.run.ports import EmailMessage, Mailer
 from broker.errors import ConfigError, RetryLater, WorkflowFault
 from broker.settings import Settings
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # built lazily below: a process pays only for the parts it us
     from celery import Celery
 
     from broker.clients.registry import ClientRegistry
-    from broker.engine.run.services import Mailer
+    from broker.engine.run.ports import Mailer
     from broker.outbound.http_client import OutboundHttp
     from broker.registry import WorkflowRegistry
     from broker.runtime.definitions import RegistryLookup

@@ -12,8 +12,8 @@ from typing import Any
 from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
+from broker.engine.run.ports import HttpRequest, HttpResponse
 from broker.engine.run.results import Bookmark, ChildInstance, JournalEntry, RunResult
-from broker.engine.run.services import HttpRequest, HttpResponse
 from broker.errors import RetryLater
 from tests.conformance.loader import Case, load_definitions
 

@@ -1,7 +1,7 @@
 """Engine micro-benchmark: activities per second, in-process, no I/O.
 
 Run with ``python -m tests.perf.bench_engine``; prints a table and writes var/bench/engine.json.
-The scenarios live in ``tests.perf.bench.engine`` (``broker bench`` runs them too). Not a test:
+The scenarios live in ``tests.perf.bench.engine`` (``make bench`` runs them too). Not a test:
 pytest collects nothing here (no ``test_`` names).
 """
 

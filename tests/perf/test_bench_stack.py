@@ -1,4 +1,4 @@
-"""``broker bench`` on production's backends: a tiny run on PostgreSQL + Redis, both sides.
+"""The benchmark on production's backends: a tiny run on PostgreSQL + Redis, both sides.
 
 The full benchmark is ``make bench``; this only proves the harness starts the stack on a fresh
 database and its own Redis database, measures every figure and cleans up after itself.

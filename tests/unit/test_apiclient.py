@@ -21,7 +21,7 @@ import requests
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.serving import make_server
 
-from broker.cli.apiclient import UNREACHABLE, ApiClient, default_endpoint, error_from, http_status
+from broker.cli.apiclient import UNREACHABLE, BrokerApi, default_endpoint, error_from, http_status
 from broker.errors import (
     BadRequest,
     BrokerError,
@@ -48,8 +48,8 @@ class LiveBroker:
     session_factory: sessionmaker[Session]
     url: str
 
-    def client(self, name: str = "ClientA") -> ApiClient:
-        return ApiClient(
+    def client(self, name: str = "ClientA") -> BrokerApi:
+        return BrokerApi(
             self.url, cert=self.pki.pem(name), key=self.pki.key(name), ca=self.pki.ca, timeout=10
         )
 
@@ -105,7 +105,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveBroker]:
 
 
 @pytest.fixture
-def api(live: LiveBroker) -> Iterator[ApiClient]:
+def api(live: LiveBroker) -> Iterator[BrokerApi]:
     with live.client() as client:
         yield client
 
@@ -129,7 +129,7 @@ def bookmark_letter(**overrides: Any) -> DeadLetter:
 # Requests -----------------------------------------------------------------------------------------
 
 
-def test_submit_then_get_round_trips_the_record(api: ApiClient) -> None:
+def test_submit_then_get_round_trips_the_record(api: BrokerApi) -> None:
     # Given an allowed request type
     # When ClientA submits it
     submitted = api.submit("InvoiceProcess", INVOICE_KEYS, {"amount": 250})
@@ -141,7 +141,7 @@ def test_submit_then_get_round_trips_the_record(api: ApiClient) -> None:
     assert record["clientId"] == "ClientA"
 
 
-def test_a_repeated_idempotency_key_answers_the_first_record(api: ApiClient) -> None:
+def test_a_repeated_idempotency_key_answers_the_first_record(api: BrokerApi) -> None:
     key = str(uuid.uuid4())
     first = api.submit("OpenType", {"a": "1"}, idempotency_key=key)
     again = api.submit("OpenType", {"a": "1"}, idempotency_key=key)
@@ -149,7 +149,7 @@ def test_a_repeated_idempotency_key_answers_the_first_record(api: ApiClient) -> 
     assert again.correlation_id == first.correlation_id
 
 
-def test_missing_keys_raise_bad_request_carrying_the_servers_body(api: ApiClient) -> None:
+def test_missing_keys_raise_bad_request_carrying_the_servers_body(api: BrokerApi) -> None:
     # When a required key is left out
     with pytest.raises(BadRequest) as caught:
         api.submit("InvoiceProcess", {"InvoiceNumber": "INV-1"})
@@ -163,13 +163,13 @@ def test_missing_keys_raise_bad_request_carrying_the_servers_body(api: ApiClient
     }  # fmt: skip
 
 
-def test_an_unknown_request_id_raises_not_found(api: ApiClient) -> None:
+def test_an_unknown_request_id_raises_not_found(api: BrokerApi) -> None:
     with pytest.raises(NotFound) as caught:
         api.get("no-such-request")
     assert caught.value.status == 404
 
 
-def test_another_clients_record_is_forbidden(live: LiveBroker, api: ApiClient) -> None:
+def test_another_clients_record_is_forbidden(live: LiveBroker, api: BrokerApi) -> None:
     submitted = api.submit("OpenType", {})
     with live.client("ClientB") as other, pytest.raises(Forbidden):
         other.get(submitted.correlation_id)
@@ -187,7 +187,7 @@ def test_iter_requests_follows_the_cursor_across_pages(live: LiveBroker) -> None
     assert seen == list(reversed(ids))
 
 
-def test_events_cancel_and_a_second_cancel_conflicts(api: ApiClient) -> None:
+def test_events_cancel_and_a_second_cancel_conflicts(api: BrokerApi) -> None:
     submitted = api.submit("OpenType", {})
     assert api.cancel(submitted.correlation_id)["status"] == "Cancelled"
     assert "RequestSubmitted" in [e["eventType"] for e in api.events(submitted.correlation_id)]
@@ -196,12 +196,12 @@ def test_events_cancel_and_a_second_cancel_conflicts(api: ApiClient) -> None:
     assert caught.value.status == 409
 
 
-def test_send_event_answers_a_queue_item(api: ApiClient) -> None:
+def test_send_event_answers_a_queue_item(api: BrokerApi) -> None:
     answer = api.send_event("Approved", "some-correlation", {"by": "ops"})
     assert answer["queueItemId"]
 
 
-def test_request_types_lists_what_the_client_may_submit(api: ApiClient) -> None:
+def test_request_types_lists_what_the_client_may_submit(api: BrokerApi) -> None:
     names = {t["requestType"] for t in api.request_types()}
     assert names == {"InvoiceProcess", "OpenType"}
 
@@ -209,7 +209,7 @@ def test_request_types_lists_what_the_client_may_submit(api: ApiClient) -> None:
 # Admin --------------------------------------------------------------------------------------------
 
 
-def test_admin_calls_without_the_scope_are_forbidden(api: ApiClient) -> None:
+def test_admin_calls_without_the_scope_are_forbidden(api: BrokerApi) -> None:
     with pytest.raises(Forbidden) as caught:
         api.dead_letters("request")
     assert caught.value.status == 403
@@ -244,7 +244,7 @@ def test_request_dead_letters_are_listed_by_kind(live: LiveBroker) -> None:
     assert letter.id not in request_ids
 
 
-def test_an_unknown_dead_letter_kind_is_refused_before_any_call(api: ApiClient) -> None:
+def test_an_unknown_dead_letter_kind_is_refused_before_any_call(api: BrokerApi) -> None:
     with pytest.raises(BadRequest):
         api.dead_letters("everything")
 
@@ -273,7 +273,7 @@ def test_runtime_pause_and_resume(live: LiveBroker) -> None:
 
 
 def test_an_unreachable_broker_raises_with_status_zero(live: LiveBroker) -> None:
-    client = ApiClient(f"https://127.0.0.1:{free_port()}", cert=live.pki.pem("ClientA"),
+    client = BrokerApi(f"https://127.0.0.1:{free_port()}", cert=live.pki.pem("ClientA"),
                        key=live.pki.key("ClientA"), ca=live.pki.ca, timeout=2)  # fmt: skip
     with client, pytest.raises(BrokerError) as caught:
         client.get("anything")
@@ -289,7 +289,7 @@ def test_a_certificate_the_broker_does_not_know_is_unauthenticated(live: LiveBro
 
 def test_a_missing_certificate_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="client certificate") as caught:
-        ApiClient("https://localhost:5001", cert=tmp_path / "none.pem",
+        BrokerApi("https://localhost:5001", cert=tmp_path / "none.pem",
                   key=tmp_path / "none.key", ca=tmp_path / "ca.pem")  # fmt: skip
     assert http_status(caught.value) is None
 

@@ -69,7 +69,7 @@ def test_the_tree_keeps_every_contract() -> None:
             "never import the HTTP adapters",
         ),
         (
-            "broker.ingress.events",
+            "broker.ingress.routes.events",
             "from broker.store.models import Request  # noqa",
             "The HTTP adapters never import the store's models",
         ),

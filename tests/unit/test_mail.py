@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.run.services import EmailMessage
+from broker.engine.run.ports import EmailMessage
 from broker.errors import ConfigError, RetryLater, WorkflowFault
 from broker.outbound.mail import (
     ConsoleMailer,

@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 
 import broker.outbound.guard
 import broker.outbound.http_client
-from broker.engine.run.services import HttpRequest
+from broker.engine.run.ports import HttpRequest
 from broker.errors import (
     BrokerError,
     ConfigError,

@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from broker.cli import profile
-from broker.cli.apiclient import DEFAULT_TIMEOUT, ApiClient, Endpoint, default_endpoint, http_status
+from broker.cli.apiclient import DEFAULT_TIMEOUT, BrokerApi, Endpoint, default_endpoint, http_status
 from broker.errors import BrokerError, NotFound
 from broker.settings import get_settings
 
@@ -45,7 +45,7 @@ def connect(
     ca: str | None,
     timeout: float,
     profile_path: str | None = None,
-) -> ApiClient:
+) -> BrokerApi:
     """An API client from the options, filling what is missing from the profile ``broker run``
     wrote (``--profile``, ``BROKER_PROFILE``, ``var/cli-profile.json``), else from the
     development defaults of the settings."""
@@ -59,7 +59,7 @@ def connect(
             if defaults and cert == defaults.cert
             else str(Path(cert).with_suffix(".key"))
         )
-    return ApiClient(
+    return BrokerApi(
         url or (defaults.url if defaults else ""),
         cert=cert,
         key=key_file,

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from broker.cli.apiclient import ApiClient
+from broker.cli.apiclient import BrokerApi
 from broker.cli.ops.connection import EXIT_FAILED, api_command
 from broker.cli.ops.output import emit, fields, page_of, table
 from broker.errors import BrokerError, Conflict, NotFound
@@ -58,7 +58,7 @@ def dead_letters() -> None:
 @click.option("--all", "every", is_flag=True, help="Every page, not just one.")
 @api_command
 def letters_list(
-    api: ApiClient, as_json: bool, kind: str | None, page: int, page_size: int, every: bool
+    api: BrokerApi, as_json: bool, kind: str | None, page: int, page_size: int, every: bool
 ) -> None:
     """List dead letters, newest first (views never show payloads)."""
     if every:
@@ -74,7 +74,7 @@ def letters_list(
 @click.argument("letter_id")
 @KIND_OPTION
 @api_command
-def letters_get(api: ApiClient, as_json: bool, letter_id: str, kind: str | None) -> None:
+def letters_get(api: BrokerApi, as_json: bool, letter_id: str, kind: str | None) -> None:
     """Show one dead letter."""
     letter = api.dead_letter(letter_id, kind or "request")
     emit(letter, as_json, lambda: fields(letter, list(letter)))
@@ -86,7 +86,7 @@ def letters_get(api: ApiClient, as_json: bool, letter_id: str, kind: str | None)
 @click.option("--all", "every", is_flag=True, help="Replay every replayable letter of --kind.")
 @api_command
 def letters_replay(
-    api: ApiClient, as_json: bool, letter_id: str | None, kind: str | None, every: bool
+    api: BrokerApi, as_json: bool, letter_id: str | None, kind: str | None, every: bool
 ) -> None:
     """Replay LETTER_ID, or with --all --kind K every replayable letter of that kind."""
     if every == (letter_id is not None):
@@ -116,7 +116,7 @@ def letters_replay(
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
-def replay_all(api: ApiClient, kind: str) -> dict[str, list[Any]]:
+def replay_all(api: BrokerApi, kind: str) -> dict[str, list[Any]]:
     """Replay every replayable letter of ``kind`` with a progress bar on stderr.
 
     The list is read first and replayed after, so letters written meanwhile wait for the next
@@ -150,7 +150,7 @@ def replay_all(api: ApiClient, kind: str) -> dict[str, list[Any]]:
 @dead_letters.command("delete")
 @click.argument("letter_id")
 @api_command
-def letters_delete(api: ApiClient, as_json: bool, letter_id: str) -> None:
+def letters_delete(api: BrokerApi, as_json: bool, letter_id: str) -> None:
     """Delete a bookmark-queue dead letter."""
     api.delete_dead_letter(letter_id)
     emit({"deleted": letter_id}, as_json, lambda: click.echo(f"deleted {letter_id}"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from broker.cli.apiclient import ApiClient
+from broker.cli.apiclient import BrokerApi
 from broker.cli.ops.connection import api_command
 from broker.cli.ops.output import emit, fields, table
 
@@ -37,7 +37,7 @@ def instances() -> None:
 @click.option("--page-size", type=click.IntRange(1, 500), default=50, show_default=True)
 @api_command
 def instances_list(
-    api: ApiClient,
+    api: BrokerApi,
     as_json: bool,
     status: str | None,
     definition_id: str | None,
@@ -71,7 +71,7 @@ def instances_list(
 @click.argument("instance_id")
 @click.option("--journal", is_flag=True, help="Also show the execution journal.")
 @api_command
-def instances_get(api: ApiClient, as_json: bool, instance_id: str, journal: bool) -> None:
+def instances_get(api: BrokerApi, as_json: bool, instance_id: str, journal: bool) -> None:
     """Show one workflow instance (exit 3 when it does not exist)."""
     body = api.instance(instance_id)
     entries = api.instance_journal(instance_id) if journal else None
@@ -102,7 +102,7 @@ def instances_get(api: ApiClient, as_json: bool, instance_id: str, journal: bool
 @instances.command("cancel")
 @click.argument("instance_id")
 @api_command
-def instances_cancel(api: ApiClient, as_json: bool, instance_id: str) -> None:
+def instances_cancel(api: BrokerApi, as_json: bool, instance_id: str) -> None:
     """Cancel a workflow instance and its children (a root instance cancels its request)."""
     body = api.cancel_instance(instance_id)
     emit(body, as_json, lambda: click.echo(f"{body['id']} {body['status']} {body['subStatus']}"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from broker.cli.apiclient import ApiClient
+from broker.cli.apiclient import BrokerApi
 from broker.cli.ops.connection import EXIT_FAILED, EXIT_TIMEOUT, api_command
 from broker.cli.ops.output import emit, fields, page_of, table
 from broker.store.models import RequestStatus
@@ -66,7 +66,7 @@ def requests() -> None:
 )
 @api_command
 def submit_command(
-    api: ApiClient,
+    api: BrokerApi,
     as_json: bool,
     request_type: str,
     keys: tuple[str, ...],
@@ -109,7 +109,7 @@ REQUEST_FIELDS = (
 @requests.command("get")
 @click.argument("request_id")
 @api_command
-def get_command(api: ApiClient, as_json: bool, request_id: str) -> None:
+def get_command(api: BrokerApi, as_json: bool, request_id: str) -> None:
     """Show one request (exit 3 when it does not exist)."""
     record = api.get(request_id)
     emit(record, as_json, lambda: fields(record, REQUEST_FIELDS))
@@ -128,7 +128,7 @@ def get_command(api: ApiClient, as_json: bool, request_id: str) -> None:
 )
 @api_command
 def list_command(
-    api: ApiClient,
+    api: BrokerApi,
     as_json: bool,
     status: str | None,
     request_type: str | None,
@@ -170,7 +170,7 @@ def list_command(
 @requests.command("events")
 @click.argument("request_id")
 @api_command
-def events_command(api: ApiClient, as_json: bool, request_id: str) -> None:
+def events_command(api: BrokerApi, as_json: bool, request_id: str) -> None:
     """Show a request's audit history, oldest first."""
     events = api.events(request_id)
     emit(
@@ -186,7 +186,7 @@ def events_command(api: ApiClient, as_json: bool, request_id: str) -> None:
 @requests.command("cancel")
 @click.argument("request_id")
 @api_command
-def cancel_command(api: ApiClient, as_json: bool, request_id: str) -> None:
+def cancel_command(api: BrokerApi, as_json: bool, request_id: str) -> None:
     """Cancel a request and its workflows (exit 1 when it is already terminal)."""
     body = api.cancel(request_id)
     emit(body, as_json, lambda: click.echo(f"{body['correlationId']} {body['status']}"))
@@ -194,7 +194,7 @@ def cancel_command(api: ApiClient, as_json: bool, request_id: str) -> None:
 
 @requests.command("types")
 @api_command
-def types_command(api: ApiClient, as_json: bool) -> None:
+def types_command(api: BrokerApi, as_json: bool) -> None:
     """List the request types this client may submit."""
     types = api.request_types()
     emit(
@@ -231,7 +231,7 @@ def types_command(api: ApiClient, as_json: bool) -> None:
 )
 @api_command
 def watch_command(
-    api: ApiClient, as_json: bool, request_id: str, timeout: float | None, interval: float
+    api: BrokerApi, as_json: bool, request_id: str, timeout: float | None, interval: float
 ) -> None:
     """Poll a request until it is terminal, printing each status change.
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from broker.cli.apiclient import ApiClient
+from broker.cli.apiclient import BrokerApi
 from broker.cli.ops.connection import api_command
 from broker.cli.ops.output import emit
 
@@ -23,7 +23,7 @@ def _runtime_line(body: dict[str, Any]) -> None:
 
 @runtime.command("status")
 @api_command
-def runtime_status(api: ApiClient, as_json: bool) -> None:
+def runtime_status(api: BrokerApi, as_json: bool) -> None:
     """Whether the runtime is paused."""
     body = api.runtime_status()
     emit(body, as_json, lambda: _runtime_line(body))
@@ -31,7 +31,7 @@ def runtime_status(api: ApiClient, as_json: bool) -> None:
 
 @runtime.command("pause")
 @api_command
-def runtime_pause(api: ApiClient, as_json: bool) -> None:
+def runtime_pause(api: BrokerApi, as_json: bool) -> None:
     """Pause the runtime: workers stop taking new work."""
     body = api.pause()
     emit(body, as_json, lambda: _runtime_line(body))
@@ -39,7 +39,7 @@ def runtime_pause(api: ApiClient, as_json: bool) -> None:
 
 @runtime.command("resume")
 @api_command
-def runtime_resume(api: ApiClient, as_json: bool) -> None:
+def runtime_resume(api: BrokerApi, as_json: bool) -> None:
     """Resume a paused runtime."""
     body = api.resume()
     emit(body, as_json, lambda: _runtime_line(body))

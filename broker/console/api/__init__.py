@@ -15,22 +15,20 @@ Shapes follow Elsa 3 (camelCase; lists as ``{items, count}``, pages as ``{items,
 errors as Elsa's endpoints answer them (``{statusCode, message, errors: {generalErrors: [...]}}``).
 """
 
-from broker.console.api import (
-    activity_tests,
-    alterations,
-    bulk,
-    definitions,
-    descriptors,
-    executions,
-    instance_state,
-    instances,
-    runs,
-    runtime_admin,
-    scripting,
-    server,
-    versions,
-)
+from broker.console.api import activity_tests, descriptors, runs, runtime_admin, scripting, server
 from broker.console.api.base import blueprint
+from broker.console.api.definitions import bulk, versions
+from broker.console.api.definitions import routes as definitions
+from broker.console.api.instances import (
+    alterations,
+    executions,
+)
+from broker.console.api.instances import (
+    routes as instances,
+)
+from broker.console.api.instances import (
+    state as instance_state,
+)
 
 __all__ = [
     "activity_tests",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import body_object
+from broker.console.api.definitions.routes import body_object
 from broker.console.roles import require
 
 REASON = (

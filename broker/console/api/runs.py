@@ -24,8 +24,8 @@ from typing import Any
 from flask import Response, jsonify, request
 
 from broker.console.api.base import blueprint, error_response, workflow_registry
-from broker.console.api.definitions import one
-from broker.console.api.instances import workflow_state
+from broker.console.api.definitions.routes import one
+from broker.console.api.instances.routes import workflow_state
 from broker.console.api.params import VersionOptions
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, BrokerError, Forbidden, NotFound

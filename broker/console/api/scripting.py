@@ -11,7 +11,7 @@ from typing import Any
 from flask import Response, request
 
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import one
+from broker.console.api.definitions.routes import one
 from broker.console.api.params import VersionOptions
 from broker.console.roles import require
 from broker.engine.expr.jsapi import typescript_declarations

@@ -6,7 +6,7 @@ from broker.engine.activities.base import Behaviour, activity
 from broker.engine.model.specs import ActivitySpec, InputSpec
 from broker.engine.model.values import as_list, as_text
 from broker.engine.run.activity_context import ActivityContext
-from broker.engine.run.services import EmailMessage
+from broker.engine.run.ports import EmailMessage
 from broker.errors import WorkflowFault
 
 

@@ -12,7 +12,7 @@ from broker.engine.activities.base import Behaviour, CompletedChild, activity
 from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
 from broker.engine.model.values import as_bool, as_int, as_list, as_text
 from broker.engine.run.activity_context import ActivityContext
-from broker.engine.run.services import HttpRequest
+from broker.engine.run.ports import HttpRequest
 from broker.errors import RetryLater, WorkflowFault
 
 

@@ -3,7 +3,7 @@ run returns."""
 
 from broker.engine.run.activity_context import ActivityContext, Behaviour
 from broker.engine.run.interpreter import Run
+from broker.engine.run.ports import EngineServices
 from broker.engine.run.results import RunResult
-from broker.engine.run.services import EngineServices
 
 __all__ = ["ActivityContext", "Behaviour", "EngineServices", "Run", "RunResult"]

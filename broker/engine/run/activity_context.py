@@ -11,8 +11,8 @@ from broker.engine.expr import expressions
 from broker.engine.model.definition import Activity, Input, WorkflowDefinition
 from broker.engine.model.lookup import DefinitionLookup
 from broker.engine.run.outcomes import DONE, CompletedChild
+from broker.engine.run.ports import EngineServices
 from broker.engine.run.results import Command, RunResult
-from broker.engine.run.services import EngineServices
 
 if TYPE_CHECKING:
     from broker.engine.model.log_persistence import Kind

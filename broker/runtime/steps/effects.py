@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.engine.run.services import EmailMessage, HttpClient, HttpRequest, HttpResponse, Mailer
+from broker.engine.run.ports import EmailMessage, HttpClient, HttpRequest, HttpResponse, Mailer
 from broker.store.db import transaction
 from broker.store.models import StepResult
 

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from broker.engine.run.services import HttpRequest
+from broker.engine.run.ports import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
 from broker.outbound.http_client import OutboundHttp, parse_retry_after
 from broker.redaction import redact_text, redact_url

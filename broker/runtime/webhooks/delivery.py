@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.engine.run.services import HttpClient
+from broker.engine.run.ports import HttpClient
 from broker.errors import BrokerError
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters

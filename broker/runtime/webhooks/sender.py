@@ -11,7 +11,7 @@ import time
 
 from standardwebhooks.webhooks import Webhook
 
-from broker.engine.run.services import HttpClient, HttpRequest
+from broker.engine.run.ports import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
 from broker.store.models import utcnow
 from broker.telemetry import tracing

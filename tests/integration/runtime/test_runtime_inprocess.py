@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
-from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
+from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin

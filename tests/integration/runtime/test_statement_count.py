@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.ingress.context import EXTENSION
-from broker.ingress.requests import COMMITTER
+from broker.ingress.routes.requests import COMMITTER
 from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.ports import OutboxMessage

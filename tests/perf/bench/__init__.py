@@ -1,10 +1,11 @@
-"""``broker bench``: the product measured end to end, side by side with a raw Celery task.
+"""The benchmark (``make bench``, ``python -m tests.perf.bench``): the product measured end to end,
+side by side with a raw Celery task.
 
 ``harness`` starts and stops a private stack on loopback, ``ingress``/``e2e`` drive the broker over
 its HTTPS API, ``raw_celery`` drives a no-op Celery task on the same transport and worker settings,
 ``engine`` times the interpreter in process, ``report`` turns the figures into a table, JSON and
 the last line, and ``commands`` the click commands. It lives in the tests, outside the installed
-package; ``broker bench`` finds it in the checkout.
+package and its ``broker`` command.
 """
 
 from __future__ import annotations

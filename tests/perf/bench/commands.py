@@ -1,4 +1,5 @@
-"""``broker bench``: measure the broker end to end, side by side with raw Celery, in one run.
+"""``python -m tests.perf.bench``: measure the broker end to end, side by side with raw Celery, in
+one run.
 
 The phases, in order (each side has the machine to itself while it is measured):
 

@@ -165,7 +165,7 @@ def test_a_viewers_run_says_it_cannot_start(client_as: Client) -> None:
 
 
 def test_a_fault_without_a_recorded_incident_is_the_incidents_tabs_incident() -> None:
-    from broker.console.api.instances import incidents_of
+    from broker.console.api.instances.routes import incidents_of
 
     fault = {"activity_id": "boom", "message": "it broke", "code": "Fault"}
     assert incidents_of({"fault": fault, "incidents": []}) == [fault]

@@ -14,7 +14,7 @@ from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
-from broker.engine.run.services import EmailMessage, HttpRequest, HttpResponse
+from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "workflows"
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from broker.engine.parser import parse_workflow
-from broker.engine.run.services import HttpRequest
+from broker.engine.run.ports import HttpRequest
 from broker.engine.testing import HttpAnswer, HttpTable, WorkflowTest
 from tests.support.services import PROJECT_ROOT
 

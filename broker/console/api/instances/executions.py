@@ -16,7 +16,7 @@ from typing import Any
 from flask import request
 
 from broker.console.api.base import blueprint, version_document
-from broker.console.api.designer import node_ids
+from broker.console.api.definitions.designer import node_ids
 from broker.console.api.params import arg, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound

@@ -10,7 +10,7 @@ from typing import Any
 from flask import Response, request
 
 from broker.console.api.base import blueprint, workflow_registry
-from broker.console.api.definition_views import (
+from broker.console.api.definitions.views import (
     Version,
     all_versions,
     export_document,

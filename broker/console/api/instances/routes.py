@@ -7,9 +7,9 @@ from typing import Any
 from flask import request
 
 from broker.console.api.base import blueprint, version_document
-from broker.console.api.designer import node_ids
-from broker.console.api.executions import descriptor_names
-from broker.console.api.instance_filters import instance_filter, number, one
+from broker.console.api.definitions.designer import node_ids
+from broker.console.api.instances.executions import descriptor_names
+from broker.console.api.instances.filters import instance_filter, number, one
 from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound

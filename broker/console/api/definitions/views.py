@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from broker.console.api.designer import for_designer
+from broker.console.api.definitions.designer import for_designer
 from broker.registry import WorkflowRegistry
 from broker.runtime.admin import drafts as store
 from broker.runtime.requests.queries import iso

@@ -11,14 +11,14 @@ from typing import Any
 from flask import Response
 
 from broker.console.api.base import blueprint
-from broker.console.api.definition_views import export_document, export_file_name
-from broker.console.api.definitions import (
+from broker.console.api.definitions.routes import (
     body_object,
     by_version_id,
     delete_one,
     publish_definition,
     retract_definition,
 )
+from broker.console.api.definitions.views import export_document, export_file_name
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction
@@ -112,7 +112,7 @@ def bulk_delete() -> dict[str, Any]:
 @blueprint.post(f"{BULK}/delete/workflow-definitions/by-id")
 @require("designer")
 def bulk_delete_versions() -> dict[str, Any]:
-    from broker.console.api.versions import delete_version_txn
+    from broker.console.api.definitions.versions import delete_version_txn
 
     ids = id_list("ids")
     for version_id in ids:  # checked first: a refused version changes nothing

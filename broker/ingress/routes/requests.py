@@ -12,8 +12,8 @@ from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
 from broker.ingress.context import Services, services, transaction
+from broker.ingress.routes.webhooks import outbound
 from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
-from broker.ingress.webhooks import outbound
 from broker.rates import SUBMISSIONS
 from broker.runtime import webhooks
 from broker.runtime.requests import cancellation

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
-from broker.console.api.definition_views import Version, summary
-from broker.console.api.definitions import by_version_id, one
+from broker.console.api.definitions.routes import by_version_id, one
+from broker.console.api.definitions.views import Version, summary
 from broker.console.api.params import VersionOptions
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound

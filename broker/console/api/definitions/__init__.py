@@ -1,0 +1,1 @@
+"""broker/console/api/definitions"""
