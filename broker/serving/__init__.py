@@ -1,5 +1,5 @@
-"""gunicorn settings of the three listeners, shipped inside the package so that they work from any
-folder: ``gunicorn -c python:broker.serving.public broker.ingress.wsgi:public`` (also
-``.internal`` and ``.console``). ``config/gunicorn*.conf.py`` import them, for operators who point
-gunicorn at those files.
-"""
+"""gunicorn settings of the three listeners, inside the package so they work from any folder
+(``gunicorn -c python:broker.serving.public``, ``.internal``, ``.console``), and the workers'
+metrics port."""
+
+__all__ = ["common", "console", "internal", "metrics_port", "public"]

@@ -1,0 +1,11 @@
+"""The database: SQLAlchemy models, sessions and transactions, credentials, the audit hook and
+the Alembic migrations."""
+
+__all__ = [
+    "audit",
+    "credentials",
+    "db",
+    "migrations",
+    "models",
+    "rows",
+]

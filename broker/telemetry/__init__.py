@@ -1,1 +1,7 @@
-"""broker/telemetry"""
+"""What a process tells operators: JSON logs, OpenTelemetry traces and Prometheus metrics."""
+
+__all__ = [
+    "logs",
+    "metrics",
+    "tracing",
+]

@@ -99,6 +99,21 @@ def test_the_tree_keeps_every_contract() -> None:
             "from broker.runtime.steps import runner  # noqa",
             "No import cycles between modules",
         ),
+        (
+            "broker.runtime.ids",
+            "from broker.runtime.admin import paging  # noqa",
+            "The runtime's packages are layers",
+        ),
+        (
+            "broker.telemetry.logs",
+            "from broker.outbound import urls  # noqa",
+            "The broker packages are layers",
+        ),
+        (
+            "broker.outbound.urls",
+            "from broker.registry import files  # noqa",
+            "The broker packages are layers",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(
@@ -138,3 +153,58 @@ def test_the_line_limit_notices_a_long_module(tree_copy: Path) -> None:
     long_module = tree_copy / "broker" / "long_module.py"
     long_module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     assert oversized_modules(tree_copy) == [f"broker/long_module.py: {MAX_MODULE_LINES + 1} lines"]
+
+
+#: the modules directly in broker/, named in docs/design.md section 1 (the rest live in packages)
+GROUND_FLOOR = {"backends", "errors", "rates", "redaction", "setting_keys", "settings"}
+#: at most this many modules (``__init__`` included) directly in one package folder
+MAX_FOLDER_MODULES = 15
+
+
+def test_broker_holds_only_the_ground_floor_modules_the_design_names() -> None:
+    found = {p.stem for p in (PROJECT_ROOT / "broker").glob("*.py") if p.stem != "__init__"}
+    assert found == GROUND_FLOOR
+    assert len(GROUND_FLOOR) <= 8
+    design = (PROJECT_ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert all(f"{name}.py" in design for name in GROUND_FLOOR)
+
+
+def crowded_folders(root: Path) -> list[str]:
+    found = []
+    for package in ("broker", "tasks"):
+        for init in sorted((root / package).rglob("__init__.py")):
+            count = len(list(init.parent.glob("*.py")))
+            if count > MAX_FOLDER_MODULES:
+                found.append(f"{init.parent.relative_to(root)}: {count} modules")
+    return found
+
+
+def test_no_package_folder_holds_more_than_fifteen_modules() -> None:
+    assert crowded_folders(PROJECT_ROOT) == []
+
+
+def test_the_folder_limit_notices_a_crowded_folder(tree_copy: Path) -> None:
+    folder = tree_copy / "broker" / "crowded"
+    folder.mkdir()
+    for n in range(MAX_FOLDER_MODULES + 1):
+        (folder / ("__init__.py" if n == 0 else f"m{n}.py")).write_text("")
+    assert crowded_folders(tree_copy) == [f"broker/crowded: {MAX_FOLDER_MODULES + 1} modules"]
+
+
+def packages_without_all(root: Path) -> list[str]:
+    return [
+        str(init.relative_to(root))
+        for package in ("broker", "tasks")
+        for init in sorted((root / package).rglob("__init__.py"))
+        if "__all__" not in init.read_text(encoding="utf-8")
+    ]
+
+
+def test_every_package_names_its_public_face_in_all() -> None:
+    assert packages_without_all(PROJECT_ROOT) == []
+
+
+def test_a_package_without_all_is_noticed(tree_copy: Path) -> None:
+    (tree_copy / "broker" / "bare").mkdir()
+    (tree_copy / "broker" / "bare" / "__init__.py").write_text('"""Bare."""\n')
+    assert packages_without_all(tree_copy) == ["broker/bare/__init__.py"]

@@ -57,3 +57,6 @@ def _error_headers(code: int) -> dict[str, Any]:
 @bp.get("/openapi.json")
 def document_view() -> Response:
     return jsonify(document())
+
+
+__all__ = ["bp", "document"]

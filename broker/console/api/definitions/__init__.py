@@ -1,1 +1,10 @@
-"""broker/console/api/definitions"""
+"""Workflow definitions in Elsa's API: list and save (``routes``), views, versions, bulk actions
+and the designer's reads."""
+
+__all__ = [
+    "bulk",
+    "designer",
+    "routes",
+    "versions",
+    "views",
+]
