@@ -70,11 +70,16 @@ def check_database(session_factory: sessionmaker[Session]) -> str:
 def check_transport(settings: Settings) -> str:
     from kombu.connection import Connection
 
-    from broker.runtime.transport.celery_config import transport_options
+    from broker.runtime.transport.celery_config import (
+        broker_url,
+        transport_class,
+        transport_options,
+    )
 
     try:
         with Connection(  # type: ignore[no-untyped-call]
-            settings.queue_url,
+            broker_url(settings),
+            transport=transport_class(settings),
             connect_timeout=READY_TIMEOUT,
             transport_options=transport_options(settings),
         ) as conn:

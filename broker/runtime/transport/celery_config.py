@@ -16,6 +16,7 @@ from typing import Any
 
 from celery import Celery
 
+from broker.backends import parse_backend_url, scheme_family
 from broker.settings import Settings
 
 DEFAULT_QUEUE = "broker.default"
@@ -61,10 +62,14 @@ def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
     return {name: {"time_limit": limit} for name in STEP_TASKS}
 
 
+#: the schemes whose unacknowledged messages come back after a visibility timeout
+VISIBILITY_TRANSPORTS = ("redis", "rediss", "sentinel")
+
+
 def transport_options(settings: Settings) -> dict[str, Any]:
     """Options for the configured transport (folders for filesystem://, timeouts for Redis)."""
-    url = settings.queue_url
-    if url.startswith("filesystem://"):
+    family = scheme_family(settings.queue_url)
+    if family == "filesystem":
         root = settings.var_path / "queue"
         folders = {
             "data_folder_in": root / "messages",
@@ -80,7 +85,7 @@ def transport_options(settings: Settings) -> dict[str, Any]:
             "store_processed": False,
             "polling_interval": 0.2,
         }
-    if url.startswith(("redis://", "rediss://", "sentinel://")):
+    if family in VISIBILITY_TRANSPORTS:
         # An unacknowledged message of a worker that died or was cut off comes back after the
         # visibility timeout, but only when some worker sweeps for it: by default every 100 s
         # (kombu's interval 10 s x throttle 10). Sweep every tenth of the timeout (1 to 10 s).
@@ -117,30 +122,37 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
-#: kombu's filesystem transport, with messages written atomically (see ``fs_transport``)
+#: kombu's filesystem transport, with messages written atomically (``transport.filesystem``)
 FILESYSTEM_TRANSPORT = "broker.runtime.transport.filesystem:Transport"
-#: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read (see
-#: ``redis_transport``)
+#: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read
+#: (``transport.redis_channel``)
 REDIS_TRANSPORT = "broker.runtime.transport.redis_channel:Transport"
+#: the transport of each queue URL scheme the broker replaces; any other scheme is kombu's own
+TRANSPORTS: dict[str, str] = {"filesystem": FILESYSTEM_TRANSPORT, "redis": REDIS_TRANSPORT}
+
+
+def transport_class(settings: Settings) -> str | None:
+    """The broker's own transport for ``BROKER_QUEUE_URL`` (its scheme, in any case), or None."""
+    return TRANSPORTS.get(scheme_family(settings.queue_url))
 
 
 def broker_url(settings: Settings) -> str:
     """The transport URL for Celery. ``filesystem://`` names no host, and kombu warns "No
     hostname was supplied" each time it describes the connection (Flower does, often): the
     folder transport ignores the host, so name the one kombu would fall back to."""
-    if settings.queue_url in ("filesystem://", "filesystem:///"):
+    parsed = parse_backend_url("BROKER_QUEUE_URL", settings.queue_url)
+    if parsed.family == "filesystem" and not parsed.location.strip("/"):
         return "filesystem://localhost/"
-    return settings.queue_url
+    return parsed.url
 
 
 def configure(app: Celery, settings: Settings) -> None:
     """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
     # beat keeps its schedule file there, whatever the transport
     settings.var_path.mkdir(parents=True, exist_ok=True)
-    if settings.queue_url.startswith("filesystem://"):
-        app.conf.broker_transport = FILESYSTEM_TRANSPORT
-    elif settings.queue_url.startswith("redis://"):
-        app.conf.broker_transport = REDIS_TRANSPORT
+    transport = transport_class(settings)
+    if transport is not None:
+        app.conf.broker_transport = transport
     app.conf.update(
         broker_url=broker_url(settings),
         broker_transport_options=transport_options(settings),

@@ -3,6 +3,7 @@ transport, task adapters and RunTask's allowlist."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -75,3 +76,24 @@ def test_run_task_calls_only_tasks_from_the_listed_modules(settings: Settings) -
     # The broker's own tasks and Celery's built-ins are never callable from a workflow
     assert not is_callable(listed, fake_task("broker.purge", "tasks.maintenance"))
     assert not is_callable(listed, fake_task("celery.chord_unlock", "celery.app.builtins"))
+
+
+def test_the_transport_is_chosen_by_scheme_in_any_case(settings: Settings) -> None:
+    # Given queue URLs whose schemes are written in upper and mixed case
+    for url, transport in (
+        ("FileSystem://", celery_config.FILESYSTEM_TRANSPORT),
+        ("REDIS://127.0.0.1:6379/0", celery_config.REDIS_TRANSPORT),
+        ("amqp://guest@127.0.0.1//", None),
+    ):
+        chosen = dataclasses.replace(settings, queue_url=url)
+        # When the Celery app is configured
+        app = create_celery(chosen, set_as_current=False)
+        # Then the broker's own transport is chosen as for the lower-case scheme
+        assert celery_config.transport_class(chosen) == transport
+        assert app.conf.broker_url.split("://")[0] == url.split("://")[0].lower()
+    options = celery_config.transport_options(
+        dataclasses.replace(settings, queue_url="Redis://127.0.0.1:6379/0")
+    )
+    assert options["visibility_timeout"] == settings.task_visibility_timeout
+    filesystem = dataclasses.replace(settings, queue_url="FILESYSTEM:///")
+    assert celery_config.broker_url(filesystem) == "filesystem://localhost/"
