@@ -11,11 +11,12 @@ Exit codes: 0 success, 1 the operation failed (a name taken, a bad role), 3 not 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import click
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.console.assets import assets_command
+from broker.console import assets
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.settings import get_settings
 from broker.store import credentials
@@ -44,9 +45,6 @@ def _fail(error: BrokerError) -> None:
 @click.group()
 def console() -> None:
     """API keys, users and Studio's files of the console listener."""
-
-
-console.add_command(assets_command)
 
 
 @console.group()
@@ -146,3 +144,29 @@ def _remove(kind: str, name: str) -> None:
             credentials.remove(db, kind, name)
     except NotFound as exc:
         _fail(exc)
+
+
+@console.command("assets")
+@click.option("--check", is_flag=True, help="Only report whether the files are installed.")
+def assets_command(check: bool) -> None:
+    """Install Elsa Studio and mermaid.js for the console (npm pack, integrity checked)."""
+    settings = get_settings()
+    for package in assets.PACKAGES:
+        if check:
+            state = "installed" if assets.installed(settings, package) else "missing"
+            click.echo(f"{package.spec}: {state} ({assets.folder(settings, package)})")
+            continue
+        if assets.installed(settings, package):
+            continue
+        try:
+            done = assets.install(settings, package)
+        except (subprocess.SubprocessError, OSError) as exc:
+            raise click.ClickException(f"npm pack {package.spec} failed: {exc}") from exc
+        except assets.IntegrityError as exc:
+            raise click.ClickException(exc.message) from exc
+        if not done:
+            click.echo(
+                f"npm not found: {package.spec} not installed; {assets.INSTALL_HINT}", err=True
+            )
+            return
+        click.echo(f"{package.spec}: installed ({assets.folder(settings, package)})")

@@ -21,10 +21,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-import click
-
 from broker.errors import ConfigError
-from broker.settings import Settings, get_settings
+from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -143,27 +141,3 @@ def install(settings: Settings, package: Package, *, npm: str | None = None) -> 
         unpack(tarballs[0], package, folder(settings, package))
     logger.info("installed %s into %s", package.spec, folder(settings, package))
     return True
-
-
-@click.command("assets")
-@click.option("--check", is_flag=True, help="Only report whether the files are installed.")
-def assets_command(check: bool) -> None:
-    """Install Elsa Studio and mermaid.js for the console (npm pack, integrity checked)."""
-    settings = get_settings()
-    for package in PACKAGES:
-        if check:
-            state = "installed" if installed(settings, package) else "missing"
-            click.echo(f"{package.spec}: {state} ({folder(settings, package)})")
-            continue
-        if installed(settings, package):
-            continue
-        try:
-            done = install(settings, package)
-        except (subprocess.SubprocessError, OSError) as exc:
-            raise click.ClickException(f"npm pack {package.spec} failed: {exc}") from exc
-        except IntegrityError as exc:
-            raise click.ClickException(exc.message) from exc
-        if not done:
-            click.echo(f"npm not found: {package.spec} not installed; {INSTALL_HINT}", err=True)
-            return
-        click.echo(f"{package.spec}: installed ({folder(settings, package)})")

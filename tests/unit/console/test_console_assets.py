@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.cli.console import assets_command
 from broker.console import assets
 from broker.settings import Settings
 
@@ -112,8 +113,8 @@ def test_the_assets_command_without_npm_says_so_in_one_line_and_succeeds(
     monkeypatch.setattr(assets.shutil, "which", lambda _name: None)
     set_settings(assets_settings)
     try:
-        result = CliRunner().invoke(assets.assets_command, [])
-        check = CliRunner().invoke(assets.assets_command, ["--check"])
+        result = CliRunner().invoke(assets_command, [])
+        check = CliRunner().invoke(assets_command, ["--check"])
     finally:
         set_settings(None)
     assert result.exit_code == 0
