@@ -1,10 +1,6 @@
-"""Every error the broker raises, as one tree.
-
-Each class has a stable ``code`` (what clients and logs match on) and, where the error reaches an
-HTTP client, the ``status`` it is answered with. Raise with context and chain the cause
-(``raise X(...) from exc``). Only ``RetryLater`` drives control flow: the task layer maps it to a
-scheduled retry.
-"""
+"""Every error the broker raises, as one tree: each has a stable ``code`` and, where an HTTP client
+sees it, a ``status``. Only ``RetryLater`` drives control flow (the task layer schedules a retry).
+Raise with context and chain the cause (``raise X(...) from exc``)."""
 
 from __future__ import annotations
 

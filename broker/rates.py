@@ -1,7 +1,5 @@
-"""Rates and per-client limits as values: ``"100/second"`` parsed into a ``Rate``.
-
-The buckets that enforce them live at the ingress (``broker.ingress.buckets``); docs/design.md
-"Rate limits" has the mechanism."""
+"""Rates and per-client limits as values: ``"100/second"`` parsed into a ``Rate``; the buckets that
+enforce them are the ingress's (``broker.ingress.buckets``, docs/design.md, section 11)."""
 
 from __future__ import annotations
 

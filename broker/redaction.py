@@ -1,16 +1,5 @@
-"""Credentials out of everything the broker writes: audit events, error details, the journal,
-dead letters and log lines.
-
-A URL may carry a password (``https://user:pw@host/``) or a key in its query
-(``?api_key=...``); a header map may carry ``Authorization``, ``Cookie`` or ``X-Api-Key``; and an
-exception from the HTTP stack repeats the URL it failed on. ``redact_url`` and
-``redact_headers`` mask those parts of a value known to be a URL or headers; ``redact_text``
-masks the same things wherever they appear in free text (an error message, a log line), and
-``redact`` walks a JSON-like value doing both. A name "looks secret" (``is_secret_name``) when,
-without separators and case, it contains token, secret, passw, pwd, signature, auth,
-credential, session, cookie or apikey, or ends in key or sig. Masking is by name and shape, so
-it errs towards masking too much: a harmless ``author=`` query value is masked too.
-"""
+"""Credentials out of everything the broker writes (audit events, error details, the journal, dead
+letters, log lines): URLs, headers and free text masked by name and shape."""
 
 from __future__ import annotations
 

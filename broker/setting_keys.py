@@ -1,8 +1,6 @@
-"""Every configuration key, declared once: its environment name, default, parser and meaning.
-
-``broker.settings`` reads the environment against this table; the README table and
-``config/broker.env.example`` are checked against it by the test suite.
-"""
+"""Every configuration key, declared once: its environment name, default, parser and meaning;
+``broker.settings`` reads the environment against it, and tests check the README table and
+``config/broker.env.example`` against it."""
 
 from __future__ import annotations
 

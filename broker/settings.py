@@ -1,11 +1,6 @@
-"""Configuration: the one place that reads the environment.
-
-Every key is declared once in ``KEYS`` (``broker/setting_keys.py``) with its default and
-meaning. ``Settings.from_env`` takes any mapping (``os.environ`` in processes, a plain dict in
-tests), converts each value to its type, and warns about ``BROKER_*`` names it does not know,
-which are nearly always typos. The README table and ``config/broker.env.example`` are checked
-against ``KEYS`` by the test suite.
-"""
+"""Configuration: the one place that reads the environment, against ``KEYS``
+(``broker/setting_keys.py``); ``Settings.from_env`` converts each value to its type and warns about
+``BROKER_*`` names it does not know."""
 
 from __future__ import annotations
 

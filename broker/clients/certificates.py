@@ -1,16 +1,5 @@
-"""Certificate tooling: a development CA, the server certificate and client certificates.
-
-The public listener trusts client certificates that chain to ``BROKER_TLS_CLIENT_CA`` and whose
-SHA-1 thumbprint (uppercase hex, no colons, as elsa-broker prints it) or SHA-256 fingerprint is in
-the allowlist. These functions create such files for development and tests; production brings its
-own PKI. Files live in one folder: ``ca.pem``/``ca.key``, ``server.pem``/``server.key`` and
-``<ClientId>.pem``/``<ClientId>.key``. Private keys are written with mode 0600.
-
-The broker's own development folder (``var/certs``, or ``certs`` under ``BROKER_VAR_DIR``) is the
-only one ``broker run`` creates anything in (``development_folder``); any other folder is an
-operator's PKI, used as given (``check_pki``): an RSA or EC key, a CA certificate whose private key
-lives elsewhere, and no client of the broker's own.
-"""
+"""Certificate tooling for development and tests: a development CA, the server certificate and
+client certificates; an operator's own PKI is checked and used as given."""
 
 from __future__ import annotations
 

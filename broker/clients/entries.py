@@ -1,20 +1,5 @@
-"""What the client allowlist holds, and the two files it is read from.
-
-Two files in elsa-broker's formats, so its users can bring theirs unchanged::
-
-    clients.json      {"clients": [{"clientId", "thumbprint", "fingerprintSha256"?, "description",
-                                    "scopes": [...], "webhooks"?: [{"url", "events"?, "secret"?}],
-                                    "allowCallbackUrl"?: bool, "callbackSecret"?: "whsec_...",
-                                    "rateLimits"?: {"submissions": "100/second",
-                                                    "events": "50/second"}}]}
-    requestTypes.json {"requestTypes": [{"clientId", "requestType", "requiredKeys": [...],
-                                         "allowAdditionalKeys": bool}]}
-
-Keys are matched case-insensitively (elsa-broker reads them through .NET configuration, which does
-the same). Thumbprints are SHA-1 and fingerprints SHA-256 of the certificate, kept as upper-case
-hex without colons; lower case and colon-separated forms are accepted. A malformed entry raises
-``ClientFileError`` naming the file, the entry and what is wrong.
-"""
+"""What the client allowlist holds, read from clients.json and requestTypes.json in elsa-broker's
+formats (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""The client registry: the merged client allowlist, and who a client certificate belongs to.
-
-The allowlist comes from two files (``broker.clients.entries``: clients.json and
-requestTypes.json) and the database: rows (``clients``, ``request_type_rules``) override file
-entries with the same key, and a row with ``enabled = false`` withdraws the entry. Client ids and
-request types are case-insensitive.
-
-Lookups are cheap: the merged view is cached and rebuilt when a file's modification time changes,
-when the database view is older than ``db_ttl`` seconds, or on ``load()``.
-
-An enabled row that cannot be built (a malformed thumbprint or fingerprint) withdraws its client,
-file entry included: the row was meant to replace that entry, so neither admits anyone until the
-row is fixed. Each such row is logged as an error (client id and reason) when it first appears,
-and listed by ``problems`` (``broker certs clients`` prints them).
-"""
+"""The client registry: the merged, cached allowlist (files, overridden by database rows), and who
+a client certificate belongs to."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""The SSRF guard of outbound HTTP: which hosts may be reached, and connections to only those.
-
-Two modes, chosen by ``BROKER_HTTP_ALLOWLIST``:
-
-* A non-empty allowlist admits exactly the hosts its ``host[:port]`` patterns match (``*`` matches
-  any run of characters, dots included; a pattern without a port matches every port). A match is
-  trusted by name, so loopback and private hosts can be allowed on purpose.
-* An empty allowlist admits public addresses only: each new socket resolves the host once, refuses
-  the request if any resolved address is loopback, private, link-local, multicast, reserved or
-  unspecified (IPv4-mapped IPv6 is unwrapped first), and then connects to one of exactly those
-  checked addresses. Because no second lookup happens, a DNS answer that changes between check
-  and connect (DNS rebinding) cannot slip through. The URL's hostname still goes into the
-  ``Host`` header, TLS SNI and certificate verification.
-
-``GuardedAdapter`` is the ``requests`` transport adapter that makes every connection through an
-``AddressGuard``: the check on the host and port urllib3 actually connects to, whatever a parser
-read from the URL before (``broker.outbound.http_client`` checks the URL itself first).
-
-Residual risks, by design: an allowlisted name is trusted whatever its DNS answers, and the
-timeout does not bound the DNS lookup itself (the system resolver's own timeout does).
-"""
+"""The SSRF guard of outbound HTTP: which hosts may be reached (``BROKER_HTTP_ALLOWLIST``), and a
+transport adapter that connects to only those."""
 
 from __future__ import annotations
 

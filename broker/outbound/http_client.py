@@ -1,21 +1,5 @@
-"""Outbound HTTP for workflow activities: an allowlist, an SSRF guard, timeouts and a size cap.
-
-``OutboundHttp`` implements ``broker.engine.run.ports.HttpClient`` with one ``requests.Session``
-per instance (pooled keep-alive connections), mounted on the guarded transport of
-``broker.outbound.guard``, which holds the two modes chosen by ``BROKER_HTTP_ALLOWLIST`` (an
-allowlist of host patterns, or public addresses only, pinned against DNS rebinding).
-
-The URL is read once, by ``broker.outbound.urls.parse_target``, with the parser of the HTTP stack
-that sends it; a URL that another parser would read differently (a backslash, whitespace, a second
-``@``...) is refused. The check is made twice in both modes: on the URL before anything is sent, and
-inside the connection on the host and port that urllib3 actually connects to, so a URL that a parser
-reads one way for the check and another way for the connection cannot reach anything unchecked.
-
-Redirects are followed by hand (at most ``MAX_REDIRECTS`` hops) and every hop is checked again.
-Proxy variables and ``.netrc`` from the environment are ignored: a proxy would make the connection
-guard check the proxy instead of the target. Responses are read up to a size cap and within one
-time budget; 429 and 5xx answers, timeouts and connection failures become ``RetryLater``.
-"""
+"""Outbound HTTP for workflow activities (``OutboundHttp``): the URL and every connection checked,
+redirects followed by hand, timeouts and a size cap."""
 
 from __future__ import annotations
 

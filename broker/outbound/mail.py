@@ -1,18 +1,5 @@
-"""E-mail delivery for the SendEmail activity: SMTP, a folder of ``.eml`` files, or the log.
-
-``make_mailer(settings)`` reads ``BROKER_SMTP_URL``:
-
-* ``smtp://[user:password@]host[:port][?starttls=true&timeout=30]``: plain SMTP (port 25), with
-  an optional STARTTLS upgrade; ``smtps://...`` is SMTP over TLS (port 465). User and password are
-  percent-decoded. Unreachable servers and 4xx answers raise ``RetryLater``; 5xx answers fault.
-* ``file://DIR``: one ``.eml`` file per message named after its Message-ID, so a retried send
-  overwrites its earlier copy instead of adding a second one. A relative DIR is relative to the
-  working directory (``file://var/mail``); ``file:///abs/dir`` is absolute.
-* ``console://``: the message is logged, nothing is sent.
-
-Every message carries a Message-ID: the deterministic ``message_id`` the activity passes (so a
-receiving system can recognise a retried send), or a generated one.
-"""
+"""E-mail delivery for the SendEmail activity, chosen by ``BROKER_SMTP_URL``: SMTP, a folder of
+``.eml`` files, or the log."""
 
 from __future__ import annotations
 

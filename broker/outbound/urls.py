@@ -1,15 +1,5 @@
-"""Outbound URLs read once, the way the HTTP stack that sends them reads them.
-
-Python's ``urllib.parse`` and urllib3 (under requests) disagree on some URLs: for
-``http://127.0.0.1:8080\\@api.example.com/`` the first sees the host ``api.example.com``, the
-second ends the authority at the backslash and connects to ``127.0.0.1:8080``. A check made with
-one parser and a connection made with the other is an SSRF hole, so ``parse_target`` parses with
-urllib3's ``parse_url`` (the parser requests uses to prepare the URL it sends), parses again with
-``urlsplit``, and refuses the URL when the two disagree on scheme, host or port. Characters that
-parsers treat differently are refused before either parser runs: backslashes, whitespace and
-control characters anywhere, non-ASCII characters in the authority, more than one ``@``, and
-percent escapes in the host.
-"""
+"""Outbound URLs read once, the way the HTTP stack that sends them reads them; a URL that two
+parsers read differently is refused."""
 
 from __future__ import annotations
 

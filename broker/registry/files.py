@@ -1,11 +1,5 @@
-"""Workflow files: finding them in the folders, reading them, and checking them.
-
-A workflow file is an Elsa 3 definition as Elsa Studio exports it. Reading one yields a
-``WorkflowFile``: the document, its content hash (the identity of a version), the fields the broker
-routes on (``customProperties.requestType``, ``queue``, ``executor``) and its indexed triggers.
-Validation is the registry's structural checks plus the engine's parser
-(``broker.engine.parser.parse_workflow``), which knows every activity.
-"""
+"""Workflow files: finding them in the folders, reading one into a ``WorkflowFile`` and checking it
+(the registry's structural checks, then the engine's parser)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""Publishing a definition from Elsa Studio: a file in the first workflow folder, then a reload.
-
-A Studio publish does what an author committing a file does: the document goes into the first
-folder of ``settings.workflow_paths`` (over the definition's own file when it lives there, else a
-new ``<definition>.json``), and the registry loads it as it loads any file change (here at once;
-other processes through their folder watcher). The registry's rules decide the version: the
-document carries ``version = highest stored + 1``.
-
-Nothing is written when the document would not register: it must validate as a workflow file, and
-its request type must not be served by another definition. A write that the registry still does
-not take (a race with another author) is rolled back to the previous file.
-"""
+"""Publishing a definition from Elsa Studio: a file in the first workflow folder, then a reload,
+as an author committing a file would (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

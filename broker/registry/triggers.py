@@ -1,16 +1,5 @@
-"""Trigger indexing: which activities of a workflow can start it, and on what stimulus.
-
-Elsa indexes one trigger per payload of every activity that can start a workflow
-(``customProperties.canStartWorkflow: true``). The payload is what a stimulus must match: an HTTP
-endpoint's lower-cased path and method, an event's name, a timer's schedule. Only literal inputs can
-be indexed; a trigger whose payload cannot be computed (a missing path, a JavaScript expression)
-becomes a *placeholder* (no payload, no hash), and validation refuses a file that has one with
-``Trigger should have a payload``.
-
-Opt-out convention: an activity whose ``customProperties.registersTriggers`` is ``false`` registers
-no triggers at all, so it may use computed inputs (it is then started some other way, e.g. by the
-broker's ``POST /requests``).
-"""
+"""Trigger indexing: which activities of a workflow can start it, and on what stimulus
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Published versions of workflow definitions, and how they are stored in the database.
-
-A version is identified by its content hash. Publishing a file whose content is already stored
-for its definition changes nothing (``unique (definition_id, content_hash)``); new content gets
-``version = max(stored) + 1`` (or the file's own ``version`` when that is higher), becomes the
-latest, and old rows stay so running instances finish on the version they started with. Two
-processes publishing the same change race on the unique constraints; the loser re-reads and finds
-the winner's row.
-"""
+"""Published versions of workflow definitions, each identified by its content hash, and how they
+are stored in the database."""
 
 from __future__ import annotations
 

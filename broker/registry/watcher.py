@@ -1,11 +1,5 @@
-"""Watching workflow folders: file-system events, debounced into one reload per burst.
-
-Editors save in several ways (truncate and write, write a temporary file and rename it, delete and
-create), each a burst of events. The watcher waits until the folders have been quiet for
-``quiet`` seconds (but never more than ``max_delay`` after the first event of a burst) and then
-calls ``on_change`` once, from its own thread. A reload therefore starts well within a second of
-the last write.
-"""
+"""Watching workflow folders: file-system events, debounced into one reload per burst
+(docs/design.md, section 9)."""
 
 from __future__ import annotations
 

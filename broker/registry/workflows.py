@@ -1,26 +1,5 @@
-"""The workflow registry: the folders' workflows, by request type, definition and version.
-
-``load()`` scans every folder of ``settings.workflow_paths`` (recursively, sorted), validates each
-file, publishes changed content as a new version in the database, and swaps in a new in-memory
-index in one assignment, so readers on other threads see either the old view or the new one.
-
-Rules, in the order they apply:
-
-- A file that cannot be read or validated is reported (``problems``) and skipped; if it loaded
-  before, its last good content stays registered (an editor's half-written save never unloads a
-  workflow).
-- Within one folder the first file in sorted order wins a duplicate ``definitionId`` or request
-  type, and the other is reported. Across folders the later folder wins, by design (overrides).
-- A file without ``customProperties.requestType`` is loaded as a definition only (a child workflow
-  or workflow-definition activity).
-- A deleted file's definition and request type leave the in-memory view; its database rows stay
-  for the instances still running on them (``get_version`` finds them).
-- Request types are registered whether or not the file is marked ``isPublished``: putting a file
-  in a workflow folder is the act of publishing. ``get_definition(..., published=True)`` honours
-  the flag for workflow-definition activities, as Elsa does.
-
-Without a session factory the registry keeps versions in memory only (CLI checks, unit tests).
-"""
+"""The workflow registry: the folders' workflows by request type, definition and version, reloaded
+into a fresh index swapped in at once; its rules are in docs/design.md, section 1."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The audit trail as log lines: one structured line per committed RequestEvent.
-
-Every place that records an audit event adds a ``RequestEvent`` row; this module turns each one
-into a log line once its transaction has committed (never for a rolled-back one), so the logs and
-the audit history always agree and no call site has to remember to log. Payloads are not logged:
-only the event type, its message and the ids.
-
-Importing this module changes nothing: ``install`` puts the listeners on one session factory, and
-``broker.store.db.make_session_factory`` calls it for every factory it builds (workers, beat, the
-ingress, the console, the command line).
-"""
+"""The audit trail as log lines: one structured line (without payload) per committed
+``RequestEvent``; ``install`` puts the listeners on one session factory."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Console credentials: API keys and console users, stored as hashes only.
-
-An API key is shown once, when it is created, and kept as its SHA-256: keys are 256-bit random
-strings, so a fast hash resists guessing and lets a request find its key by index. A console
-user's password is kept as a salted scrypt hash (RFC 7914; memory-hard, in the standard library)
-whose parameters travel with it, so they can be raised later without breaking old hashes.
-Functions here take a session and never commit.
-"""
+"""Console credentials, stored as hashes only: API keys as SHA-256, passwords as salted scrypt.
+Functions here take a session and never commit."""
 
 from __future__ import annotations
 

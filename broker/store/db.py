@@ -1,11 +1,5 @@
-"""Engines, sessions, transactions, migrations and the SQL lease fence.
-
-One engine per database URL per process, tuned per backend: SQLite gets WAL, a busy timeout,
-foreign keys and ``BEGIN IMMEDIATE`` for write transactions (it ignores ``FOR UPDATE``, so writers
-must take the database write lock up front instead of failing to upgrade a read lock later);
-PostgreSQL goes through psycopg 3 with pre-ping. ``transaction()`` is the one place that commits.
-Functions here that take a session (``acquire_lease``, ``fence``) never commit.
-"""
+"""Engines tuned per backend, sessions, transactions (``transaction()`` is the one place that
+commits), migrations and the SQL lease fence; functions taking a session never commit."""
 
 from __future__ import annotations
 

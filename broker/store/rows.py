@@ -1,16 +1,5 @@
-"""Many new rows of one table in one statement, cheaply (docs/design.md section 3).
-
-A step's journal (a dozen rows), its audit events and a group commit's submissions are written as
-one INSERT each. Through the driver's ``executemany`` every row's every value is bound and sent on
-its own; on PostgreSQL ``insert_rows`` sends the rows as one JSON document instead and lets the
-server unpack it (``INSERT ... SELECT ... FROM jsonb_to_recordset(:rows)``): one parameter, encoded
-by the ``json`` module in C, whatever the number of rows, and a statement text that does not depend
-on it (so the server prepares it once). Elsewhere (SQLite) it is the plain ``executemany``.
-
-The rows arrive in the order given (the function scan keeps the document's order, so serial ids
-follow it). Values are what the columns take: a timestamp must be timezone-aware (as
-``UTCDateTime`` demands), a JSON column takes any JSON value and ``None`` is SQL NULL.
-"""
+"""Many new rows of one table in one statement, cheaply: on PostgreSQL one JSON document that the
+server unpacks (docs/design.md, section 3)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Logging: one JSON object per line (or plain text), with the ids that tie lines together.
-
-Log calls pass ids through ``extra`` (``request_id``, ``correlation_id``, ``instance_id``,
-``client_id``, ``event_type``); the formatter copies exactly those known fields into the line, so a
-payload or a secret that happens to sit on a record never reaches the output. The message and any
-traceback go through ``broker.redaction.redact_text`` as they are formatted: a URL's
-password or key that a library repeats in an exception never reaches a log line either.
-"""
+"""Logging: one JSON object per line (or plain text), carrying only the known ids passed in
+``extra``, with the message and traceback redacted."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Prometheus metrics: counters and histograms the processes record, gauges read from SQL.
-
-Counters and histograms live in the process that counts (a gunicorn worker, a Celery pool
-child). With ``PROMETHEUS_MULTIPROC_DIR`` set, prometheus-client itself writes them to files in
-that folder, and ``render_metrics`` sums every process's files, so ``/metrics`` on the internal
-listener answers for all of them (gunicorn's ``child_exit`` hook marks dead workers). Processes
-whose numbers should appear there must share the folder (same host).
-
-The backlog gauges (outbox, bookmark queue, dead letters) are not kept in any process: a custom
-collector counts rows at scrape time, so every process that renders answers the same truth.
-
-The ``record_*`` helpers never raise: a metrics failure must not fail the work it describes.
-"""
+"""Prometheus metrics: counters and histograms the processes record (summed across processes
+through ``PROMETHEUS_MULTIPROC_DIR``), and backlog gauges read from SQL at scrape time."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""OpenTelemetry traces: one trace follows a request from the ingress to its webhook delivery.
-
-Off unless the ``otel`` extra is installed and the standard ``OTEL_*`` variables name an exporter;
-then each function here is one flag check. The W3C ``traceparent`` travels in Celery headers,
-outbox rows (so the relay publishes under the submission's trace), outgoing HTTP and the remote
-executor's callback URL. docs/design.md, "Traces".
-"""
+"""OpenTelemetry traces: one trace follows a request from the ingress to its webhook delivery; off
+(one flag check per call) unless the ``otel`` extra is installed and ``OTEL_*`` names an exporter
+(docs/design.md, section 8, "Traces")."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
-"""Evaluation of Elsa expressions: ``{"type": "Literal" | "Object" | ..., "value": ...}``.
-
-An activity input in a workflow file is ``{"typeName": ..., "expression": {...}}``; the engine
-passes the expression and the type name here. Supported types:
-
-- ``Literal``: the value as written, converted to ``type_name`` (``"4"`` -> 4 for Int32);
-- ``Object`` / ``Json``: JSON text parsed (an already-parsed value passes through);
-- ``Variable``: the value names a variable (a name, or ``{"id": ..., "name": ...}``);
-- ``Input``: the value names a workflow input;
-- ``JavaScript``: run in a QuickJS sandbox (``broker.engine.expr.javascript``);
-- ``Liquid``: a template rendered with python-liquid (``broker.engine.expr.liquid``).
-
-"C#", "CSharp", "Python" and unknown types raise ``ExpressionError``: the broker never runs
-Python (or .NET) code from a workflow file. Every failure, including a value that cannot be
-converted to ``type_name``, raises ``ExpressionError`` naming the activity and the expression.
-"""
+"""Evaluation of Elsa expressions (``{"type": "Literal" | "JavaScript" | ..., "value": ...}``) to
+a value of the input's type; C#, Python and unknown types raise ``ExpressionError``."""
 
 from __future__ import annotations
 

@@ -1,46 +1,5 @@
-"""JavaScript expressions in a QuickJS sandbox, with Elsa's helper functions.
-
-Each thread owns one QuickJS context (QuickJS runtimes must not move between threads) that is
-reused across evaluations, because creating a context costs ~100 us while a cached evaluation
-costs a few. Reuse is safe because the context is locked down before any workflow code runs:
-
-- every intrinsic reachable from the global object (and the hidden ones: generator, async and
-  iterator prototypes) is frozen, and so is the global object, so no evaluation can leave state
-  behind for the next one (a write to an undeclared name is a ReferenceError, and so is
-  ``Array.prototype.x = 1``); ``toString``/``constructor``/``name``/``message`` on the shared
-  prototypes stay overridable on one's own objects (the "override mistake");
-- workflow code runs in strict mode inside a function, so its declarations are local;
-- Promise jobs are drained before the evaluation ends; results must not be Promises;
-- the context has no module loader, no ``std``/``os``/``require``/``fetch`` and no Python
-  callable: nothing in it can reach files, the network, processes or the host.
-
-Names a script sees are Elsa's (``broker.engine.expr.jsapi.HELPERS``, installed from that one list,
-and ``FAMILIES``: ``get<Variable>()``/``set<Variable>(v)``, ``get<Input>()``,
-``get<Output>From<Activity>()``), plus every variable as a global. Values cross the boundary as
-JSON (dates as ISO text, durations as seconds); the instance's facts (definition, version, name,
-last result, clock) are supplied only to scripts that name them (``broker.engine.expr.jsvalues``).
-Writes, by ``setVariable``, ``setX``, ``variables.X = v`` or assignment to the global, in-place
-changes to an object variable the script read (``getItems().push(1)``), and
-``setCorrelationId``/``setWorkflowInstanceName`` reach the ``Scope`` once, when the evaluation
-succeeds; a failing script writes nothing.
-
-The engine is QuickJS-ng (the ``quickjs-ng`` package). Its limits are set before any of the
-code is parsed, so they cover compilation as well as execution; the time limit interrupts the
-regex engine too (a backtracking pattern stops at the limit). It is measured in process CPU time
-per call into the context (Promise jobs share one wall-clock deadline): a loaded machine
-stretches it in wall time, and CPU burnt by other threads of the process counts against it. A
-workflow step as a whole is bounded by ``BROKER_STEP_TIME_LIMIT`` (the runtime's hard ceiling).
-
-Workflow code is never pasted into a wrapper: it runs as a script of its own (a direct eval of
-the text, strict, inside ``with (scope)``); Elsa's function-body form (``return`` at the top) is
-compiled as a function declaration behind a ``throw`` and used only when the engine's own parse
-of it spans exactly the code, so text written to close a wrapper is refused before any of it
-runs.
-
-Code is a script whose completion value is the result (``1 + 2``, a template literal,
-``var a = 1; a + 1``), or, as Elsa allows, one that returns from its top level. Errors, time and
-memory limits raise ``ExpressionError`` naming the activity and the expression.
-"""
+"""JavaScript expressions in a locked-down QuickJS sandbox reused per thread, with Elsa's helper
+functions (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

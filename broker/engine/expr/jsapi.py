@@ -1,19 +1,5 @@
-"""The JavaScript names a workflow script sees: one declarative list, as Elsa 3 offers them.
-
-``HELPERS`` is the single source: ``broker.engine.expr.javascript`` installs each helper's
-``source`` (a JavaScript expression over the sandbox's internals: ``readVariable``,
-``readState``, ...),
-``typescript_declarations`` renders the ``declare`` lines Elsa Studio's script editor asks for,
-and ``workflows/README.md`` lists them (a test keeps it in step). ``FAMILIES`` are the names made
-per workflow: a getter and setter per variable, a getter per input, one per activity output.
-
-Read against elsa-core's ``Elsa.Expressions.JavaScript`` (``ConfigureEngineWithCommonFunctions``,
-``ConfigureEngineWithVariables``, ``ConfigureEngineWithVariablesAndInputOutputAccessors``,
-``ConfigureEngineWithCommonTypes``, ``RunJavaScript``). Where the broker differs: a GUID is its
-text, bytes are arrays of numbers, and ``DateTime``/``DateTimeOffset``/``TimeSpan`` are small
-JavaScript versions of the .NET types (UTC, the members listed) that cross back as ISO 8601 and
-.NET ``c`` text. The clock is the engine's, so a step redone after a crash sees the same time.
-"""
+"""The JavaScript names a workflow script sees, as Elsa 3 offers them: one declarative list
+(``HELPERS``) and the names made per workflow (``FAMILIES``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What a JavaScript expression is handed: the values its text names, supplied as JSON.
-
-The sandbox (``broker.engine.expr.javascript``) registers no Python callable, so a script reads only
-what is supplied up front. ``needs_of`` guesses from the identifiers in the text which variables,
-inputs, activity outputs and instance facts it may read; ``Needs.learn`` adds what a run asked
-for that was not supplied; ``supply`` encodes those values from the ``Scope``.
-"""
+"""What a JavaScript expression is handed: the values its text names, supplied up front as JSON
+(the sandbox registers no Python callable)."""
 
 from __future__ import annotations
 

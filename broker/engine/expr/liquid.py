@@ -1,14 +1,5 @@
-"""Liquid expressions (Elsa's "Liquid" syntax) rendered with python-liquid.
-
-The template sees what Elsa's Fluid context exposes (``ConfigureLiquidEngine``): ``Variables.X``,
-``Input.X``, ``CorrelationId``, ``WorkflowInstanceId``, ``WorkflowDefinitionId``,
-``WorkflowDefinitionVersionId`` and ``WorkflowDefinitionVersion``; each variable also by its bare
-name, ``Variables``/``Input`` in lower case too, and a ``Workflow`` object gathering the instance's
-ids, name, correlation id, variables and input. Filters: Liquid's standard ones, Elsa's ``base64``
-and ``keys`` (``Elsa.Expressions.Liquid.Filters``) and Fluid's ``json``, ``md5``, ``sha1`` and
-``sha256``. python-liquid never reaches Python attributes or callables from a template, and the
-limits below bound loops and output, so a template cannot hang a worker or exhaust its memory.
-"""
+"""Liquid expressions (Elsa's "Liquid" syntax) rendered with python-liquid: what Elsa's Fluid
+context exposes, its filters, and limits on loops and output."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What an expression sees while an activity runs.
-
-The interpreter implements ``Scope``; ``broker.engine.expr.expressions`` only reads and writes
-through it, so the two stay independent and each is testable alone.
-"""
+"""What an expression sees while an activity runs: the interpreter implements ``Scope`` and
+expressions read and write only through it, so each is testable alone."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
-"""Value conversion by Elsa/.NET type name.
-
-Workflow files name the type of every input (``"typeName": "Int32"``, ``"String[]"``,
-``"System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]"``). Literal values
-are usually strings ("True", "4", "00:00:05"), so inputs are converted to the named type before an
-activity sees them. The type name is a hint, not a schema: unknown names (enums such as
-``FlowJoinMode``, Elsa model types) pass the value through unchanged.
-
-Choices that differ from .NET, on purpose, because workflow state is JSON:
-
-- ``TimeSpan`` becomes ``float`` seconds (not ``datetime.timedelta``). Numbers and numeric strings
-  are seconds (.NET would read a bare "5" as five days); "hh:mm:ss", "d.hh:mm:ss.fffffff" and
-  ISO-8601 durations ("PT5S") are parsed.
-- ``Decimal``, ``Double`` and ``Single`` become ``float``; non-finite numbers are rejected.
-- ``DateTime``/``DateTimeOffset`` become ``datetime.datetime`` (aware when the text has an offset),
-  ``DateOnly`` a ``datetime.date``.
-- A blank string converted to any non-string type is ``None`` (Elsa Studio leaves blank literals
-  in unset fields).
-
-A value that cannot be converted raises ``ValueError`` naming the value and the type; the engine
-wraps it in its own error with the activity's id.
-"""
+"""Value conversion by Elsa/.NET type name (``Int32``, ``TimeSpan``, ``String[]``...), choosing
+JSON-friendly values where .NET's differ (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Cron expressions as Elsa reads them (Cronos with ``CronFormat.IncludeSeconds``).
-
-Six fields, seconds first: ``second minute hour day-of-month month day-of-week``
-(``*/5 * * * * *`` is every five seconds, ``0 30 9 * * 1-5`` 09:30 on weekdays), evaluated in UTC.
-A five-field expression is refused, as Elsa refuses it.
-"""
+"""Cron expressions as Elsa reads them (Cronos with seconds): six fields, seconds first, in UTC;
+a five-field expression is refused, as Elsa refuses it."""
 
 from __future__ import annotations
 

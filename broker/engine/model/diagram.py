@@ -1,21 +1,5 @@
-"""Mermaid ``flowchart TD`` diagrams of Elsa 3 workflow files (``broker workflows diagram``).
-
-Works from the raw JSON document, not the engine's parsed definition, so a file the engine
-rejects can still be drawn. The drawing follows elsa-to-mermaid's conventions:
-
-- the root's activities are drawn at top level; a nested Flowchart/Sequence (any activity with
-  an ``activities`` list) is a ``subgraph``; a Sequence's children are chained in order;
-- If/FlowDecision/Switch/FlowSwitch/Fork/FlowFork are diamonds ``{"..."}``; endpoints and timers
-  (HttpEndpoint, Start, End, Finish, Delay, Timer, StartAt, Cron) are rounded ``(["..."])``;
-  activities that wait (Event, SignalReceived, RunTask, a DispatchWorkflow/ExecuteWorkflow that
-  waits for completion) are parallelograms ``[/"..."/]``; everything else is a rectangle;
-- ``Done`` edges are unlabelled, other ports labelled (``-->|True|``); an activity held in a
-  property (If's ``then``/``else``, a loop's ``body``, Switch cases, Fork branches) is drawn next to
-  its owner with an edge labelled by the property;
-- labels are the activity's ``displayName``, its designer ``metadata.displayText``, its ``name``,
-  else its short type name, escaped for Mermaid; node ids are the activity ids with anything but
-  ``[A-Za-z0-9_]`` replaced, made unique.
-"""
+"""Mermaid ``flowchart TD`` diagrams of Elsa 3 workflow files (``broker workflows diagram``),
+drawn from the raw JSON the way elsa-to-mermaid draws them."""
 
 from __future__ import annotations
 

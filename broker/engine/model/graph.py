@@ -1,9 +1,5 @@
-"""A flowchart's connections as a graph: inbound/outbound lists, back edges, reachability.
-
-Computed once per parsed flowchart, so join decisions at run time are dictionary lookups. Back
-edges (found by a depth-first walk from the start node) mark loops: an arrival through a back edge
-is a new iteration, never a branch a join should wait for.
-"""
+"""A flowchart's connections as a graph, computed once per parsed flowchart: inbound and outbound
+lists, back edges (loops) and reachability."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""Which activity inputs and outputs the execution journal keeps (Elsa's log persistence).
-
-Elsa reads the mode from ``customProperties`` of the workflow and of each activity, in two
-spellings: the legacy ``logPersistenceMode`` (``{"default": "Exclude", "inputs": {"text":
-"Include"}, "outputs": {...}}``, modes as names or as the enum's numbers 0 Inherit, 1 Include,
-2 Exclude) and the current ``logPersistenceConfig`` (each entry ``{"evaluationMode":
-"Strategy", "strategyType": "Elsa.Workflows.LogPersistence.Strategies.Exclude, ..."}``).
-
-A property's mode is its own entry on the activity, else the activity's default, else the
-workflow's default, else Include (the broker records inputs and outputs unless told not to,
-whatever the server configuration; Elsa's ``Configuration`` strategy means that default too).
-``Inherit`` at any level defers to the next one. An entry chosen by an ``Expression`` cannot be
-evaluated here, so it counts as Exclude: a value is never kept when the author may have meant not
-to keep it. Property names are matched camelCase, as Elsa camelizes them.
-"""
+"""Which activity inputs and outputs the execution journal keeps: Elsa's log persistence modes,
+read from ``customProperties`` of the workflow and its activities."""
 
 from __future__ import annotations
 

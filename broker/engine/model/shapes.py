@@ -1,7 +1,5 @@
-"""The shapes Elsa's readers accept, brought to the one the parser reads: property names in
-PascalCase or camelCase (Elsa reads them case-insensitively) become camelCase, in the workflow
-document, its activities, connections, variables and input wrappers. Values, and the author's
-own keys (custom properties, metadata), stay as written: a camelCase document is unchanged."""
+"""The shapes Elsa's readers accept, brought to the one the parser reads: property names become
+camelCase; values and the author's own keys (custom properties, metadata) stay as written."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Lenient readings of activity inputs the interpreter itself relies on.
-
-Expressions convert values by their ``typeName`` (``broker.engine.model.convert``); these helpers
-make the interpreter robust to values that arrive unconverted (Literal strings such as ``"True"``,
-``"00:00:05"`` or ``"[\\"a\\"]"``), so control flow never depends on a conversion hint.
-"""
+"""Lenient readings of the activity inputs the interpreter itself relies on, so control flow never
+depends on a conversion hint (a Literal ``"True"`` or ``"00:00:05"`` arriving unconverted)."""
 
 from __future__ import annotations
 

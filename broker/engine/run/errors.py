@@ -1,9 +1,5 @@
-"""The engine's own errors: what went wrong with an instance's state, in the engine's words.
-
-They are part of the broker's one error tree (each is a ``BrokerError``) but carry no HTTP status
-of their own: the runtime, which calls the engine, maps each to the answer its caller gets
-(``InstanceFinished`` and ``NothingToRetry`` to ``Conflict``, ``UnknownBookmark`` to ``NotFound``).
-"""
+"""The engine's own errors (each a ``BrokerError``, with no HTTP status): the runtime maps
+``InstanceFinished`` and ``NothingToRetry`` to ``Conflict``, ``UnknownBookmark`` to ``NotFound``."""
 
 from __future__ import annotations
 

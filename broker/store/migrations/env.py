@@ -1,8 +1,6 @@
-"""Alembic's entry point: migrates the connection ``broker.store.db.upgrade`` hands over.
-
-Run from the command line (``alembic -c broker/store/migrations/alembic.ini ...``, e.g. to
-autogenerate a revision) it connects to ``-x url=...`` or else to ``BROKER_DATABASE_URL``.
-"""
+"""Alembic's entry point: migrates the connection ``broker.store.db.upgrade`` hands over, or, run
+as ``alembic -c broker/store/migrations/alembic.ini ...``, connects to ``-x url=...`` or else to
+``BROKER_DATABASE_URL``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """The tables: SQLAlchemy 2 declarative models, one class per table, grouped by concern.
-
-The database is the source of truth; the message transport is only a fast path. Every timestamp is
-stored in UTC. JSON columns use JSONB on PostgreSQL and JSON text on SQLite. Ids are text (UUIDs or
-deterministic ids derived from other ids), so one id can travel through Celery, logs and URLs.
-
-Importing this package registers every table on ``Base.metadata``; import the models from here.
-"""
+Importing this package registers every table on ``Base.metadata``; import the models from here."""
 
 from broker.store.models.access import Client, ConsoleCredential, RateBucket, RequestTypeRule
 from broker.store.models.base import (

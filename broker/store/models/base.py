@@ -1,9 +1,6 @@
-"""The declarative base and the column types every table shares.
-
-Every timestamp is stored in UTC (``UTCDateTime``). JSON columns use JSONB on PostgreSQL and JSON
-text on SQLite. Ids are text (UUIDs or deterministic ids derived from other ids), so one id can
-travel through Celery, logs and URLs.
-"""
+"""The declarative base and the column types every table shares: timestamps in UTC
+(``UTCDateTime``), JSON as JSONB on PostgreSQL and text on SQLite, and text ids (UUIDs or derived
+ids) so that one id travels through Celery, logs and URLs."""
 
 from __future__ import annotations
 

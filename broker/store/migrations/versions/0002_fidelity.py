@@ -1,9 +1,6 @@
 """Schedule triggers: one row per Timer, Cron or StartAt trigger of a loaded workflow version.
 
-Revision ID: 0002_fidelity
-Revises: 0002_webhooks
-Create Date: 2026-12-01
-"""
+Revision 0002_fidelity, after 0002_webhooks (2026-12-01)."""
 
 from __future__ import annotations
 

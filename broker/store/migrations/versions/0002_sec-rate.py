@@ -1,9 +1,6 @@
 """Rate-limit buckets kept in the database (when neither Redis nor files fit the deployment).
 
-Revision ID: 0002_sec_rate
-Revises: 0002_fidelity
-Create Date: 2026-12-01
-"""
+Revision 0002_sec_rate, after 0002_fidelity (2026-12-01)."""
 
 from __future__ import annotations
 

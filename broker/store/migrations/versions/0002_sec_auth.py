@@ -1,9 +1,6 @@
 """Remote callbacks are bound to a dispatch attempt: requests.remote_attempt.
 
-Revision ID: 0002_sec_auth
-Revises: 0002_studio_api
-Create Date: 2026-12-01
-"""
+Revision 0002_sec_auth, after 0002_studio_api (2026-12-01)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Workflow drafts saved from Elsa Studio.
 
-Revision ID: 0002_studio_api
-Revises: 0001
-Create Date: 2026-12-01
-"""
+Revision 0002_studio_api, after 0001 (2026-12-01)."""
 
 from __future__ import annotations
 

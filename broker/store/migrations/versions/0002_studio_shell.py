@@ -1,9 +1,6 @@
 """Console credentials: the console's API keys and users (hashes only).
 
-Revision ID: 0002_studio_shell
-Revises: 0002_sec_rate
-Create Date: 2026-12-01
-"""
+Revision 0002_studio_shell, after 0002_sec_rate (2026-12-01)."""
 
 from __future__ import annotations
 

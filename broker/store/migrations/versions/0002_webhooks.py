@@ -1,12 +1,6 @@
-"""Webhooks: endpoints, deliveries and the delivery log.
-
-Revision ID: 0002_webhooks
-Revises: 0002_sec_auth
-Create Date: 2026-12-01
-
-Names its own types instead of importing the models, so later model changes cannot change what
-this revision creates.
-"""
+"""Webhooks: endpoints, deliveries and the delivery log (revision 0002_webhooks, after
+0002_sec_auth, 2026-12-01); it names its own types instead of importing the models, so later
+model changes cannot change what it creates."""
 
 from __future__ import annotations
 

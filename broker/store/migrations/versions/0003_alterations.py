@@ -1,9 +1,6 @@
 """Alteration plans: an operator's alterations of workflow instances and their jobs.
 
-Revision ID: 0003_alterations
-Revises: 0002_studio_shell
-Create Date: 2026-12-03
-"""
+Revision 0003_alterations, after 0002_studio_shell (2026-12-03)."""
 
 from __future__ import annotations
 
