@@ -1,4 +1,4 @@
-"""A small client for the broker's public API over mutual TLS (what the operator CLI uses)
+"""A small client for the broker's public API over mutual TLS, the one the operator CLI uses
 (docs/design.md, section 1)."""
 
 from __future__ import annotations
