@@ -1,8 +1,5 @@
-"""The Celery application: ``celery -A tasks worker|beat|flower``.
-
-Task bodies here are thin adapters onto ``broker.runtime``: open a transaction, take the lock, call
-the runtime, map errors. ``broker`` never imports this package.
-"""
+"""The Celery application: ``celery -A tasks worker|beat|flower``. Task bodies are thin adapters
+onto ``broker.runtime``, which never imports this package (docs/design.md, section 1)."""
 
 from broker.runtime.outbox.locks import warn_if_local_locks
 from broker.runtime.wiring import Runtime, set_runtime

@@ -1,10 +1,4 @@
-"""The Celery application of ``celery -A tasks worker|beat|flower``.
-
-Its configuration lives in ``broker.runtime.transport.celery_config`` (so the ingress can publish
-without importing this package). Here: build the app from the process's settings, import the
-operator's RunTask modules, and make every worker consume the maintenance queue and each workflow's
-queue.
-"""
+"""The Celery application of ``celery -A tasks worker|beat|flower`` (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

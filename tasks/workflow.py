@@ -1,10 +1,5 @@
-"""Task adapters that run workflows: a few lines each, all logic in ``broker.runtime``.
-
-Each is idempotent (docs/design.md, section 4) and takes the consumed outbox row's id, which is
-also the Celery task id: a duplicate delivery finds the row done and returns. While an operator has
-paused the runtime, a task hands its row back to the outbox instead of running it (the relay
-publishes it again after the resume).
-"""
+"""Task adapters that run workflows: a few lines each, all logic in ``broker.runtime``; each is
+idempotent (docs/design.md, section 4)."""
 
 from __future__ import annotations
 

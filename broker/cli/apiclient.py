@@ -1,16 +1,5 @@
-"""A small client for the broker's public API over mutual TLS (what the operator CLI uses).
-
-    with BrokerApi("https://localhost:5001", cert="var/certs/DevClient.pem",
-                   key="var/certs/DevClient.key", ca="var/certs/ca.pem") as api:
-        submitted = api.submit("InvoiceProcess", {"InvoiceNumber": "INV-1", "VendorCode": "V-9"})
-        record = api.get(submitted.correlation_id)
-
-An error answer is raised as the class of ``broker.errors`` the server raised (matched by the
-body's ``code``, else by the HTTP status: 400 ``BadRequest``, 401 ``Unauthenticated``, 403
-``Forbidden``, 404 ``NotFound``, 409 ``Conflict``, 413 ``PayloadTooLarge``, 503
-``StoreUnavailable``), with ``status`` set to the HTTP status and ``to_dict()`` giving back the
-server's JSON body. A broker that cannot be reached raises a plain ``BrokerError`` (status 0).
-"""
+"""A small client for the broker's public API over mutual TLS, the one the operator CLI uses
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

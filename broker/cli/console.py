@@ -1,12 +1,4 @@
-"""``broker console``: API keys, console users and Studio's files.
-
-    broker console keys create NAME --role viewer|designer|operator [--json]   (prints the key once)
-    broker console keys list | revoke NAME
-    broker console users add NAME --role ... (asks for the password) | list | remove NAME
-    broker console assets [--check]
-
-Exit codes: 0 success, 1 the operation failed (a name taken, a bad role), 3 not found.
-"""
+"""``broker console``: API keys, console users and Studio's files."""
 
 from __future__ import annotations
 

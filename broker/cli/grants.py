@@ -1,12 +1,4 @@
-"""``broker request-types``: which client may submit which request type, and granting one.
-
-    broker request-types list [--type NAME] [--json]
-    broker request-types grant CLIENT TYPE [--key NAME ...] [--allow-additional-keys] [--json]
-
-A grant is a rule row in the database (it overrides the rules file's entry for the same client
-and type); every ingress process reloads it within seconds. Exit codes: 0 success, 1 bad input,
-3 unknown client.
-"""
+"""``broker request-types``: which client may submit which request type, and granting one."""
 
 from __future__ import annotations
 

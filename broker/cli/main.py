@@ -1,9 +1,4 @@
-"""The ``broker`` command: the operator's command line.
-
-Subcommands live in the modules of ``broker.cli`` and are imported only when called, so
-``broker --help`` stays fast. Exit codes: 0 success, 1 the
-operation failed, 2 bad usage (click's own), 3 not found, 4 a watch timed out.
-"""
+"""The ``broker`` command: the operator's command line (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The ``broker`` command's client profile: where the broker listens and which files prove who we
-are, written by ``broker run`` so that any shell in the checkout reaches it without exports.
-
-``var/cli-profile.json`` (``BROKER_PROFILE`` or ``broker --profile FILE`` name another) holds the
-public URL, the client certificate, its key and the CA (absolute paths), the console's URL and
-development key when there is one, and the ``BROKER_*`` keys ``broker run`` was given (secrets
-left out), which the client commands take as defaults under their own environment.
-"""
+"""The ``broker`` command's client profile, written by ``broker run`` so that any shell in the
+checkout reaches the broker without exports (docs/design.md, section 2)."""
 
 from __future__ import annotations
 

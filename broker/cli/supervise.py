@@ -1,12 +1,4 @@
-"""``broker run``: every role of the product in one foreground command (the embedded default).
-
-It prepares what a first run needs (database schema, the workflow registry and, in the broker's own
-development folder only, development certificates, the dev client and the development console
-key; an operator's PKI is used as given), then starts the public ingress, the internal and
-console listeners, a Celery worker and Celery beat as child processes. SIGINT or SIGTERM stops
-all of them; if one dies, the others are stopped too, so nothing is ever left running.
-Production runs each role on its own (README).
-"""
+"""``broker run``: every role of the product in one foreground command (the embedded default)."""
 
 from __future__ import annotations
 

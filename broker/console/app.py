@@ -1,11 +1,4 @@
-"""The console listener's app factory: the one composition root of the console.
-
-``create_app(settings)`` serves Elsa Studio's files, the console pages, Elsa's identity endpoints
-and, when the package is there, the Elsa Workflows API (``broker.console.api``) under
-``/elsa/api``. Every request is identified first (``broker.console.auth``); the API answers errors
-as JSON, the pages as HTML, and a page asked for without credentials answers 401 with the sign-in
-form.
-"""
+"""The console listener's app factory: the one composition root of the console."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The console's third-party front-end files: Elsa Studio and mermaid.js, from the npm registry.
-
-``make install`` runs ``broker console assets install``: for each package, ``npm pack`` fetches the
-tarball at an exact version, its sha512 integrity is checked against the one pinned here (the
-value ``npm pack --json`` and package-lock files print), and it is unpacked into the assets folder
-(``BROKER_CONSOLE_ASSETS_DIR``; by default ``share/broker-console`` in the Python environment),
-never into the repository's files. A package already unpacked at its version is left alone.
-Without npm the broker still runs: the console says in one line how to install the files.
-"""
+"""The console's third-party front-end files: Elsa Studio and mermaid.js, from the npm registry
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

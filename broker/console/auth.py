@@ -1,17 +1,5 @@
-"""Who is calling the console: API keys, bearer tokens and sign-in sessions.
-
-``identify`` runs before every route and leaves a ``Principal`` (or None) on
-``flask.g.console_principal``; routes declare the role they need with ``roles.require``.
-
-- ``Authorization: ApiKey <key>``: a key made with ``broker console keys create``;
-- ``Authorization: Bearer <token>``: an access token from ``identity/login`` or from a page;
-- on pages only, the sign-in session cookie (HttpOnly, SameSite=Strict, signed, expiring; forms
-  posted under it carry a CSRF token). The Elsa API never accepts the cookie, so a page of
-  another site cannot make a signed-in browser call it.
-
-A header that names a credential wins over the session. Every way looks the holder up again, so
-a revoked key or a removed user is refused at once, with the role it has now.
-"""
+"""Who is calling the console: API keys, bearer tokens and sign-in sessions
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Elsa's identity endpoints: ``POST /elsa/api/identity/login`` and ``.../refresh-token``.
-
-Shapes as Elsa.Identity has them: login takes ``{"username", "password"}`` and answers
-``{"isAuthenticated", "accessToken", "refreshToken"}`` (``false`` and nulls for wrong
-credentials, still 200, as Elsa answers); refresh-token takes the refresh token as
-``Authorization: Bearer`` and answers the same shape with a new pair (401 for a bad token).
-"""
+"""Elsa's identity endpoints: ``POST /elsa/api/identity/login`` and ``.../refresh-token``."""
 
 from __future__ import annotations
 

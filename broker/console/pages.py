@@ -1,14 +1,5 @@
-"""The console's pages: Studio's elements at stable paths, and the broker's own views.
-
-``/workflows``, ``/workflows/{definitionId}``, ``/instances`` and ``/instances/{id}`` host Elsa
-Studio's custom elements, handing them a short-lived access token (never a key). ``/requests``,
-``/requests/{id}`` (status, audit history, the workflow's Mermaid diagram with the executed path),
-``/dead-letters`` (with replay) and ``/runtime`` (pause, resume) are server-rendered here from the
-runtime's own functions. Reading needs the viewer role; replay, retry (the Retry button of a
-faulted request or instance), pause and resume the operator.
-Forms posted under a sign-in session carry a CSRF token; callers with an Authorization header
-need none (a browser never adds that header on its own).
-"""
+"""The console's pages: Studio's elements at stable paths, and the broker's own views
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

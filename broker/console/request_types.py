@@ -1,11 +1,4 @@
-"""A workflow's request type for authors: see and set it, see and grant who may submit it.
-
-The designer's page shows the request type of the definition's latest version and the client
-rules that let a client submit it; a designer sets the type (it goes into the draft's
-``customProperties.requestType``, published with the next publish), an operator grants a client
-the type (a rule row in the database, which every ingress process reloads within seconds, as
-``broker request-types grant`` writes it).
-"""
+"""A workflow's request type for authors: see and set it, see and grant who may submit it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Console roles and the check every console route makes.
-
-The console's authentication (API keys, login tokens, sessions) identifies the caller and stores a
-``Principal`` on ``flask.g.console_principal`` before the route runs; routes only declare the role
-they need. Roles are ordered: a designer may do what a viewer may, an operator what a designer may.
-"""
+"""Console roles and the check every console route makes. Roles are ordered: a designer may do
+what a viewer may, an operator what a designer may."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Elsa Studio's and mermaid.js's files, as a CDN would serve them.
-
-Studio's ``index.html`` sets ``<base href="/">``, so its files are served at the root paths it
-asks for (``/_framework/...``, ``/_content/...``, its stylesheet and ``appsettings.json``).
-Each file goes out with its MIME type (``application/wasm`` for WebAssembly, which browsers
-require to compile it as it streams); when the browser accepts ``br`` or ``gzip`` and the package
-ships the precompressed twin (``file.wasm.br``), that twin is sent with ``Content-Encoding``.
-Fingerprinted names (``dotnet.runtime.v06hirbjsv.js``) never change content and are cached for a
-year; the others are revalidated with their ETag. Anything outside the package folder is 404.
-"""
+"""Elsa Studio's and mermaid.js's files, as a CDN would serve them (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

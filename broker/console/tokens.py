@@ -1,11 +1,4 @@
-"""Signed, short-lived console tokens (JWT, HS256), as Elsa's identity module issues them.
-
-An access token authenticates API calls (``Authorization: Bearer``) for ``console_token_ttl``
-seconds; a refresh token, accepted only by ``identity/refresh-token``, buys a new pair for
-``console_refresh_ttl`` seconds. Tokens name their holder (a console user or an API key) and not
-its role: the role is read again on every request, so revoking a key or removing a user ends
-the tokens it was issued.
-"""
+"""Signed, short-lived console tokens (JWT, HS256), as Elsa's identity module issues them."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Who is calling: the peer certificate, its verification, the allowlist, and scopes.
-
-The client identity comes only from the TLS peer certificate. ``PeerCertificateMiddleware`` copies
-the DER bytes from gunicorn's ``ssl.SSLSocket`` into the WSGI environ (never from a header), except
-that, in trusted-proxy mode, a listed proxy address may pass the URL-encoded PEM in the configured
-header; such a certificate did not pass our handshake, so its chain is checked here against
-``BROKER_TLS_CLIENT_CA``. Every certificate is also checked against its validity window, then its
-SHA-1 thumbprint or SHA-256 fingerprint is looked up in the client allowlist.
-"""
+"""Who is calling: the peer certificate, its verification, the allowlist, and scopes
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
-"""Request bodies read whole, within ``BROKER_MAX_BODY_BYTES``, before the app sees the request.
-
-A server that answers before it has read the body, then closes, makes the kernel reset the
-connection over the unread bytes; a client still sending (as most do: they read the answer only
-once the body is out) then sees a broken pipe or a TLS EOF instead of the answer. gunicorn drains
-at most 64 KiB of an unread body. So this middleware reads every body itself:
-
-- a declared ``Content-Length`` over the limit is answered ``413`` without calling the app, after
-  reading and discarding the body (up to ``DRAIN_FACTOR`` times the limit, within
-  ``DRAIN_SECONDS``), so the client reads the answer and the connection stays usable;
-- a chunked body is read up to the limit plus one byte: over it, the rest is discarded the same
-  way and the answer is ``413``;
-- a body within the limit is handed to the app from memory (so an early answer, a ``401`` for
-  example, leaves nothing unread either).
-
-A body too large or too slow to discard is answered ``413`` with ``Connection: close``.
-"""
+"""Request bodies read whole, within ``BROKER_MAX_BODY_BYTES``, before the app sees the request,
+so an early answer never resets the connection (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

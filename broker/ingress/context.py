@@ -1,9 +1,4 @@
-"""What the blueprints need from the composition root, and the one transaction helper.
-
-The app factories put a ``Services`` into ``app.extensions``; views reach it with ``services()``.
-The client allowlist and the workflow registry are described by the few attributes the ingress
-reads, so tests can pass small in-memory directories.
-"""
+"""What the blueprints need from the composition root, and the one transaction helper."""
 
 from __future__ import annotations
 

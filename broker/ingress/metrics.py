@@ -1,10 +1,4 @@
-"""Prometheus metrics the listeners record; ``/metrics`` renders them.
-
-Accepted requests are counted by ``broker.telemetry.metrics.record_accepted`` (shared with the
-workers' completed/faulted counters); the counters here are the ingress's own. With
-``PROMETHEUS_MULTIPROC_DIR`` set for both listeners, the internal ``/metrics`` sums every
-worker's values, including the public listener's.
-"""
+"""Prometheus metrics the listeners record; ``/metrics`` renders them."""
 
 from __future__ import annotations
 

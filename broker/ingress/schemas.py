@@ -1,15 +1,4 @@
-"""Reading and validating request bodies and query strings.
-
-Every route that accepts a JSON body reads it through ``read_json``: the body is read against
-``BROKER_MAX_BODY_BYTES`` (from Content-Length up front, and again while reading, for chunked
-bodies); only ``application/json`` and ``+json`` media types are parsed (anything else is ``415``);
-the text is parsed as strict JSON and then walked once, checking nesting depth and key count and
-refusing what JSON or the database cannot hold faithfully: NaN and Infinity (also a number that
-overflows to infinity, such as ``1e400``), lone UTF-16 surrogates (``"\ud800"``) and NUL
-characters, in keys or values at any depth. Every rejection is a ``BadRequest`` naming the field
-and, for content, its JSON path (``UnsupportedMediaType``, ``PayloadTooLarge`` for the others),
-raised before anything is written.
-"""
+"""Reading and validating request bodies and query strings (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

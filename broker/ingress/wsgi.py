@@ -1,12 +1,5 @@
-"""WSGI entry points for gunicorn, built on first use from the process's settings.
-
-    gunicorn -c config/gunicorn.conf.py broker.ingress.wsgi:public
-    gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal
-
-Each gunicorn worker builds its app after the fork (the gunicorn configs warm it up in
-``post_worker_init``), so no database connection or loaded registry is shared across processes.
-When building fails, requests are answered 503 with Retry-After until a build succeeds.
-"""
+"""WSGI entry points for gunicorn (``public``, ``internal``), built on first use from the
+process's settings (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""gunicorn settings of the console listener: Elsa Studio, the console pages and /elsa/api.
-
-    gunicorn -c python:broker.serving.console broker.console.wsgi:console
-
-Binds BROKER_CONSOLE_BIND (loopback by default); serves TLS when BROKER_CONSOLE_TLS_CERT and
-BROKER_CONSOLE_TLS_KEY are set. GUNICORN_CMD_ARGS and the command line override these defaults.
-"""
+"""gunicorn settings of the console listener: Elsa Studio, the console pages and /elsa/api."""
 
 from typing import Any
 

@@ -1,10 +1,5 @@
-"""gunicorn settings of the internal listener: callbacks, /healthz, /readyz, /metrics (plain HTTP).
-
-    gunicorn -c python:broker.serving.internal broker.ingress.wsgi:internal
-
-Binds BROKER_INTERNAL_BIND (loopback by default). GUNICORN_CMD_ARGS and the command line override
-these defaults.
-"""
+"""gunicorn settings of the internal listener: callbacks, /healthz, /readyz, /metrics
+(plain HTTP)."""
 
 from typing import Any
 

@@ -1,13 +1,4 @@
-"""gunicorn settings of the public listener: the client and admin API behind mutual TLS.
-
-    gunicorn -c python:broker.serving.public broker.ingress.wsgi:public
-
-Bind address and certificate files come from the broker's settings (BROKER_PUBLIC_BIND,
-BROKER_TLS_CERT, BROKER_TLS_KEY, BROKER_TLS_CLIENT_CA). Everything here is a default: gunicorn's
-own GUNICORN_CMD_ARGS and command-line options override it (e.g. GUNICORN_CMD_ARGS="--workers 8").
-The handshake requires a client certificate that chains to the client CA; the app then reads it
-from the socket, checks its validity window and looks it up in the allowlist.
-"""
+"""gunicorn settings of the public listener: the client and admin API behind mutual TLS."""
 
 import ssl
 from typing import Any

@@ -1,19 +1,5 @@
-"""The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``.
-
-One blueprint, split by resource: ``server`` (features, package version), ``descriptors``
-(activities, expressions, variable types, strategies), ``definitions`` (with ``bulk`` actions
-and ``versions``), ``runs`` (execute and dispatch), ``instances``, ``executions`` (activity
-execution records), ``runtime_admin`` (bookmark-queue dead letters, workflow-runtime status),
-``alterations`` (retry, alteration plans) and ``scripting`` (the script editor's TypeScript
-declarations). Every route declares the role it needs (``broker.console.roles``): viewers read,
-designers also save, publish and run, operators also cancel, replay, alter and pause.
-
-The console app that registers ``blueprint`` authenticates the caller (``g.console_principal``)
-and puts a ``broker.ingress.context.Services`` in ``app.extensions["broker"]`` whose ``registry``
-is the ``broker.registry.WorkflowRegistry`` (definitions are listed and published through it).
-Shapes follow Elsa 3 (camelCase; lists as ``{items, count}``, pages as ``{items, totalCount}``);
-errors as Elsa's endpoints answer them (``{statusCode, message, errors: {generalErrors: [...]}}``).
-"""
+"""The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``
+(docs/design.md, section 1)."""
 
 from broker.console.api import activity_tests, descriptors, runs, runtime_admin, scripting, server
 from broker.console.api.base import blueprint

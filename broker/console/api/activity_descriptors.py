@@ -1,9 +1,4 @@
-"""Elsa activity descriptors generated from the engine's catalog and its activity specs.
-
-``broker.engine.activities.catalog.CATALOG`` names every activity type the engine runs; each
-implementation class is described once, in its ``@activity`` declaration. The seed's alias type
-names are described too (not browsable), so the designer can open files that use them.
-"""
+"""Elsa activity descriptors generated from the engine's catalog and its activity specs."""
 
 from __future__ import annotations
 

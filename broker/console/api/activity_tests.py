@@ -1,9 +1,4 @@
-"""The designer's Test tab (Elsa's ``tests/activities``): answered, never left to fail.
-
-The broker runs activities only as part of a workflow instance, with its outbox, locks and
-retries; it does not run one activity alone. The tab gets Elsa's response shape with a Faulted
-status and the reason, which Studio shows in the tab, and the author runs the workflow instead.
-"""
+"""The designer's Test tab (Elsa's ``tests/activities``): answered, never left to fail."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Descriptor routes: what the designer may put in a workflow, and how it is edited.
-
-Activities come from the engine's catalog; expression languages are exactly those the engine
-evaluates (``broker.engine.expr.expressions.SUPPORTED_TYPES``); variable types are the type
-names the engine converts; strategies are the ones the broker honours.
-"""
+"""Descriptor routes: what the designer may put in a workflow, and how it is edited."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Query-string parsing shared by the Elsa API routes: paging and version options.
-
-Elsa's clients send ``Page``/``PageSize`` (and ``page``/``pageSize``): parameter names are matched
-case-insensitively, as ASP.NET binds them. A malformed value is refused naming the parameter.
-"""
+"""Query-string parsing shared by the Elsa API routes: paging and version options."""
 
 from __future__ import annotations
 

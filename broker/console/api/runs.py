@@ -1,18 +1,5 @@
-"""Execute and dispatch: a console user starts a workflow (Elsa's ``execute`` and ``dispatch``).
-
-Both start the instance on Celery through the runtime (``broker.runtime.admin.starts``): a
-request-type workflow becomes a request owned by ``console:<user>``, anything else an instance
-row; the outbox row is committed with it and published after the commit. ``dispatch`` answers at
-once with ``{workflowInstanceId}``. ``execute`` then waits (at most ``EXECUTE_WAIT_SECONDS``) for
-a worker to save the instance's first step and answers ``{workflowState}`` as Elsa Server does
-after running it, with the ``x-elsa-workflow-instance-id`` header Studio reads (500 when the
-workflow faulted). Without a worker within that time the state is the one the instance has
-(Running/Pending).
-
-The version is chosen by ``versionOptions`` (default Published, as Elsa's); a draft cannot run
-(publish it first). Start options the engine has no equivalent for (``triggerActivityId``,
-``activityHandle``, ``variables``, ``channel``) are refused rather than ignored.
-"""
+"""Execute and dispatch: a console user starts a workflow (Elsa's ``execute`` and ``dispatch``;
+docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause.
-
-They call the same functions as the ``/admin`` routes of the mTLS listener (which stay):
-``broker.runtime.admin.dead_letters`` and ``broker.runtime.outbox.pause.set_paused``. Viewers read;
-operators replay, delete, pause and resume (Elsa's ``*:bookmark-queue:dead-letters`` and
-``*:workflow-runtime`` permissions).
-"""
+"""Runtime administration at Elsa's paths: bookmark-queue dead letters and the runtime's pause."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Scripting support for Studio's script editor: the TypeScript declarations of what a JavaScript
-expression of a workflow sees (``broker.engine.expr.jsapi``: the helpers the engine installs,
-and the workflow's variables), as Elsa's ``scripting/javascript/type-definitions`` endpoint
-answers them.
-"""
+"""Studio's script editor: the TypeScript declarations of what a workflow's JavaScript
+expression sees (``broker.engine.expr.jsapi``), as Elsa's ``type-definitions`` endpoint answers."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The OpenAPI 3 document of the public listener, served at ``GET /openapi.json``.
-
-Written by hand next to the code it describes and checked against it by the schemathesis suite
-(``tests/e2e/test_openapi_schemathesis.py``): every path, parameter, body and response here is one
-the blueprints implement.
-"""
+"""The OpenAPI 3 document of the public listener, served at ``GET /openapi.json``, written by
+hand and checked against the blueprints by the schemathesis suite."""
 
 from __future__ import annotations
 

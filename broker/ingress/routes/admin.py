@@ -1,8 +1,5 @@
 """``/admin``: dead letters, bookmark-queue dead letters, workflow instances, runtime pause.
-
-Each endpoint needs a scope from ``clients.json`` (the README's admin API table); a client without
-it gets 403 naming the scope.
-"""
+Each endpoint needs a scope from ``clients.json``; a client without it gets 403 naming the scope."""
 
 from __future__ import annotations
 

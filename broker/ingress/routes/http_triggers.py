@@ -1,13 +1,5 @@
-"""``GET|POST /workflows/{path}``: a call to a workflow's ``HttpEndpoint`` trigger.
-
-The path and methods come from the activity (``path``, ``supportedMethods``), matched as Elsa
-indexes them (lower-cased). Only a client that may submit the workflow's request type may call it
-(``403`` otherwise), and the request type's required keys must come as query parameters (``400``
-otherwise); the call starts a new request owned by that client, like ``POST /requests``,
-with the method, path, query, headers and body as the HttpEndpoint's outputs. When the workflow
-has a ``WriteHttpResponse`` the caller waits for it (``BROKER_HTTP_TRIGGER_WAIT``, 30 s) and gets
-that response; otherwise, or when the wait runs out, ``202`` with the request's ``Location``.
-"""
+"""``GET|POST /workflows/{path}``: a call to a workflow's ``HttpEndpoint`` trigger
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

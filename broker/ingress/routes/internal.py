@@ -1,11 +1,5 @@
-"""The internal listener: remote-executor callbacks, health, readiness and metrics.
-
-Plain HTTP on loopback by default. A callback is authenticated by its Standard Webhooks signature
-under the token of the request's current dispatch attempt (``runtime.callbacks``): an unsigned,
-badly signed, stale (timestamp off by more than five minutes) or replayed callback, or one for a
-request never dispatched to a remote executor, is 401 and changes nothing. An empty configured
-secret rejects every callback.
-"""
+"""The internal listener: remote-executor callbacks (signed), health, readiness and metrics
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

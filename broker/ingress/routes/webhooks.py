@@ -1,9 +1,4 @@
-"""``/webhooks``: a client's own webhook endpoints and their delivery log.
-
-The secret is answered once, when an endpoint is created or its secret rotated; no view shows it
-again. URLs pass the outbound guard at registration: a private or loopback address is refused
-unless ``BROKER_HTTP_ALLOWLIST`` admits it.
-"""
+"""``/webhooks``: a client's own webhook endpoints and their delivery log."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Workflow documents as the designer expects them, as Elsa Server's serializer would return them.
-
-Hand-written files (such as the shipped ones) leave out what Elsa's serializer always writes:
-each activity's ``version``, ``customProperties`` and ``metadata``, and the designer positions of
-flowchart nodes. Studio needs them to draw a flowchart, so they are filled in on the way out (a
-copy; the stored document is untouched). Nodes without a position are laid out left to right by
-their distance from the start, in the order of their connections.
-"""
+"""Workflow documents as the designer expects them, as Elsa Server's serializer would return them
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A definition's versions: revert to one (a new draft) and delete one (only a draft).
-
-Published versions are files that instances ran on; the broker keeps every one of them in the
-version history, so deleting a version removes only a draft (Elsa's own Delete of the latest).
-"""
+"""A definition's versions: revert to one (a new draft) and delete one (only a draft: published
+versions stay in the history, as instances ran on them)."""
 
 from __future__ import annotations
 

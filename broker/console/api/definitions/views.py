@@ -1,13 +1,5 @@
-"""Workflow definitions as Elsa Studio sees them: the registry's versions plus Studio drafts.
-
-For each definition the registry serves (and each one with only a draft):
-
-- every stored version is listed; the version the registry serves is the published one;
-- a draft, when there is one, is the latest version (one above the highest stored) and is not
-  published; otherwise the registry's latest stored version is the latest.
-
-Documents are rendered in Elsa's ``WorkflowDefinitionModel`` shape, which is also the export file.
-"""
+"""Workflow definitions as Elsa Studio sees them: the registry's versions plus Studio drafts
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Activity execution records for Studio's instance viewer, built from the execution journal.
-
-Each activity instance (one run of an activity) is one record: started at its first ``Started``
-event, completed (or faulted, or cancelled) at its last event, with the outcomes it completed with
-(``payload.Outcomes``, where Studio reads them), the attempt of the step that ran it, and the inputs
-it evaluated (``activityState``) and outputs it set (``outputs``) as its log persistence kept them,
-under the PascalCase names of the activity's descriptor. The journal is written once per step, in
-one multi-row INSERT (``broker.runtime.persist.journal``), so the viewer costs the worker nothing
-more.
-"""
+"""Activity execution records for Studio's instance viewer, built from the execution journal
+(docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Reading Elsa's workflow-instance list request (``ListWorkflowInstancesRequest``).
-
-Studio POSTs the filter as JSON (``statuses``, ``subStatuses``, ``definitionIds``, ``searchTerm``,
-``hasIncidents``, ``isSystem``, ``timestampFilters``...); a GET gives the same names in the query
-string. Names are matched case-insensitively, as ASP.NET binds them, and a malformed value is
-refused naming the field.
-"""
+"""Reading Elsa's workflow-instance list request (``ListWorkflowInstancesRequest``)."""
 
 from __future__ import annotations
 
