@@ -1,9 +1,4 @@
-"""The engine's view of the workflow registry: parsed definitions by version, id or type name.
-
-The registry stores documents; the engine wants parsed, immutable definitions whose ``id`` is the
-version id the registry assigned (a later version of a file keeps the file's ``id`` in its JSON but
-is stored under a derived one). Parsed versions are cached: a version never changes once stored.
-"""
+"""The engine's view of the workflow registry: parsed definitions by version, id or type name."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Liveness and readiness answers shared by every listener and metrics port.
-
-Liveness (``/healthz``) says only that the process answers, so it never restarts a pod for a
-database outage. Readiness (``/readyz``) checks the database and the transport, each bounded in
-time, and names the part that is down (503), as the probes of every deploy form read it.
-"""
+"""Liveness and readiness answers shared by every listener and metrics port
+(docs/design.md, section 8)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The runtime's shared interfaces, each declared once: what a caller hands the runtime (a
-publisher, a sender, a lock provider) and what the runtime reads of a workflow the registry pinned.
-
-A ``Protocol`` stands here only where two implementations exist (production and a test double, or
-several backends); the implementations live with their mechanism (``publisher.py``, ``locks.py``).
-"""
+publisher, a sender, a lock provider) and what it reads of a workflow the registry pinned."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Stored workflow versions and Studio drafts, as the console's Elsa API reads and writes them.
-
-Published versions are the registry's rows (``workflow_definitions``, written when a file is
-loaded); a draft is the one unpublished document of a definition (``workflow_drafts``), saved from
-Elsa Studio and deleted when it is published. Functions take a session and never commit; they
-return plain dataclasses so the HTTP layer never touches the tables.
-"""
+"""Stored workflow versions and Studio drafts, as the console's Elsa API reads and writes them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The store's enumerations that the HTTP adapters validate and render with.
-
-The ingress and the console import nothing from ``broker.store.models`` (a contract of
-``make lint``); the values a client may send or will read back come from here, as the same
-classes the tables use.
-"""
+"""The store's enumerations (the classes the tables use) that the HTTP adapters validate and
+render with, so they import nothing from ``broker.store.models`` (docs/design.md, section 1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """Workflow instances as the console's Elsa API reads them: filtered pages, one instance with
-its state, the journal, variables, and deleting a finished instance.
-
-Functions take a session and never commit; they answer plain dicts and dataclasses so the HTTP
-layer does not touch the tables. Cancelling goes through ``broker.runtime.admin.instances.cancel``,
-the same function as the ``/admin`` route.
-"""
+its state, the journal, variables, and deleting a finished instance."""
 
 from __future__ import annotations
 

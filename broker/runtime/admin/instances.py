@@ -1,9 +1,5 @@
 """Workflow instances as operators see them (``/admin`` and the console): list, view, journal,
-cancel.
-
-Views leave out the engine's serialized state and the journal leaves out activity payloads, which
-hold workflow input and variables.
-"""
+cancel."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Recovery and housekeeping jobs: stalled instances, forgotten requests, purges.
-
-Recovery is the second safety net (the outbox lease is the first): an instance that should be
-running but has not beaten its heart for ``inactivity_threshold`` and has no open outbox row gets a
-fresh row, as does a request still Queued with none. Rows are re-dispatched through the same atomic
-path as any other work, never run here. The purge removes finished outbox rows, old dead letters,
-consumed stimuli and the state of long-finished instances. Both jobs take their lock and are
-idempotent (row ids derive from the instance's checkpoint).
-"""
+"""Recovery and housekeeping jobs: stalled instances, forgotten requests, purges
+(docs/design.md, section 8)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Starting a workflow by hand, for a console user (Elsa's execute and dispatch).
-
-A request-type workflow is started as a request owned by the console user: the client id is
-``console:<name>``, the RequestSubmitted audit event names the user, and it is run exactly as a
-client's submission is (its outbox row is ``broker.run_request``). Any other workflow gets an
-instance row pinned to the chosen version and the start parameters beside it (the
-``pending-start`` step result a DispatchWorkflow child also has); its outbox row is
-``broker.run_child``, which runs the first step of any instance waiting at checkpoint 0.
-
-Functions take the caller's session and never commit: the rows land together or not at all, and
-the caller publishes the outbox rows after its commit (the relay covers a lost publish).
-"""
+"""Starting a workflow by hand, for a console user (Elsa's execute and dispatch)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The bookmark queue and timers (docs/design.md, section 6): stimuli matched to waiting bookmarks.
-
-A stimulus (``POST /events/{name}``, a child's completion, a RunTask result, a workflow's
-PublishEvent) is a BookmarkQueueItem. The queue job matches each due item to bookmarks and writes
-one ``resume_instance`` outbox row per match, in one transaction; an item that matches nothing
-stays queued (a resume that races the suspension is not lost) until ``bookmark_queue_ttl``, then it
-becomes a dead letter (``Expired``). An item whose processing keeps failing is dead-lettered as
-``Failed`` after ``bookmark_queue_max_delivery_attempts``. Due timers become resume rows the same
-way. A run serves clients round-robin (``due_items``), so one client's flood of unmatched events
-cannot starve another client's. Each job runs under its lock and derives its row ids from the
-item, so running it twice writes nothing twice.
-"""
+"""The bookmark queue and timers: stimuli matched to waiting bookmarks
+(docs/design.md, section 6)."""
 
 from __future__ import annotations
 

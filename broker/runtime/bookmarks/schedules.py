@@ -1,19 +1,4 @@
-"""Schedule triggers (Timer, Cron, StartAt): durable rows in SQL, fired by the timer job (beat).
-
-Each run of the job, under the timer lock, first makes the ``schedules`` rows match the workflows
-the registry serves (one row per trigger of each current version: a new version moves its schedules,
-keeping the due time of an unchanged trigger; a removed file takes its rows away), then fires the
-due rows. A firing starts one instance through ``broker.runtime.bookmarks.triggers``, keyed by
-(definition version, activity, due time), so two beats or a redelivered job start one instance, and
-re-arms the row in the same transaction:
-
-- Timer: as Elsa, the first firing is one interval after publishing, then every interval;
-- Cron: Elsa's six-field expression (seconds first), the next time it names;
-- StartAt: once, at its date and time; the row then stays, disarmed.
-
-After downtime a missed schedule fires once, not once per missed tick: the row is re-armed to the
-first tick after now (a Timer keeps its phase: due + n x interval).
-"""
+"""Schedule triggers (Timer, Cron, StartAt): durable rows in SQL, fired by the timer job (beat)."""
 
 from __future__ import annotations
 

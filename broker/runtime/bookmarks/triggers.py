@@ -1,23 +1,4 @@
-"""Triggers start workflows: an event, a schedule or an HTTP call becomes a new request.
-
-A workflow's trigger (an activity with ``canStartWorkflow``, indexed when the file is published)
-starts a new instance of the workflow's *current* version, and every such instance is a request
-like one from ``POST /requests``: it has an owner, a status clients can poll and an audit history
-whose first event says which trigger started it. Who owns it:
-
-- an event sent with ``POST /events/{name}``: the client that sent it, and only if that client may
-  submit the workflow's request type and its rule requires no keys (an event carries none; a
-  workflow without a request type cannot be started by a client's event);
-- an event a workflow published (``PublishEvent``): the client of the publishing request, else
-  the system client;
-- a schedule (Timer, Cron, StartAt): the system client, ``system``;
-- an HTTP endpoint (``/workflows/{path}``): the calling client, if it may submit the request type.
-
-Each start is idempotent: the request id is derived from what fired (the event's queue item and
-the definition; the schedule's version, activity and due time; the HTTP call's id), so a trigger
-firing twice, two beats or a redelivered job start one instance. The workflow's activation
-strategy applies: a start it forbids is skipped and logged, as Elsa skips it.
-"""
+"""Triggers start workflows: an event, a schedule or an HTTP call becomes a new request."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Retry policy for activities that fail transiently: exponential backoff with full jitter.
-
-A policy comes from ``customProperties.retry`` on the failing activity, else on the workflow, else
-from the settings: ``{"maxAttempts": 5, "initialDelay": 1, "maxDelay": 300}`` (seconds). Attempt
-``n`` (the first retry is attempt 2) waits a random time in ``[0, min(maxDelay, initialDelay *
-2**(n-2))]`` ("full jitter"), so many instances failing together do not retry together. A server's
-own hint (HTTP 429 Retry-After) is honoured as a lower bound.
-"""
+"""Retry policy for activities that fail transiently: exponential backoff with full jitter
+(docs/design.md, section 7)."""
 
 from __future__ import annotations
 

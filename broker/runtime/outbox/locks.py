@@ -1,24 +1,5 @@
-"""Named mutual-exclusion locks: file locks, Redis locks, PostgreSQL advisory locks.
-
-``make_lock_provider(settings)`` picks the provider from ``BROKER_LOCK_URL``. Every provider answers
-``acquire(name, ttl=..., timeout=...)`` with a held ``Lock`` or None when another holder kept it
-past ``timeout`` seconds (0 tries once; None waits for as long as it takes). A ``Lock`` is a
-context manager that releases on exit; ``hold()`` wraps the whole dance and raises
-``LockNotAcquired`` instead of returning None.
-
-How long a lock lives differs by provider, and callers that must not overlap with a former holder
-check a fence in the SQL statement that commits their work (docs/design.md, section 5):
-
-* ``file://DIR``: an OS lock (``flock``) on ``DIR/<name>.lock``. It is released when the holder
-  releases it or its process dies; ``ttl`` is NOT enforced (a hung holder keeps the lock) and the
-  lock only excludes processes on the same host.
-* ``redis://...``: redis-py's token-owned lock (``SET NX PX``). It expires ``ttl`` seconds after
-  it was taken or last extended; a holder that outlived its TTL cannot release or extend the new
-  holder's lock.
-* ``postgresql://...``: a session advisory lock on a connection held open for the lock's life. It
-  ends when released or when that connection closes (the holder died); ``ttl`` is not needed and
-  ``extend`` only confirms that the session still holds it.
-"""
+"""Named mutual-exclusion locks: file locks, Redis locks, PostgreSQL advisory locks, chosen by
+``BROKER_LOCK_URL`` (docs/design.md, section 12)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The operator's pause: a RuntimeFlag row every process reads, and the per-process cache of it.
-
-While paused, new submissions are refused (``RuntimePaused``), the relay publishes nothing and the
-task entry points hand their rows back; work already running finishes (the drain). The hot paths
-ask ``is_paused_cached``, which reads the row at most once per ``PAUSED_CACHE_TTL`` seconds.
-"""
+"""The operator's pause: a RuntimeFlag row every process reads, and the per-process cache of it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""The fast path: publish committed outbox rows at once, after the transaction that wrote them.
-
-A publish that fails (the transport is down, the process dies) costs latency only: the row stays
-pending and the relay publishes it. The task id is the outbox id, so a duplicate publish is a
-duplicate delivery of the same work, which the task adapter recognises.
-
-A new submission takes a shorter way (``publish_new``): its row was inserted already dispatched
-with a lease (``Publisher.dispatch_lease``), so the fast path neither reads it back nor marks it;
-it only sends. A send that fails hands the row back to the relay at once; a process that dies
-between the commit and the send leaves the row to the relay when its lease runs out.
-"""
+"""The fast path: publish committed outbox rows at once, after the transaction that wrote them."""
 
 from __future__ import annotations
 

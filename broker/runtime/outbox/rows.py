@@ -1,20 +1,5 @@
 """The transactional outbox (docs/design.md, section 5): rows written with the state change that
-asked for them, published after commit, and relayed until the consumer records its result.
-
-A row moves ``pending -> dispatched -> done``; a dispatched row whose lease ran out (its message was
-lost, its worker died) is published again; a row that was published ``max_outbox_delivery_attempts``
-times without finishing becomes a dead letter (``dead``). Functions taking a session never commit.
-
-The relay runs under the outbox lock (the lock provider) *and* a SQL lease with a fencing epoch. The
-lock keeps relays from working in parallel; the epoch makes a paused former holder harmless: every
-batch starts with a fence UPDATE on the lease row inside the transaction that claims, publishes and
-marks rows, so a holder whose lease was taken over cannot commit, and on PostgreSQL the row lock
-makes a takeover wait until a batch that passed the fence has committed.
-
-While an operator has paused the runtime, the relay publishes nothing and the task adapters hand
-their rows back (``hold_if_paused``): queued work waits in SQL, work already running finishes
-(the drain), and after the resume the relay publishes what was held.
-"""
+asked for them, published after commit, and relayed until the consumer records its result."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The execution journal: one ActivityExecution row per activity event the engine reports.
-
-Rows are numbered per instance (``sequence``), continuing after the rows already stored, and carry
-the attempt of the run that produced them, so an activity retried three times shows three
-``Started`` rows with attempts 1, 2 and 3. Functions take a session and never commit. A step's rows
-go in as one INSERT through the table (``broker.store.rows``): no ORM objects to build, track and
-flush on the worker's hot path, and not the ORM bulk path, which sent one INSERT per row on
-PostgreSQL.
-An entry's recorded inputs and outputs go into its row's payload (``recorded_values``).
-"""
+"""The execution journal: one ActivityExecution row per activity event the engine reports."""
 
 from __future__ import annotations
 

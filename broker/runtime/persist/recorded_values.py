@@ -1,17 +1,4 @@
-"""Activity inputs and outputs as the execution journal stores them: masked and bounded.
-
-The engine hands over the inputs an activity evaluated and the outputs it set, as its log
-persistence allows (``broker.engine.model.log_persistence``). They go into the journal row's
-``payload`` as ``{"inputs": {...}, "outputs": {...}}``, each value:
-
-- masked: at any depth, the value of a key that looks like a credential (an ``Authorization``
-  header, a ``password`` field, an ``apiKey``...) becomes ``***``, and a URL's userinfo
-  (``https://user:pw@host``) is masked in any string;
-- bounded: a value whose JSON is longer than ``MAX_VALUE_CHARS`` is stored as the start of that
-  JSON followed by a marker saying how long it was; a value JSON cannot hold is stored as text.
-
-The masking is ``broker.redaction``'s, the rule every other record of the broker follows.
-"""
+"""Activity inputs and outputs as the execution journal stores them: masked and bounded."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The fenced save of one engine step: instance state and checkpoint, journal rows, bookmarks and
-timers, a retry, the request dead letter of any fault, and the request's end.
-
-The instance row is the fence: it is updated only ``WHERE checkpoint = <the one this step started
-from> AND status = Running``, so a stale, duplicated or cancelled run cannot overwrite newer state.
-"""
+timers, a retry, the request dead letter of any fault, and the request's end."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""Elsa's workflow activation strategies: may a new instance of a workflow start now?
-
-``options.activationStrategyType`` of a definition (Elsa's ``IWorkflowActivationStrategy``):
-
-- ``always`` (``AllowAlwaysStrategy``, the default): every start is allowed;
-- ``singleton``: not while another instance of the same definition is running;
-- ``correlation``: not while any running instance has the same correlation id;
-- ``correlated-singleton``: not while an instance of the same definition with the same
-  correlation id is running.
-
-"Running" is Elsa's ``WorkflowStatus.Running`` (suspended included); in the broker a request that is
-accepted but whose instance does not exist yet (``Queued``, ``Processing``) counts too, so two
-submissions in a row cannot both start a singleton. Elsa skips a refused start silently; the broker
-refuses it with ``ActivationRefused`` (409) so the submitter knows, and a trigger that is refused
-records why (``broker.runtime.bookmarks.triggers``). The correlation id compared is the starter's,
-as Elsa's: the client's ``X-Correlation-ID`` on ``POST /requests``, the event's for an event
-trigger, the console user's; without one the correlation is not constrained (as Elsa's instance
-filter with no correlation id), so ``correlation`` then refuses while any instance runs.
-"""
+"""Elsa's workflow activation strategies: may a new instance of a workflow start now?"""
 
 from __future__ import annotations
 

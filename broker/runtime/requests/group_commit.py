@@ -1,26 +1,5 @@
-"""Group commit: concurrent submissions of one process share one transaction and one WAL flush.
-
-Each HTTP thread hands its submission to the process's ``Committer`` and waits. The committer is
-whichever waiting thread holds the leader role (leader/follower, so no thread of its own and
-nothing to restart after a fork): the first submission that finds no leader leads at once, with
-no delay when the ingress is idle; those that arrive meanwhile queue up and the next leader takes
-them all (at most ``max_batch``, optionally after waiting ``window`` seconds for more). A batch
-runs every submission's checks (``submission.prepare``) in one transaction, writes all their
-rows with one multi-row statement per table (``submission.write``), commits and wakes each
-thread with its own outcome: a ``202`` still means committed. Then it hands the leader role on
-and sends the batch's new messages together (``Publisher.publish_new``), so the next batch's
-transaction overlaps with these sends. See docs/design.md section 3.
-
-One submission's failure is its own: an error raised while preparing it (a repeated
-Idempotency-Key with another body, a pause, a refused activation) answers that submission and the
-rest of the batch goes on; an error of the database (a unique violation, a failed flush or
-commit) rolls the batch back and each submission is then tried alone, in its own transaction,
-so only the one at fault fails. Two submissions of a batch with the same Idempotency-Key are
-never written together: the second waits for the next batch, so it finds the first, as if they
-had come one after the other. A lost connection fails the whole batch (``StoreUnavailable``, as
-a lone submission would): whether the commit happened is not known, and the client's retry with
-its Idempotency-Key answers the truth.
-"""
+"""Group commit: concurrent submissions of one process share one transaction and one WAL flush
+(docs/design.md, section 3)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Request status transitions: the allowed moves as data, and the one function that makes them.
-
-``Queued -> Processing -> Completed | Faulted | Cancelled`` (``TRANSITIONS``). Every move is one
-UPDATE that carries the statuses it may leave in its WHERE clause, so a redelivery, a late callback
-or a duplicate can never move a terminal request (the change is ignored, or refused with
-``Conflict`` where a caller asked for it); the one way out of Faulted is an operator's replay
-(``dead_letter_admin.replay``). Each move writes its audit event and its webhook deliveries
-(``webhooks.record_status_change``) in the same transaction. Audit events that change no status
-(a dispatch, a callback received) are written by ``note``. Functions take a session and never
-commit.
-"""
+"""Request status transitions: the allowed moves as data, and the one function that makes them
+(docs/design.md, section 4)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""Callback tokens and signatures of remote execution (the Standard Webhooks scheme).
-
-The callback secret never leaves the broker. Each dispatch of a request to a remote executor
-carries a token of its own, ``whsec_`` + base64 of HMAC-SHA256(secret, "<request id>:<attempt>"),
-where the attempt counts the dispatches of that request. The executor signs its callback with that
-token as Standard Webhooks prescribes::
-
-    webhook-id:        a unique id of the message (the same on a retry of the same message)
-    webhook-timestamp: Unix seconds when it was sent
-    webhook-signature: v1,<base64 HMAC-SHA256(token key, "<id>.<timestamp>.<body>")>
-
-A callback is therefore good only for its request and only for the request's current dispatch
-attempt; a timestamp more than ``TOLERANCE`` away from now is refused, and so is a ``webhook-id``
-already accepted (see ``complete_from_callback``). During a rotation of the secret both the
-current and the previous secret are live: tokens are minted with the current one and verified
-against both.
-
-``complete_from_callback`` finishes the request from a verified callback, through ``statuses``.
-"""
+"""Callback tokens and signatures of remote execution (the Standard Webhooks scheme)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""The step ceiling: a workflow step that runs past ``BROKER_STEP_TIME_LIMIT`` ends as a fault.
-
-Two things enforce it. The step's heartbeat thread is its watchdog: at the limit it records the
-fault (below) and stops beating; it runs while the engine is stuck in native code, which
-releases the GIL. Celery's hard time limit on the step tasks (``celery_config.step_time_limits``,
-the limit plus ``STEP_KILL_GRACE``) then kills the pool child, which the pool replaces; on a
-Celery that reports hard time limits to the task, the parent process records the same fault too,
-for a step whose watchdog could not write it. Recording is idempotent: it happens once, guarded by
-the consumed outbox row and the instance's status.
-
-What is recorded: the instance ``Finished``/``Faulted`` with its state as saved before the step
-(so the step's late result, should it ever come, fails the save's fence), the request ``Faulted``
-with an ``errorDetail`` saying the step exceeded its time limit, a replayable request dead
-letter (replay runs the step again), a parent waiting for a child is told, and the outbox row is
-marked done so no redelivery runs the step again.
-"""
+"""The step ceiling: a workflow step that runs past ``BROKER_STEP_TIME_LIMIT`` ends as a fault."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Side effects that complete are recorded at once, so a step redone after a crash replays them.
-
-A step is saved in one transaction when the engine returns; a worker that dies before that redoes
-the whole step on the next delivery. The engine is deterministic (activity instance ids come from a
-counter in the state), so the redone step reaches the same HTTP call with the same
-``Idempotency-Key`` and the same e-mail with the same message id. These wrappers of the engine's
-ports record each completed effect under that key in ``step_results``, in a transaction of its own
-committed before the engine goes on, and answer the recorded outcome instead of acting again: the
-checkpoint of an effect is the effect itself, and a receiver that ignores ``Idempotency-Key`` still
-sees each call once.
-
-A transient failure (``RetryLater``) is not recorded: the retry calls again, with the same key.
-"""
+"""Side effects that complete are recorded at once, so a step redone after a crash replays them."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""One heartbeat thread per worker process, beating for every step the process is running.
-
-A step registers itself while its engine runs (``beating``) and is unregistered when the engine
-returns. The thread keeps, for each registered step: its ``Opening``, written once the step runs
-longer than its open delay (``steps.OPEN_DELAY_SECONDS``), when it also ends the step's held read
-transaction (``release``); then, every interval, the instance's ``heartbeat_at``, the outbox row's
-lease and the instance lock's TTL; and its deadline, the step ceiling: at the deadline the thread
-calls the step's ``overdue`` (the watchdog of ``broker.runtime.steps.ceiling``, which records the
-fault) and stops beating it. The thread is started on the first registration and lives as long as
-the process (a daemon thread; a forked child starts its own). docs/design.md section 4.
-"""
+"""One heartbeat thread per worker process, beating for every step the process is running."""
 
 from __future__ import annotations
 

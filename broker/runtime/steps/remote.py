@@ -1,25 +1,5 @@
-"""Remote execution: a workflow with ``customProperties.executor: "elsa"`` runs on an Elsa server.
-
-The worker POSTs ``{definitionId, correlationId, message, callbackUrl, callbackToken}`` to
-``BROKER_ELSA_DISPATCH_URL``; the request stays Processing until the Elsa server calls the internal
-listener back with a body signed by that token (``callbacks.complete_from_callback``).
-Each POST is a new dispatch attempt, counted on the request and committed before the POST, with a
-token of its own: only the latest attempt's token is accepted, so a token that leaked from an
-earlier dispatch cannot finish the request.
-
-A dispatch that fails transiently (the connection is refused or times out, or Elsa answers 5xx,
-408 or 429) is retried like any transient failure, under the workflow's retry policy
-(``customProperties.retry``, else the settings): the outbox row is postponed by the policy's
-backoff (at least a ``Retry-After`` the server sent) and each failed attempt is an audit event
-(``RemoteDispatchFailed``). When the attempts run out the request faults with a replayable dead
-letter (reason ``Exhausted``). Any other answer (a 4xx, a redirect) or a missing dispatch URL
-faults at once (dead letter reason ``Failed``, replayable once the cause is fixed). Attempts are
-counted from those audit events since the request's last replay, so a replay starts afresh. Every
-message names the dispatch URL with its credentials masked.
-
-A POST is repeated only if the worker died between it and the commit that records it, and then
-carries the same correlation id with a new token, which the server keeps in place of the first.
-"""
+"""Remote execution: a workflow whose ``customProperties.executor`` is ``"elsa"`` runs on an Elsa
+server."""
 
 from __future__ import annotations
 

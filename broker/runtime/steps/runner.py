@@ -1,13 +1,5 @@
 """Running workflow instances: the entry points (start a request, start a child, resume or retry
-an instance), one per task, each planning one engine step from what is saved.
-
-Every entry point is safe to run twice (docs/design.md, section 4): the consumed outbox row tells
-whether the work was already done, the instance lock keeps two workers off one instance, and the
-save is fenced on the instance's checkpoint, so a redelivered or duplicated task either finds its
-work done or redoes exactly the step that was not saved. The shared path (lock, run under a
-heartbeat, save, publish) is ``steps.advance``; a remote executor's result comes back through
-``callbacks.complete_from_callback``.
-"""
+an instance), one per task, each planning one engine step from what is saved."""
 
 from __future__ import annotations
 

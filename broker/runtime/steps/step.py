@@ -1,15 +1,6 @@
-"""One engine step of an instance: lock it, plan the step from what is saved, run the engine under
-a heartbeat, save the result atomically with the outbox row marked done, then publish.
-
-The entry points of ``runner`` plan what to run; this module is the path they share (docs/design.md,
-section 4). What a plan needs (the outbox row's state, the instance, its request, a pending start)
-is read in one statement (``read_step``), in the transaction that later saves the step: on
-PostgreSQL one transaction reads, waits while the engine runs (holding no row lock), and writes,
-so a short request costs one commit (``broker.store.db.before_wait``). While the engine runs, the
-process's heartbeat (``broker.runtime.steps.heartbeat``) keeps the instance's ``heartbeat_at``, the
-outbox row's lease and the lock fresh, writes a long first step's start (``Opening``) and stops at
-the step ceiling; when the worker dies the lease runs out and the relay publishes the row again.
-"""
+"""One engine step of an instance (docs/design.md, section 3): lock it, plan the step from what is
+saved, run the engine under a heartbeat, save the result atomically with the outbox row marked
+done, then publish."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""RunTask: a workflow calls a Celery task by name and waits for its result.
-
-Only tasks defined in the modules an operator lists (``BROKER_TASK_MODULES``) may be called, never
-the broker's own tasks (``broker.*``) or Celery's built-ins, whatever a workflow file says. The
-task runs inside the ``broker.run_task`` task with the payload as its one argument; its return
-value (JSON) resumes the workflow's bookmark through the bookmark queue, in the same transaction
-that marks the outbox row done. A task raising ``RetryLater`` is tried again after a backoff; the
-task may run again if its worker dies before the result is saved, so it should be idempotent.
-"""
+"""RunTask: a workflow calls a Celery task by name and waits for its result."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The Celery application's configuration, shared by workers, beat and publishers.
-
-``tasks`` builds its app from here, and the ingress's fast-path publisher builds one too, so
-``broker`` can send tasks by name without importing ``tasks`` (the dependency rule). Messages carry
-ids only and are JSON. The SQL outbox is the source of truth, so the transport may lose a message
-without losing work: acks are late, a dead pool child's task is rejected (and redelivered), one
-message is prefetched at a time, and nothing waits in the transport with a long countdown (timers
-and retries are rows in SQL).
-"""
+"""The Celery application's configuration, shared by workers, beat and publishers."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""kombu's filesystem transport with atomic writes (the embedded default's message transport).
-
-kombu's ``filesystem://`` creates a message file and then writes it; a consumer polling the
-folder can move and read the file in between and get an empty message, which kills the worker's
-consumer. Here a message is written under a name the consumer ignores and renamed into place, so
-it appears whole or not at all (``os.replace`` is atomic within one folder). Celery selects it with
-``broker_transport`` (``celery_config.configure``); the URL stays ``filesystem://``.
-"""
+"""kombu's filesystem transport with atomic writes (the embedded default's message transport)."""
 
 from __future__ import annotations
 

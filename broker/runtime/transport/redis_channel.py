@@ -1,17 +1,5 @@
-"""kombu's Redis transport, with a worker that survives losing Redis while it holds messages.
-
-When a worker's connection to Redis breaks, Celery first collects the connection (kombu detaches
-the transport from it) and then closes it. If the consumer's channel was still reading at the
-first close, it is closed again at the second, and closing it puts the unacknowledged messages
-back, which needs the transport's connection settings, gone by then: kombu raises
-``AttributeError``, not a connection error, and the worker stops with "Unrecoverable error"
-instead of reconnecting. Here that case raises a connection error, which the close ignores, and
-the worker reconnects. Nothing is lost by not putting those messages back from the worker: Redis
-keeps them in its unacknowledged set (given back after the visibility timeout), and after a
-restart that emptied Redis the outbox relay publishes them again (docs/design.md, section 7).
-Celery selects it with ``broker_transport`` (``celery_config.configure``); the URL stays
-``redis://``.
-"""
+"""kombu's Redis transport, with a worker that survives losing Redis while it holds messages
+(docs/design.md, section 8)."""
 
 from __future__ import annotations
 

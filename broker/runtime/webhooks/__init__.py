@@ -1,17 +1,5 @@
-"""Completion webhooks (Standard Webhooks): endpoints, and the events a status change writes.
-
-A client registers endpoints in clients.json (kept in step with the ``webhook_endpoints`` table by
-``sync_configured``) or through ``POST /webhooks``; a submission may name a one-off
-``callbackUrl``. Every request status change calls ``record_status_change`` in its own
-transaction: for each of the client's enabled endpoints that wants the event it writes a delivery
-row (the exact body, a ``webhook-id`` stable across retries) and the outbox row of its first
-attempt, so a webhook is sent only for a change that committed and is never lost after one.
-``broker.runtime.webhooks.delivery`` sends the attempts. Functions here take a session and never
-commit.
-
-``endpoints`` manages the endpoints and their secrets; ``events`` writes what a status change
-sends.
-"""
+"""Completion webhooks (Standard Webhooks): ``endpoints`` manages the endpoints and their secrets,
+``events`` writes what a status change sends, ``delivery`` sends the attempts."""
 
 from broker.runtime.webhooks.endpoints import (
     MAX_URL_LENGTH,

@@ -1,18 +1,4 @@
-"""Sending webhook deliveries: signed attempts, retries as SQL rows, dead letters, replay.
-
-One attempt is one outbox row on the ``broker.webhooks`` queue. The task reads the delivery,
-sends it through the outbound guard (allowlist, SSRF checks, timeout, response cap) with Standard
-Webhooks headers, and records the attempt in the delivery log. A connect error, a timeout, 429 or
-5xx schedules the next attempt as a new outbox row due later (exponential backoff with jitter,
-at least the receiver's ``Retry-After``); beat's relay publishes it when due, so no message waits
-in the transport. The last attempt falls on the horizon; after it the delivery becomes a dead
-letter of kind ``webhook``, and an endpoint that failed for its whole horizon is disabled with
-the reason. Another answer (3xx, 4xx, a refused address) ends the delivery at once.
-
-The ``webhook-id`` is the same on every attempt; ``webhook-timestamp`` is the attempt's time.
-A worker killed mid-attempt leaves the outbox row open, the relay publishes it again after its
-lease, and the receiver may see that ``webhook-id`` twice (at least once, deduplicated by id).
-"""
+"""Sending webhook deliveries: signed attempts, retries as SQL rows, dead letters, replay."""
 
 from __future__ import annotations
 
