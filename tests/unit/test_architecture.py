@@ -6,6 +6,7 @@ copy of the package with one forbidden import makes ``lint-imports`` fail, namin
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -208,3 +209,27 @@ def test_a_package_without_all_is_noticed(tree_copy: Path) -> None:
     (tree_copy / "broker" / "bare").mkdir()
     (tree_copy / "broker" / "bare" / "__init__.py").write_text('"""Bare."""\n')
     assert packages_without_all(tree_copy) == ["broker/bare/__init__.py"]
+
+
+#: a module docstring is a summary; the mechanism lives in docs/design.md
+MAX_DOCSTRING_LINES = 3
+
+
+def long_module_docstrings(root: Path) -> list[str]:
+    found = []
+    for package in ("broker", "tasks"):
+        for path in sorted((root / package).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+            lines = len(doc.strip().splitlines()) if doc else 0
+            if lines > MAX_DOCSTRING_LINES:
+                found.append(f"{path.relative_to(root)}: {lines} lines")
+    return found
+
+
+def test_module_docstrings_are_short_summaries() -> None:
+    assert long_module_docstrings(PROJECT_ROOT) == []
+
+
+def test_a_long_module_docstring_is_noticed(tree_copy: Path) -> None:
+    (tree_copy / "broker" / "wordy.py").write_text('"""One.\n\nTwo.\nThree.\n"""\n')
+    assert long_module_docstrings(tree_copy) == ["broker/wordy.py: 4 lines"]
