@@ -11,16 +11,13 @@ from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
 from broker.runtime import ids
-from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.pause import is_paused_cached
+from broker.runtime.persist import add_pending_instance
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow, Publisher
 from broker.runtime.requests.submission import Submission, submit
 from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_CHILD
 from broker.store.models import (
-    InstanceStatus,
-    InstanceSubStatus,
-    StepResult,
     WorkflowInstance,
     utcnow,
 )
@@ -134,38 +131,24 @@ def start_instance_txn(
         raise Conflict(f"Workflow instance '{instance_id}' already exists", instanceId=instance_id)
     now = utcnow()
     client_key = console_client_id(user).lower()
-    session.add(
-        WorkflowInstance(
-            id=instance_id,
-            definition_id=workflow.definition_id,
-            definition_version_id=workflow.version_id,
-            version=workflow.version,
-            request_id=None,
-            parent_id=None,
-            correlation_id=correlation_id,
-            name=name,
-            status=InstanceStatus.RUNNING.value,
-            sub_status=InstanceSubStatus.PENDING.value,
-            checkpoint=0,
-            created_at=now,
-            updated_at=now,
-            heartbeat_at=now,
-        )
+    instance = WorkflowInstance(
+        id=instance_id,
+        definition_id=workflow.definition_id,
+        definition_version_id=workflow.version_id,
+        version=workflow.version,
+        request_id=None,
+        parent_id=None,
+        correlation_id=correlation_id,
+        name=name,
     )
-    session.add(
-        StepResult(
-            instance_id=instance_id,
-            step_key=PENDING_START,
-            output={
-                "input": dict(input or {}),
-                "correlationId": correlation_id,
-                "parentId": None,
-                "clientKey": client_key,
-                "startedBy": user,
-            },
-            created_at=now,
-        )
-    )
+    start = {
+        "input": dict(input or {}),
+        "correlationId": correlation_id,
+        "parentId": None,
+        "clientKey": client_key,
+        "startedBy": user,
+    }
+    add_pending_instance(session, instance, start, now)
     row = outbox.enqueue(
         session,
         outbox_id=ids.outbox_id_for("console-start", instance_id),

@@ -2,7 +2,12 @@
 the fenced save, ``commands`` the rows the engine's commands become, ``target`` the types both
 share."""
 
-from broker.runtime.persist.commands import notify_parent, save_children, save_commands
+from broker.runtime.persist.commands import (
+    add_pending_instance,
+    notify_parent,
+    save_children,
+    save_commands,
+)
 from broker.runtime.persist.step import open_start, save_step
 from broker.runtime.persist.target import (
     PARENT_LINK,
@@ -18,6 +23,7 @@ __all__ = [
     "StaleStep",
     "Start",
     "Target",
+    "add_pending_instance",
     "notify_parent",
     "open_start",
     "save_children",

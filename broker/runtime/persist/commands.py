@@ -90,39 +90,43 @@ def _client_of(session: Session, request_id: str | None) -> str | None:
     return session.scalar(select(Request.client_id).where(Request.id == request_id))
 
 
+def add_pending_instance(
+    session: Session,
+    instance: WorkflowInstance,
+    start: dict[str, Any],
+    now: dt.datetime,
+) -> None:
+    """Add ``instance`` as a Running/Pending row with checkpoint 0, and beside it the
+    ``PENDING_START`` row holding what its first step starts it with (``start``)."""
+    instance.status = InstanceStatus.RUNNING.value
+    instance.sub_status = InstanceSubStatus.PENDING.value
+    instance.checkpoint = 0
+    instance.created_at = instance.updated_at = instance.heartbeat_at = now
+    session.add(instance)
+    session.add(
+        StepResult(instance_id=instance.id, step_key=PENDING_START, output=start, created_at=now)
+    )
+
+
 def _dispatch_child(session: Session, target: Target, command: Any, now: dt.datetime) -> str:
     child_id = command.child_instance_id
     if session.get(WorkflowInstance, child_id) is None:
-        session.add(
-            WorkflowInstance(
-                id=child_id,
-                definition_id=command.definition_id,
-                definition_version_id="",  # pinned when the child starts
-                version=0,
-                request_id=None,
-                parent_id=target.instance_id,
-                correlation_id=command.correlation_id,
-                status=InstanceStatus.RUNNING.value,
-                sub_status=InstanceSubStatus.PENDING.value,
-                checkpoint=0,
-                created_at=now,
-                updated_at=now,
-                heartbeat_at=now,
-            )
+        child = WorkflowInstance(
+            id=child_id,
+            definition_id=command.definition_id,
+            definition_version_id="",  # pinned when the child starts
+            version=0,
+            request_id=None,
+            parent_id=target.instance_id,
+            correlation_id=command.correlation_id,
         )
-        session.add(
-            StepResult(
-                instance_id=child_id,
-                step_key=PENDING_START,
-                output={
-                    "input": dict(command.input or {}),
-                    "correlationId": command.correlation_id,
-                    "parentId": target.instance_id,
-                    "clientKey": target.client_key,
-                },
-                created_at=now,
-            )
-        )
+        start = {
+            "input": dict(command.input or {}),
+            "correlationId": command.correlation_id,
+            "parentId": target.instance_id,
+            "clientKey": target.client_key,
+        }
+        add_pending_instance(session, child, start, now)
         if command.wait_for_completion and command.bookmark_id:
             session.add(
                 StepResult(
