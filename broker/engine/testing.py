@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
@@ -17,6 +17,7 @@ from broker.engine.parser import parse_workflow
 from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
 from broker.engine.run.results import (
     Bookmark,
+    ChildInstance,
     DispatchWorkflow,
     JournalEntry,
     RunResult,
@@ -24,6 +25,7 @@ from broker.engine.run.results import (
     WorkflowStatus,
     WorkflowSubStatus,
 )
+from broker.errors import RetryLater
 
 __all__ = [
     "HttpAnswer",
@@ -40,13 +42,22 @@ DEFAULT_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 @dataclasses.dataclass(frozen=True)
 class HttpAnswer:
-    """What the table answers to one call: a status, a JSON (or text) body, headers."""
+    """What the table answers to one call: a status, a JSON (or text) body, headers (no body:
+    an empty one). ``error`` instead fails the call as a server that cannot be reached
+    (``"connect"``) or does not answer in time (``"timeout"``) would."""
 
     status: int = 200
     body: Any = None
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    error: Literal["connect", "timeout"] | None = None
 
     def response(self) -> HttpResponse:
+        """The response; for an ``error`` answer, the ``RetryLater`` an HTTP activity handles
+        through its ``Failed to connect`` or ``Timeout`` port (or retries)."""
+        if self.error is not None:
+            raise RetryLater(f"simulated {self.error} failure", reason=self.error)
+        if self.body is None:
+            return HttpResponse(self.status, dict(self.headers), b"", None)
         if isinstance(self.body, bytes):
             raw, content = self.body, self.body.decode("utf-8", "replace")
             kind = "application/octet-stream"
@@ -61,11 +72,18 @@ class HttpAnswer:
 
 class HttpTable:
     """An ``HttpClient`` that answers from a table keyed by ``"METHOD url"`` (or the URL alone
-    for any method) and records every call; a call the table does not know fails the test."""
+    for any method) and records every call; a call the table does not know fails the test, or
+    gets ``otherwise`` when one is given (e.g. ``HttpAnswer(error="connect")``: no server)."""
 
-    def __init__(self, answers: Mapping[str, HttpAnswer | int | Any] | None = None) -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, HttpAnswer | int | Any] | None = None,
+        *,
+        otherwise: HttpAnswer | None = None,
+    ) -> None:
         self.answers: dict[str, HttpAnswer] = {}
         self.calls: list[HttpRequest] = []
+        self.otherwise = otherwise
         for key, answer in (answers or {}).items():
             self.answers[_http_key(key)] = _as_answer(answer)
 
@@ -74,6 +92,8 @@ class HttpTable:
         for key in (f"{request.method.upper()} {request.url}", request.url):
             if key in self.answers:
                 return self.answers[key].response()
+        if self.otherwise is not None:
+            return self.otherwise.response()
         known = ", ".join(sorted(self.answers)) or "none"
         raise AssertionError(
             f"no answer for {request.method.upper()} {request.url} in the HTTP table ({known})"
@@ -91,28 +111,38 @@ class MailOutbox:
 
 
 class WorkflowTest:
-    """One workflow under test, with the definitions it uses (children, composite activities) and
-    the tables that stand in for the outside world."""
+    """One workflow under test, with the definitions it uses (children, composite activities; the
+    workflow may be among them, e.g. every file of a folder, indexed in the order given) and the
+    tables that stand in for the outside world: ``http`` (a table's answers, or the table itself),
+    ``tasks``, and the clock, which stays at ``now`` until timers fire. ``flowchart_mode``
+    (``CounterBased`` or ``TokenBased``) holds for every instance, over what the files say."""
 
     def __init__(
         self,
         workflow: WorkflowDefinition,
         *,
         uses: Iterable[WorkflowDefinition] = (),
-        http: Mapping[str, HttpAnswer | int | Any] | None = None,
+        http: HttpTable | Mapping[str, HttpAnswer | int | Any] | None = None,
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
+        flowchart_mode: str | None = None,
     ) -> None:
         self.workflow = workflow
-        self.definitions = DefinitionIndex([*uses, workflow])
-        self.http = HttpTable(http)
+        used = list(uses)
+        if not any(definition is workflow for definition in used):
+            used.append(workflow)
+        self.definitions = DefinitionIndex(used)
+        self.http = http if isinstance(http, HttpTable) else HttpTable(http)
         self.mail = MailOutbox()
         self.tasks = dict(tasks or {})
         self.now = now
+        self.flowchart_mode = flowchart_mode
         services = EngineServices(
             http=self.http, mailer=self.mail, clock=lambda: self.now, write_line=None
         )
-        self.engine = Engine(self.definitions, services)
+        self.engine = Engine(
+            self.definitions, services, flowchart_mode=flowchart_mode or "CounterBased"
+        )
 
     @classmethod
     def from_file(
@@ -120,9 +150,10 @@ class WorkflowTest:
         path: str | Path,
         *,
         uses: Sequence[str | Path] = (),
-        http: Mapping[str, HttpAnswer | int | Any] | None = None,
+        http: HttpTable | Mapping[str, HttpAnswer | int | Any] | None = None,
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
+        flowchart_mode: str | None = None,
     ) -> WorkflowTest:
         """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
         return cls(
@@ -131,6 +162,7 @@ class WorkflowTest:
             http=http,
             tasks=tasks,
             now=now,
+            flowchart_mode=flowchart_mode,
         )
 
     def submit(
@@ -156,6 +188,37 @@ class WorkflowTest:
         instance_id: str = "instance-1",
     ) -> WorkflowRun:
         """Start the workflow with ``input`` and run it until it finishes or only waits remain."""
+        return self._start(instance_id, input=input, correlation_id=correlation_id)
+
+    def call_endpoint(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        instance_id: str = "instance-1",
+    ) -> WorkflowRun:
+        """Start the workflow through its ``HttpEndpoint`` trigger for ``method`` and ``path``
+        (matched as the broker indexes them, in any case), as ``METHOD /workflows/{path}``
+        does; the response it writes is ``run.latest.http_response``."""
+        wanted = (method.upper(), path.strip("/").lower())
+        for node in self.workflow.triggers():
+            if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(node.inputs):
+                trigger = {"activityId": node.id, "method": method, "path": path, "body": body}
+                if headers is not None:
+                    trigger["headers"] = dict(headers)
+                return self._start(instance_id, trigger=trigger)
+        raise AssertionError(f"no HttpEndpoint trigger serves {method.upper()} {path}")
+
+    def _start(
+        self,
+        instance_id: str,
+        *,
+        input: Mapping[str, Any] | None = None,
+        correlation_id: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
+    ) -> WorkflowRun:
         run = WorkflowRun(self, instance_id)
         run.absorb(
             self.engine.start(
@@ -163,10 +226,16 @@ class WorkflowTest:
                 instance_id=instance_id,
                 input=input,
                 correlation_id=correlation_id,
+                trigger=trigger,
+                options=self.options(),
                 write_lines=run.lines,
             )
         )
         return run
+
+    def options(self) -> dict[str, Any]:
+        """The engine's start options for every instance of the test (the flowchart mode)."""
+        return {"flowchartMode": self.flowchart_mode} if self.flowchart_mode else {}
 
 
 class WorkflowRun:
@@ -179,6 +248,8 @@ class WorkflowRun:
         self.lines: list[str] = []
         self.journal: list[JournalEntry] = []
         self.result: RunResult | None = None
+        #: every step's result in order: the start, each resume, each task answer
+        self.results: list[RunResult] = []
         self.children: list[WorkflowRun] = []
 
     # What the run is now ------------------------------------------------------------------------
@@ -210,6 +281,12 @@ class WorkflowRun:
         root = state["contexts"].get(state.get("rootContextId"))
         found = root["scope"]["vars"] if root else state.get("variables") or {}
         return dict(found)
+
+    @property
+    def child_instances(self) -> list[ChildInstance]:
+        """The instances ``ExecuteWorkflow`` ran in-process, over the whole run (a dispatched
+        child is in ``children``)."""
+        return [child for result in self.results for child in result.child_instances]
 
     @property
     def http_calls(self) -> list[HttpRequest]:
@@ -258,6 +335,7 @@ class WorkflowRun:
         """Take a step's result, then carry out what it asks of the runtime that the harness can
         do in-process: answer RunTask from the task table, run a child it waits for."""
         self.result = result
+        self.results.append(result)
         self.journal.extend(result.journal)
         for command in result.commands:
             if isinstance(command, RunTask) and command.task_name in self.test.tasks:
@@ -278,6 +356,7 @@ class WorkflowRun:
                 input=command.input,
                 correlation_id=command.correlation_id,
                 parent_id=command.parent_instance_id,
+                options=self.test.options(),
                 write_lines=child.lines,
             )
         )
@@ -339,6 +418,28 @@ def load_definition(path: str | Path) -> WorkflowDefinition:
     """A workflow file parsed and validated as the broker loads it."""
     source = Path(path)
     return parse_workflow(json.loads(source.read_text(encoding="utf-8-sig")), file=source.name)
+
+
+def _endpoint_routes(inputs: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(METHOD, lower-cased path) pairs an HttpEndpoint serves, from its literal inputs."""
+    path = _literal(inputs.get("path"))
+    methods = _literal(inputs.get("supportedMethods"))
+    methods = [methods] if isinstance(methods, str) else methods or ["GET"]
+    if not isinstance(path, str) or not isinstance(methods, list):
+        return set()
+    route = path.strip("/").lower()
+    return {(str(method).upper(), route) for method in methods}
+
+
+def _literal(value: Any) -> Any:
+    """An input's value when it is written in the file (Literal, Object, Json), else None."""
+    expression = getattr(value, "expression", None)
+    if not isinstance(expression, Mapping):
+        return None
+    kind, found = expression.get("type"), expression.get("value")
+    if kind in ("Object", "Json") and isinstance(found, str):
+        return json.loads(found)
+    return found if kind in ("Literal", "Object", "Json") else None
 
 
 def _http_key(key: str) -> str:

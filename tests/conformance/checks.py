@@ -10,53 +10,47 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tests.conformance.driver import ENTRY_INSTANCE_ID, Observed
+from broker.engine.testing import WorkflowRun
+from tests.conformance.driver import ENTRY_INSTANCE_ID
 
-Checker = Callable[[Observed, Any, Mapping[str, Any]], None]
+Checker = Callable[[WorkflowRun, Any, Mapping[str, Any]], None]
 
 #: keys that qualify another key, or only document the case
 NOT_CHECKS = frozenset({"writeLinesUnordered", "notes"})
 
 
-def _why(observed: Observed) -> str:
-    result = observed.result
+def _why(run: WorkflowRun) -> str:
+    result = run.latest
     return f"(status {result.status}/{result.sub_status}, fault {result.fault})"
 
 
-def check_status(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    assert observed.result.status == value, f"status {observed.result.status!r} {_why(observed)}"
+def check_status(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    assert run.latest.status == value, f"status {run.latest.status!r} {_why(run)}"
 
 
-def check_sub_status(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    actual = observed.result.sub_status
-    assert actual == value, f"subStatus {actual!r} {_why(observed)}"
+def check_sub_status(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = run.latest.sub_status
+    assert actual == value, f"subStatus {actual!r} {_why(run)}"
 
 
-def check_write_lines(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_write_lines(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     if expect.get("writeLinesUnordered"):
-        missing = [line for line in value if line not in observed.lines]
-        assert not missing, f"lines {missing} missing from {observed.lines} {_why(observed)}"
+        missing = [line for line in value if line not in run.lines]
+        assert not missing, f"lines {missing} missing from {run.lines} {_why(run)}"
     else:
-        assert observed.lines == list(value), f"lines {observed.lines} {_why(observed)}"
+        assert run.lines == list(value), f"lines {run.lines} {_why(run)}"
 
 
-def root_variables(observed: Observed) -> Mapping[str, Any]:
-    state = observed.result.state
-    root = state["contexts"].get(state["rootContextId"])
-    variables: Mapping[str, Any] = root["scope"]["vars"] if root else state["variables"]
-    return variables
-
-
-def check_variables(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    variables = root_variables(observed)
+def check_variables(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    variables = run.variables
     for name, wanted in value.items():
         actual = variables.get(name)
-        assert actual == wanted, f"variable {name!r} is {actual!r} {_why(observed)}"
+        assert actual == wanted, f"variable {name!r} is {actual!r} {_why(run)}"
 
 
-def check_child_instances(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_child_instances(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     for wanted in value:
-        matches = [c for c in observed.children if c.definition_id == wanted["definitionId"]]
+        matches = [c for c in run.child_instances if c.definition_id == wanted["definitionId"]]
         assert matches, f"no child instance of {wanted['definitionId']}"
         if "correlationId" in wanted:
             assert any(c.correlation_id == wanted["correlationId"] for c in matches), matches
@@ -65,31 +59,25 @@ def check_child_instances(observed: Observed, value: Any, expect: Mapping[str, A
             assert any(c.properties.get(key) == prop for c in matches), (key, matches)
 
 
-def _count(observed: Observed, activity_id: str, event: str) -> int:
-    return sum(
-        1 for e in observed.journal if e.activity_id == activity_id and e.event_name == event
-    )
+def _count(run: WorkflowRun, activity_id: str, event: str) -> int:
+    return sum(1 for e in run.journal if e.activity_id == activity_id and e.event_name == event)
 
 
-def check_activity_completed_count(
-    observed: Observed, value: Any, expect: Mapping[str, Any]
-) -> None:
+def check_activity_completed_count(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     for activity_id, count in value.items():
-        actual = _count(observed, activity_id, "Completed")
-        assert actual == count, f"{activity_id} completed {actual}x {_why(observed)}"
+        actual = _count(run, activity_id, "Completed")
+        assert actual == count, f"{activity_id} completed {actual}x {_why(run)}"
 
 
-def check_activity_executed_count(
-    observed: Observed, value: Any, expect: Mapping[str, Any]
-) -> None:
+def check_activity_executed_count(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     for activity_id, count in value.items():
-        actual = _count(observed, activity_id, "Started")
-        assert actual == count, f"{activity_id} started {actual}x {_why(observed)}"
+        actual = _count(run, activity_id, "Started")
+        assert actual == count, f"{activity_id} started {actual}x {_why(run)}"
 
 
-def check_http_response(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    response = observed.result.http_response
-    assert response is not None, f"no HTTP response {_why(observed)}"
+def check_http_response(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    response = run.latest.http_response
+    assert response is not None, f"no HTTP response {_why(run)}"
     content = response["content"]
     if "body" in value:
         body = content if isinstance(content, str) else json.dumps(content)
@@ -100,21 +88,21 @@ def check_http_response(observed: Observed, value: Any, expect: Mapping[str, Any
         assert response["statusCode"] == value["statusCode"], f"HTTP {response['statusCode']}"
 
 
-def check_bookmarks(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    actual = len(observed.result.bookmarks)
-    assert actual == value, f"{actual} open bookmarks {_why(observed)}"
+def check_bookmarks(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = len(run.latest.bookmarks)
+    assert actual == value, f"{actual} open bookmarks {_why(run)}"
 
 
-def check_output(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    output = observed.result.output
-    assert isinstance(output, Mapping), f"workflow output {output!r} {_why(observed)}"
+def check_output(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    output = run.latest.output
+    assert isinstance(output, Mapping), f"workflow output {output!r} {_why(run)}"
     for name, wanted in value.items():
-        assert name in output, f"no output {name!r} in {dict(output)} {_why(observed)}"
+        assert name in output, f"no output {name!r} in {dict(output)} {_why(run)}"
         assert output[name] == wanted, f"output {name!r} is {output[name]!r}"
 
 
-def check_incidents(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    incidents = observed.result.state.get("incidents") or []
+def check_incidents(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    incidents = run.latest.state.get("incidents") or []
     if isinstance(value, int):
         assert len(incidents) == value, f"{len(incidents)} incidents: {incidents}"
         return
@@ -126,8 +114,8 @@ def check_incidents(observed: Observed, value: Any, expect: Mapping[str, Any]) -
             assert wanted["message"] in actual["message"], incidents
 
 
-def check_journal(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    records = [f"{e.activity_id}:{e.event_name}" for e in observed.journal]
+def check_journal(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    records = [f"{e.activity_id}:{e.event_name}" for e in run.journal]
     position = 0
     for wanted in value:
         try:
@@ -136,57 +124,57 @@ def check_journal(observed: Observed, value: Any, expect: Mapping[str, Any]) -> 
             raise AssertionError(f"journal lacks {wanted!r} in order: {records}") from None
 
 
-def check_fault_message(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    fault = observed.result.fault
-    assert fault is not None, f"no fault {_why(observed)}"
+def check_fault_message(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = run.latest.fault
+    assert fault is not None, f"no fault {_why(run)}"
     assert value in fault.message, f"fault message {fault.message!r}"
 
 
-def check_http_calls(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    calls = [{"method": c.method, "url": c.url} for c in observed.http_calls]
+def check_http_calls(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    calls = [{"method": c.method, "url": c.url} for c in run.http_calls]
     wanted = [{"method": str(c["method"]).upper(), "url": c["url"]} for c in value]
     assert calls == wanted, f"HTTP calls {calls}"
 
 
-def check_instance_name(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    actual = observed.result.state.get("name")
-    assert actual == value, f"instance name {actual!r} {_why(observed)}"
+def check_instance_name(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    actual = run.latest.state.get("name")
+    assert actual == value, f"instance name {actual!r} {_why(run)}"
 
 
-def check_fault_code(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    fault = observed.result.fault
-    assert fault is not None, f"no fault {_why(observed)}"
+def check_fault_code(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = run.latest.fault
+    assert fault is not None, f"no fault {_why(run)}"
     assert fault.code == value, f"fault code {fault.code!r}"
 
 
-def check_fault_category(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
-    fault = observed.result.fault
-    assert fault is not None, f"no fault {_why(observed)}"
+def check_fault_category(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    fault = run.latest.fault
+    assert fault is not None, f"no fault {_why(run)}"
     assert fault.category == value, f"fault category {fault.category!r}"
 
 
-def check_bookmark_due_at(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_bookmark_due_at(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     """``{activityId: ISO 8601 time}``: the due time of that activity's open bookmark."""
     for activity_id, wanted in value.items():
-        due = [b.due_at for b in observed.result.bookmarks if b.activity_id == activity_id]
+        due = [b.due_at for b in run.latest.bookmarks if b.activity_id == activity_id]
         assert len(due) == 1, f"{activity_id}: bookmarks due {due}"
         at = due[0]
         assert at is not None, f"{activity_id}: the bookmark has no due time"
         assert at == dt.datetime.fromisoformat(wanted), f"{activity_id} due {at.isoformat()}"
 
 
-def check_http_response_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_http_response_headers(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     """``{name: value}``: headers of the HTTP response the workflow wrote (names any case)."""
-    response = observed.result.http_response
-    assert response is not None, f"no HTTP response {_why(observed)}"
+    response = run.latest.http_response
+    assert response is not None, f"no HTTP response {_why(run)}"
     headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
     for name, wanted in value.items():
         assert headers.get(name.lower()) == wanted, f"response header {name}: {headers}"
 
 
-def check_http_call_headers(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_http_call_headers(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     """``[{name: value}, ...]``: headers each outbound call carried, in call order."""
-    calls = observed.http_calls
+    calls = run.http_calls
     assert len(calls) == len(value), f"{len(calls)} HTTP calls"
     for call, wanted in zip(calls, value, strict=True):
         headers = {str(k).lower(): v for k, v in call.headers.items()}
@@ -194,20 +182,20 @@ def check_http_call_headers(observed: Observed, value: Any, expect: Mapping[str,
             assert headers.get(name.lower()) == text, f"{call.url} header {name}: {headers}"
 
 
-def check_http_response_empty(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_http_response_empty(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     """``true``: the HTTP response the workflow wrote has no body."""
-    response = observed.result.http_response
-    assert response is not None, f"no HTTP response {_why(observed)}"
+    response = run.latest.http_response
+    assert response is not None, f"no HTTP response {_why(run)}"
     empty = response["content"] in (None, "", b"")
     assert empty == bool(value), f"HTTP body {response['content']!r}"
 
 
-def check_activity_inputs(observed: Observed, value: Any, expect: Mapping[str, Any]) -> None:
+def check_activity_inputs(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     """``{activityId: {input: value}}``: the inputs the activity evaluated, as its journal
     records them (Elsa's ``ActivityState``)."""
     for activity_id, inputs in value.items():
         recorded: dict[str, Any] = {}
-        for entry in observed.journal:
+        for entry in run.journal:
             if entry.activity_id == activity_id and entry.inputs:
                 recorded.update(entry.inputs)
         for name, wanted in inputs.items():
@@ -242,7 +230,7 @@ CHECKS: dict[str, Checker] = {
 }
 
 
-def check(observed: Observed, expect: Mapping[str, Any], label: str) -> None:
+def check(run: WorkflowRun, expect: Mapping[str, Any], label: str) -> None:
     """Check every key of ``expect``; an unknown key is an error in the case, never ignored."""
     unknown = sorted(set(expect) - set(CHECKS) - NOT_CHECKS)
     if unknown:
@@ -250,6 +238,6 @@ def check(observed: Observed, expect: Mapping[str, Any], label: str) -> None:
     for key, value in expect.items():
         if key in CHECKS:
             try:
-                CHECKS[key](observed, value, expect)
+                CHECKS[key](run, value, expect)
             except AssertionError as exc:
                 raise AssertionError(f"{label}.{key}: {exc}") from None

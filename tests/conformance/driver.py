@@ -1,46 +1,25 @@
-"""Runs one conformance case in-process: loads its definitions, starts the entry as its
-``runMode`` says, applies its ``resume`` steps, and records what an ``expect`` can check."""
+"""Runs one conformance case on the workflow authors' testing kit (``broker.engine.testing``):
+the case's files and ``httpRequests`` become a ``WorkflowTest``, its ``runMode`` and ``resume``
+steps calls on the ``WorkflowRun``, which holds what an ``expect`` checks."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
-from broker.engine.run.ports import HttpRequest, HttpResponse
-from broker.engine.run.results import Bookmark, ChildInstance, JournalEntry, RunResult
-from broker.errors import RetryLater
+from broker.engine.run.results import Bookmark
+from broker.engine.testing import HttpAnswer, HttpTable, WorkflowRun, WorkflowTest
 from tests.conformance.loader import Case, load_definitions
 
 ENTRY_INSTANCE_ID = "entry-instance"
-FIXED_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 RUN_MODES = ("untilEnd", "once", "trigger", "steps")
 
 
 class CaseError(AssertionError):
     """Raised when a case cannot be run as written (bad ``expected.json``, nothing to resume)."""
-
-
-@dataclasses.dataclass
-class Observed:
-    """What a run showed so far: the latest result and everything captured since the start."""
-
-    result: RunResult
-    lines: list[str] = dataclasses.field(default_factory=list)
-    journal: list[JournalEntry] = dataclasses.field(default_factory=list)
-    children: list[ChildInstance] = dataclasses.field(default_factory=list)
-    http_calls: list[HttpRequest] = dataclasses.field(default_factory=list)
-
-    def take(self, result: RunResult) -> None:
-        self.result = result
-        self.lines += result.write_lines
-        self.journal += result.journal
-        self.children += result.child_instances
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,64 +28,45 @@ class Phase:
 
     label: str
     expect: Mapping[str, Any]
-    observed: Observed
+    run: WorkflowRun
 
 
-class HttpTable:
-    """Answers the engine's outbound HTTP calls from the case's ``httpRequests`` (no network).
-
-    Matched on method and URL. An entry ``{"error": "connect" | "timeout"}`` fails the call as an
-    unreachable or slow server would; a call with no entry fails as ``connect``."""
-
-    def __init__(self, entries: list[Mapping[str, Any]]) -> None:
-        self.entries = entries
-        self.calls: list[HttpRequest] = []
-
-    def send(self, request: HttpRequest) -> HttpResponse:
-        self.calls.append(request)
-        for entry in self.entries:
-            if (
-                str(entry.get("method", "GET")).upper() == request.method.upper()
-                and entry.get("url") == request.url
-            ):
-                return self.answer(entry)
-        raise RetryLater(
-            f"no answer for {request.method} {request.url} in httpRequests", reason="connect"
-        )
-
-    def answer(self, entry: Mapping[str, Any]) -> HttpResponse:
-        error = entry.get("error")
-        if error:
-            raise RetryLater(f"simulated {error} failure", reason=str(error))
-        body = entry.get("body")
+def http_table(entries: list[Mapping[str, Any]]) -> HttpTable:
+    """The case's ``httpRequests``, matched on method and URL (the first entry wins); a call with
+    no entry fails as an unreachable server (``connect``)."""
+    answers: dict[str, HttpAnswer] = {}
+    for entry in entries:
+        key = f"{str(entry.get('method', 'GET')).upper()} {entry.get('url')}"
         headers = {str(k): str(v) for k, v in (entry.get("headers") or {}).items()}
-        if isinstance(body, str):
-            raw = body.encode()
-        else:
-            raw = json.dumps(body).encode() if body is not None else b""
-            if body is not None:
-                headers.setdefault("Content-Type", "application/json")
-        return HttpResponse(int(entry.get("status", 200)), headers, raw, body)
+        answers.setdefault(
+            key,
+            HttpAnswer(
+                int(entry.get("status", 200)),
+                entry.get("body"),
+                headers,
+                error=entry.get("error") or None,
+            ),
+        )
+    return HttpTable(answers, otherwise=HttpAnswer(error="connect"))
 
 
-def build_engine(case: Case, definitions: Mapping[str, WorkflowDefinition]) -> Engine:
+def workflow_test(case: Case) -> WorkflowTest:
+    """The case's entry workflow, with all its files and its HTTP table and flowchart mode."""
     expected = case.expected
-    mode = (expected.get("options") or {}).get("flowchartMode", "CounterBased")
-    table = HttpTable(list(expected.get("httpRequests") or []))
-    services = EngineServices(http=table, clock=lambda: FIXED_NOW)
-    return Engine(DefinitionIndex(definitions.values()), services, flowchart_mode=mode)
-
-
-def entry_definition(case: Case, engine: Engine) -> WorkflowDefinition:
-    index = engine.definitions
-    assert isinstance(index, DefinitionIndex)
-    version_id = case.expected.get("entryDefinitionVersionId")
-    entry = (index.by_version_id(version_id) if version_id else None) or index.by_definition_id(
-        case.expected["entryDefinitionId"]
-    )
+    definitions = list(load_definitions(case).values())
+    index = DefinitionIndex(definitions)
+    version_id = expected.get("entryDefinitionVersionId")
+    entry: WorkflowDefinition | None = (
+        index.by_version_id(version_id) if version_id else None
+    ) or index.by_definition_id(expected["entryDefinitionId"])
     if entry is None:
         raise CaseError(f"{case.id}: the entry definition did not load")
-    return entry
+    return WorkflowTest(
+        entry,
+        uses=definitions,
+        http=http_table(list(expected.get("httpRequests") or [])),
+        flowchart_mode=(expected.get("options") or {}).get("flowchartMode", "CounterBased"),
+    )
 
 
 def run_case(case: Case) -> Iterator[Phase]:
@@ -115,60 +75,39 @@ def run_case(case: Case) -> Iterator[Phase]:
     run_mode = expected.get("runMode", "untilEnd")
     if run_mode not in RUN_MODES:
         raise CaseError(f"{case.id}: runMode must be one of {', '.join(RUN_MODES)}")
-    engine = build_engine(case, load_definitions(case))
-    table = engine.services.http
-    assert isinstance(table, HttpTable)
-    entry = entry_definition(case, engine)
-    mode = engine.flowchart_mode
-    options = {"flowchartMode": mode}
+    flow = workflow_test(case)
     payload = expected.get("input") or {}
-
     if run_mode == "trigger":
-        result = start_by_trigger(engine, entry, expected["trigger"], options)
+        run = start_by_trigger(flow, expected["trigger"])
     else:
-        result = engine.start(entry, instance_id=ENTRY_INSTANCE_ID, input=payload, options=options)
-    observed = Observed(result, http_calls=table.calls)
-    observed.take(result)
+        run = flow.start(payload, instance_id=ENTRY_INSTANCE_ID)
     if run_mode == "untilEnd":
-        resume_until_end(engine, observed, payload)
-    yield Phase("run", expected.get("expect") or {}, observed)
+        resume_until_end(run, payload)
+    yield Phase("run", expected.get("expect") or {}, run)
 
-    for number, step in enumerate(expected.get("resume") or (), start=1):
-        label = f"resume[{number - 1}]"
-        matching = matching_bookmarks(observed.result, step, label)
-        for bookmark in matching:
-            if not any(b["id"] == bookmark.id for b in observed.result.state["bookmarks"]):
-                continue  # closed by an earlier resume of this step
-            observed.take(
-                engine.resume(
-                    observed.result.state,
-                    bookmark_id=bookmark.id,
-                    input=step.get("input", step.get("payload")),
-                )
-            )
-        yield Phase(label, step.get("expect") or {}, observed)
+    for number, step in enumerate(expected.get("resume") or ()):
+        label = f"resume[{number}]"
+        for bookmark in matching_bookmarks(run, step, label):
+            run.resume(bookmark.id, step.get("input", step.get("payload")))
+        yield Phase(label, step.get("expect") or {}, run)
 
 
-def resume_until_end(engine: Engine, observed: Observed, payload: Any) -> None:
+def resume_until_end(run: WorkflowRun, payload: Any) -> None:
     """The upstream "run until end" helper: resume every open bookmark until none is left."""
-    result = observed.result
-    while result.status != "Finished" and result.bookmarks:
-        for bookmark in list(result.bookmarks):
-            if not any(b["id"] == bookmark.id for b in result.state["bookmarks"]):
-                continue
-            result = engine.resume(result.state, bookmark_id=bookmark.id, input=payload)
-            observed.take(result)
+    while run.status != "Finished" and run.bookmarks:
+        for bookmark in list(run.bookmarks):
+            run.resume(bookmark.id, payload)
 
 
-def matching_bookmarks(result: RunResult, step: Mapping[str, Any], label: str) -> list[Bookmark]:
+def matching_bookmarks(run: WorkflowRun, step: Mapping[str, Any], label: str) -> list[Bookmark]:
     wanted = step.get("bookmark")
     if wanted is None and "event" in step:  # the corpus README's draft form
         wanted = {"type": "Elsa.Event", "name": step["event"]}
     if not isinstance(wanted, Mapping) or not wanted:
         raise CaseError(f"{label}.bookmark must name an activityId or a type")
-    found = [b for b in result.bookmarks if bookmark_matches(b, wanted)]
+    found = [b for b in run.bookmarks if bookmark_matches(b, wanted)]
     if not found:
-        open_ = [(b.activity_id, b.name, dict(b.payload)) for b in result.bookmarks]
+        open_ = [(b.activity_id, b.name, dict(b.payload)) for b in run.bookmarks]
         raise CaseError(f"{label}: no open bookmark matches {dict(wanted)}; open: {open_}")
     return found
 
@@ -185,38 +124,11 @@ def bookmark_matches(bookmark: Bookmark, wanted: Mapping[str, Any]) -> bool:
     return True
 
 
-def start_by_trigger(
-    engine: Engine,
-    entry: WorkflowDefinition,
-    trigger: Mapping[str, Any],
-    options: Mapping[str, Any],
-) -> RunResult:
+def start_by_trigger(flow: WorkflowTest, trigger: Mapping[str, Any]) -> WorkflowRun:
     """Deliver the case's stimulus to the matching trigger (HTTP: method and path)."""
     stimulus = trigger.get("http")
     if not isinstance(stimulus, Mapping):
         raise CaseError("trigger.http is the only stimulus a case can deliver")
-    for node in entry.triggers():
-        if node.type != "Elsa.HttpEndpoint":
-            continue
-        path_input = node.inputs.get("path")
-        path = (path_input.expression if path_input else None) or {}
-        methods = node.inputs.get("supportedMethods")
-        allowed = (
-            json.loads(methods.expression["value"]) if methods and methods.expression else ["GET"]
-        )
-        if (
-            str(path.get("value")).strip("/") == str(stimulus["path"]).strip("/")
-            and stimulus["method"] in allowed
-        ):
-            return engine.start(
-                entry,
-                instance_id=ENTRY_INSTANCE_ID,
-                options=options,
-                trigger={
-                    "activityId": node.id,
-                    "method": stimulus["method"],
-                    "path": stimulus["path"],
-                    "body": stimulus.get("body"),
-                },
-            )
-    raise CaseError(f"no HTTP trigger matches {dict(stimulus)}")
+    return flow.call_endpoint(
+        stimulus["method"], stimulus["path"], stimulus.get("body"), instance_id=ENTRY_INSTANCE_ID
+    )

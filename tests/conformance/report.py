@@ -32,6 +32,9 @@ every other test is listed with the reason it is not portable. `make conformance
 
     elsa_cases=N passed=P known_differences=K upstream_tests=T ported=C not_portable=U
 
+Each case runs in-process on the workflow authors' testing kit, `broker.engine.testing`
+(workflows/README.md, "Testing a workflow"): the same `WorkflowTest` an author's tests use.
+
 ## The case format
 
 A case is a folder `tests/conformance/cases/<case-id>/` holding the workflow JSON file(s) and an
@@ -48,7 +51,8 @@ A case is a folder `tests/conformance/cases/<case-id>/` holding the workflow JSO
 - `knownDifference`: `{"reason", "needs"}`: the case runs and must fail (strict xfail).
 - `refused`: `{"path", "contains"}`: the entry file is refused at load, naming that JSON path.
 - `httpRequests`: the answers served to outbound HTTP activities, matched on method and URL
-  (`status`, `body`, `headers`, or `error`: `connect` or `timeout`); no network.
+  (`status`, `body`, `headers`, or `error`: `connect` or `timeout`); a call with no entry fails
+  as `connect`; no network.
 - `extra`: why a case that no ledger row names exists; `alsoTests`: other C# test files whose
   rows name this case.
 

@@ -40,7 +40,7 @@ def test_elsa_case(case: Case) -> None:
     # Given the case's definitions, registered by version and definition id
     # When it runs as its runMode says, Then every phase's expectations hold
     for phase in run_case(case):
-        check(phase.observed, phase.expect, phase.label)
+        check(phase.run, phase.expect, phase.label)
 
 
 def check_refused(case: Case) -> None:

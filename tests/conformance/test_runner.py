@@ -42,15 +42,15 @@ def test_write_lines_and_journal_order_are_checked(tmp_path: Path) -> None:
     case = make_case(tmp_path, sequence(write_line("A", "a"), write_line("B", "b")))
     (phase,) = phases(case)
     # Then the right expectations pass
-    check(phase.observed, {"writeLines": ["a", "b"], "journal": ["A:Started", "B:Completed"]}, "x")
-    check(phase.observed, {"activityExecutedCount": {"A": 1}, "bookmarks": 0}, "x")
+    check(phase.run, {"writeLines": ["a", "b"], "journal": ["A:Started", "B:Completed"]}, "x")
+    check(phase.run, {"activityExecutedCount": {"A": 1}, "bookmarks": 0}, "x")
     # And wrong ones fail, naming the key
     with pytest.raises(AssertionError, match=r"x\.writeLines"):
-        check(phase.observed, {"writeLines": ["b", "a"]}, "x")
+        check(phase.run, {"writeLines": ["b", "a"]}, "x")
     with pytest.raises(AssertionError, match=r"x\.journal"):
-        check(phase.observed, {"journal": ["B:Completed", "A:Started"]}, "x")
+        check(phase.run, {"journal": ["B:Completed", "A:Started"]}, "x")
     with pytest.raises(AssertionError, match="unknown expect keys"):
-        check(phase.observed, {"writeLine": ["a"]}, "x")
+        check(phase.run, {"writeLine": ["a"]}, "x")
 
 
 def test_a_resume_step_resumes_the_named_event(tmp_path: Path) -> None:
@@ -65,9 +65,9 @@ def test_a_resume_step_resumes_the_named_event(tmp_path: Path) -> None:
     # When it runs, Then it first waits, then finishes after the step
     steps = run_case(case)
     first = next(steps)
-    check(first.observed, {"status": "Running", "bookmarks": 1, "writeLines": ["before"]}, "run")
+    check(first.run, {"status": "Running", "bookmarks": 1, "writeLines": ["before"]}, "run")
     second = next(steps)
-    check(second.observed, {"status": "Finished", "writeLines": ["before", "after"]}, "step")
+    check(second.run, {"status": "Finished", "writeLines": ["before", "after"]}, "step")
 
 
 def test_a_step_naming_no_open_bookmark_is_an_error(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_outbound_http_is_answered_from_the_table(tmp_path: Path) -> None:
     case = make_case(tmp_path, root, httpRequests=table)
     (phase,) = phases(case)
     # Then the call is recorded and its answer reached the workflow
-    check(phase.observed, {"httpCalls": [{"method": "GET", "url": "https://example.test/a"}]}, "r")
+    check(phase.run, {"httpCalls": [{"method": "GET", "url": "https://example.test/a"}]}, "r")
     with pytest.raises(AssertionError, match="httpCalls"):
-        check(phase.observed, {"httpCalls": []}, "r")
-    assert phase.observed.result.status == "Finished", phase.observed.result.fault
+        check(phase.run, {"httpCalls": []}, "r")
+    assert phase.run.latest.status == "Finished", phase.run.latest.fault

@@ -13,6 +13,7 @@ import pytest
 from broker.engine.parser import parse_workflow
 from broker.engine.run.ports import HttpRequest
 from broker.engine.testing import HttpAnswer, HttpTable, WorkflowTest
+from broker.errors import RetryLater
 from tests.support.services import PROJECT_ROOT
 
 
@@ -164,3 +165,105 @@ def test_outputs_and_faults_are_asserted() -> None:
     faulted = workflow_test(sequence(fault)).start().assert_faulted("boom")
     with pytest.raises(AssertionError, match="Finished/Faulted"):
         faulted.assert_finished()
+
+
+def test_an_error_answer_fails_the_call_and_otherwise_answers_what_the_table_lacks() -> None:
+    # Given a table with a failing server, and a catch-all answer for every other URL
+    table = HttpTable(
+        {"GET https://down.example/": HttpAnswer(error="timeout")},
+        otherwise=HttpAnswer(error="connect"),
+    )
+    # When each is called, Then each fails as that server would, and the call is recorded
+    with pytest.raises(RetryLater) as slow:
+        table.send(HttpRequest("GET", "https://down.example/"))
+    with pytest.raises(RetryLater) as gone:
+        table.send(HttpRequest("POST", "https://nowhere.example/"))
+    assert (slow.value.reason, gone.value.reason) == ("timeout", "connect")
+    assert len(table.calls) == 2
+    # And an answer with no body has an empty one, with no content type
+    empty = HttpAnswer(204).response()
+    assert (empty.body, empty.content, dict(empty.headers)) == (b"", None, {})
+
+
+def test_a_failing_server_leads_the_request_through_its_failure_port() -> None:
+    # Given a flowchart whose HTTP call ends in "Failed to connect" when no server answers
+    send = {
+        "id": "send",
+        "type": "Elsa.FlowSendHttpRequest",
+        "version": 1,
+        "url": literal("https://ledger.example/", "Uri"),
+        "method": literal("GET"),
+    }
+    document = sequence()
+    document["root"] = {
+        "id": "flow",
+        "type": "Elsa.Flowchart",
+        "version": 1,
+        "activities": [send, write_line("down", "no ledger")],
+        "connections": [
+            {
+                "source": {"activity": "send", "port": "Failed to connect"},
+                "target": {"activity": "down", "port": "In"},
+            }
+        ],
+    }
+    table = HttpTable(otherwise=HttpAnswer(error="connect"))
+    # When it runs against the table, Then it took the failure port
+    run = workflow_test(document, http=table).start().assert_finished()
+    assert run.lines == ["no ledger"]
+    assert [call.url for call in run.http_calls] == ["https://ledger.example/"]
+
+
+def test_a_workflow_is_called_through_its_http_endpoint() -> None:
+    # Given a workflow started by GET /workflows/hello that writes its response
+    endpoint = {
+        "id": "endpoint",
+        "type": "Elsa.HttpEndpoint",
+        "version": 1,
+        "path": literal("hello"),
+        "supportedMethods": {
+            "typeName": "String[]",
+            "expression": {"type": "Object", "value": '["GET"]'},
+        },
+        "customProperties": {"canStartWorkflow": True},
+    }
+    respond = {
+        "id": "respond",
+        "type": "Elsa.WriteHttpResponse",
+        "version": 1,
+        "content": literal("Hello!"),
+    }
+    flow = workflow_test(sequence(endpoint, respond))
+    # When it is called as the broker routes a call (method and path in any case)
+    run = flow.call_endpoint("get", "/Hello/", instance_id="call-1").assert_finished()
+    # Then the response is what it wrote
+    assert run.latest.http_response is not None
+    assert run.latest.http_response["content"] == "Hello!"
+    assert run.latest.state["trigger"]["activityId"] == "endpoint"
+    # And a route it does not serve fails the test, naming the route
+    with pytest.raises(AssertionError, match="no HttpEndpoint trigger serves POST hello"):
+        flow.call_endpoint("POST", "hello")
+
+
+def test_every_file_may_be_given_and_each_step_and_in_process_child_is_kept() -> None:
+    # Given a parent that executes a child in-process and then waits for an event, both files
+    # given as the definitions in use (the parent among them) and a forced flowchart mode
+    child = parse_workflow(sequence(write_line("c", "child ran"), definitionId="child"))
+    execute = {
+        "id": "execute",
+        "type": "Elsa.ExecuteWorkflow",
+        "version": 1,
+        "workflowDefinitionId": literal("child"),
+        "waitForCompletion": literal(True, "Boolean"),
+    }
+    event = {"id": "go", "type": "Elsa.Event", "version": 1, "eventName": literal("go")}
+    parent = parse_workflow(sequence(execute, event))
+    flow = WorkflowTest(parent, uses=[child, parent], flowchart_mode="TokenBased")
+    assert [d.definition_id for d in flow.definitions] == ["child", "main"]
+    # When it runs to the event and the event comes
+    run = flow.start().assert_waiting_for("go").deliver_event("go").assert_finished()
+    # Then each step's result is kept in order, and the child the engine ran is listed
+    assert [result.sub_status for result in run.results] == ["Suspended", "Finished"]
+    assert [(c.definition_id, c.status) for c in run.child_instances] == [("child", "Finished")]
+    assert run.lines == ["child ran"]
+    assert run.latest.state["flowchartMode"] == "TokenBased"
