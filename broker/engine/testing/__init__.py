@@ -1,0 +1,14 @@
+"""A harness for workflow authors' tests: run a workflow file in-process, deliver events, fire
+timers at once, answer HTTP calls and Celery tasks from tables, and assert what came of it."""
+
+from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox
+from broker.engine.testing.harness import WorkflowRun, WorkflowTest, load_definition
+
+__all__ = [
+    "HttpAnswer",
+    "HttpTable",
+    "MailOutbox",
+    "WorkflowRun",
+    "WorkflowTest",
+    "load_definition",
+]
