@@ -21,14 +21,11 @@ from tests.support.services import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
-# Runs `broker ...` the way the console script does. The setdefault registers the operator
-# groups in case broker.cli.main does not list them (yet); once it does, it changes nothing.
+# Runs `broker ...` the way the console script does.
 LAUNCHER = """
 import sys
-from broker import cli
-for name in ("requests", "outbox"):
-    cli.LAZY_COMMANDS.setdefault(name, ("broker.cli.ops", name, name))
-sys.exit(cli.run_main(sys.argv[1:]))
+from broker.cli.main import run_main
+sys.exit(run_main(sys.argv[1:]))
 """
 
 
