@@ -287,9 +287,11 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
             time.sleep(1.0)
         stop.set()
         inserter.join(10)
+        # Thousands of rows wait by now, five to a fenced batch, each batch synced to disk: on a
+        # loaded 2-core machine the backlog alone can take a minute, so the bound is generous.
         wait_until(
             lambda: len({row for _, _, row in published()}) >= len(inserted),
-            timeout=60,
+            timeout=180,
             what="every row published",
         )
     finally:
