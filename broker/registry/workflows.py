@@ -272,7 +272,7 @@ class WorkflowRegistry:
 def _resolve(
     candidates: list[_Candidate], problems: list[Problem]
 ) -> tuple[dict[str, _Candidate], dict[str, _Candidate]]:
-    """Pick the winning file per definition id and per request type (see the module docstring)."""
+    """Pick the winning file per definition id and per request type (docs/design.md, section 1)."""
     definitions: dict[str, _Candidate] = {}
     for candidate in candidates:
         wf = candidate.file

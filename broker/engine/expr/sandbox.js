@@ -1,7 +1,7 @@
 // The sandbox's bootstrap, evaluated once in each fresh QuickJS-ng context by
-// broker/engine/expr/javascript.py (read that module's docstring first). The HELPERS marker
-// below is replaced by the helpers of broker/engine/expr/jsapi.py before it runs. Workflow code
-// reaches nothing here except through the scope objects makeScope builds.
+// broker/engine/expr/javascript.py (its note in docs/design.md, section 1, comes first). The
+// HELPERS marker below is replaced by the helpers of broker/engine/expr/jsapi.py before it runs.
+// Workflow code reaches nothing here except through the scope objects makeScope builds.
 (function () {
   "use strict";
   const PROBE = Object.freeze({});

@@ -77,7 +77,7 @@ _ISO_DURATION = re.compile(
 
 
 def convert(value: Any, type_name: str | None, *, is_array: bool = False) -> Any:
-    """Convert ``value`` to the Elsa/.NET type ``type_name`` (see the module docstring).
+    """Convert ``value`` to the Elsa/.NET type ``type_name`` (docs/design.md, section 1).
 
     ``is_array`` marks a variable or input declared with ``isArray: true`` and a scalar
     ``type_name``: the value must then be a list (or JSON array text) of that type.

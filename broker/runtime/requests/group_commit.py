@@ -46,7 +46,7 @@ class _Job:
 
 
 class Committer:
-    """Commits the submissions of one process in batches (see the module docstring).
+    """Commits the submissions of one process in batches (docs/design.md, section 1).
 
     ``publish`` sends the new rows' messages after the commit (the fast path); a failure there is
     logged only, as the relay publishes what the fast path could not.

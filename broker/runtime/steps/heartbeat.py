@@ -227,7 +227,7 @@ def beating(
     open_delay: float,
     release: Callable[[], None] | None = None,
 ) -> Iterator[None]:
-    """Beat for a step while the ``with`` block runs its engine (see the module docstring)."""
+    """Beat for a step while the ``with`` block runs its engine (docs/design.md, section 1)."""
     heartbeat = _HEARTBEAT
     step = heartbeat.register(
         rt, instance_id, outbox_id, lock, opening, deadline, overdue,
