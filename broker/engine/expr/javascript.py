@@ -38,21 +38,25 @@ _SHAPE_CACHE_SIZE = 128
 # accumulates (atoms, fragmentation) without measurable cost.
 _EVALUATIONS_PER_SANDBOX = 20_000
 
-# The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file).
-_BOOTSTRAP_TEMPLATE = (
-    importlib.resources.files("broker.engine.expr")
-    .joinpath("sandbox.js")
-    .read_text(encoding="utf-8")
-)
+
+# The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file),
+# with the .NET types in a file of their own.
+def _package_text(name: str) -> str:
+    return importlib.resources.files("broker.engine.expr").joinpath(name).read_text("utf-8")
 
 
-_BOOTSTRAP = _BOOTSTRAP_TEMPLATE.replace(
-    "/*HELPERS*/",
-    ",\n".join(
-        f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source})]"
-        for helper in HELPERS
-        if helper.source is not None
-    ),
+_BOOTSTRAP = (
+    _package_text("sandbox.js")
+    .replace("/*DOTNET*/", _package_text("dotnet.js"))
+    .replace(
+        "/*HELPERS*/",
+        ",\n".join(
+            f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source}),"
+            f" {json.dumps(helper.kind)}]"
+            for helper in HELPERS
+            if helper.source is not None
+        ),
+    )
 )
 
 
@@ -148,6 +152,7 @@ class _Sandbox:
         self._finish = get("__elsaFinish")
         self._run = get("__elsaRun")
         self._abort = get("__elsaAbort")
+        self._reset = get("__elsaReset")
         self._make_scope = get("__elsaScope")
         get("__elsaLockdown")()
 
@@ -199,12 +204,19 @@ class _Sandbox:
                     self._begin(code, shape, data)
                     self._drain(deadline)
                     outcome = self._finish()
+                    if self._context.execute_pending_job():
+                        # Jobs queued while the result was serialised: they see no evaluation
+                        # and leave nothing behind (the global object is restored after them).
+                        self._drain(deadline)
+                        self._reset()
                 else:
                     outcome = self._run(code, shape, data)
                     if self._context.execute_pending_job():
                         # Promise jobs ran after the evaluation closed: drain them (they fail,
-                        # seeing no evaluation) and run it again in two steps.
+                        # seeing no evaluation), restore the global object after them, and run
+                        # the evaluation again in two steps.
                         self._drain(deadline)
+                        self._reset()
                         needs = dataclasses.replace(needs, asynchronous=True)
                         remember(code, needs)
                         continue
@@ -224,10 +236,12 @@ class _Sandbox:
 
     def _close(self, deadline: float) -> None:
         """After a failed evaluation: end it, and run its queued Promise jobs now (they see
-        no evaluation) so that none of them can run inside the next one."""
+        no evaluation) so that none of them can run inside the next one; then restore the
+        global object after them."""
         try:
             self._abort()
             self._drain(deadline)
+            self._reset()
         except quickjs.JSException:
             self.broken = True
 

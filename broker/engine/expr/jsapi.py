@@ -29,6 +29,9 @@ class Helper:
     description: str
     source: str | None = None  # None: built per scope by the sandbox (``variables``, ``input``)
     activity: str | None = None
+    #: ``function`` (a global function: writable, configurable, not enumerable, as Jint's
+    #: SetValue of a delegate) or ``type`` (a .NET type of Elsa's registry: enumerable).
+    kind: str = "function"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,12 +89,6 @@ HELPERS: tuple[Helper, ...] = (
         "declare function getLastResult(): any;",
         "the result of the activity that ran last in this step",
         "() => readLast()",
-    ),
-    Helper(
-        "getCurrentValue",
-        "declare function getCurrentValue(): any;",
-        "the current item of the innermost loop (ForEach, ParallelForEach, For, While)",
-        "() => readCurrent()",
     ),
     # The workflow instance
     Helper(
@@ -180,15 +177,15 @@ HELPERS: tuple[Helper, ...] = (
     ),
     Helper(
         "parseGuid",
-        "declare function parseGuid(value: string): string;",
-        "a GUID in any of .NET's formats, as lower-case `xxxxxxxx-xxxx-...` text",
-        "(text) => parseGuidText(text)",
+        "declare function parseGuid(value: string): Guid;",
+        "a Guid parsed from any of .NET's formats (`parseGuid(text).toString()` is its text)",
+        "(text) => Guid.Parse(text)",
     ),
     Helper(
         "newGuid",
-        "declare function newGuid(): string;",
-        "a new random GUID",
-        _GUID_SOURCE,
+        "declare function newGuid(): Guid;",
+        "a new random Guid (`newGuid().toString()` is its text)",
+        "() => Guid.NewGuid()",
     ),
     Helper(
         "newGuidString",
@@ -201,12 +198,6 @@ HELPERS: tuple[Helper, ...] = (
         "declare function newShortGuid(): string;",
         "a new random GUID as base64 without `/`, `+` and `=` (22 characters at most)",
         _SHORT_GUID_SOURCE,
-    ),
-    Helper(
-        "getGuid",
-        "declare function getGuid(): string;",
-        "deprecated name of newGuid",
-        _GUID_SOURCE,
     ),
     Helper(
         "getGuidString",
@@ -286,6 +277,7 @@ HELPERS: tuple[Helper, ...] = (
         " ToUniversalTime(): DateTime; ToString(format?: string): string; }",
         ".NET's DateTime in UTC: `DateTime.UtcNow.AddDays(1).ToString('yyyy-MM-dd')`",
         "DateTime",
+        kind="type",
     ),
     Helper(
         "DateTimeOffset",
@@ -294,6 +286,7 @@ HELPERS: tuple[Helper, ...] = (
         " readonly Offset: TimeSpan; readonly UtcDateTime: DateTime; }",
         ".NET's DateTimeOffset, at offset zero",
         "DateTimeOffset",
+        kind="type",
     ),
     Helper(
         "TimeSpan",
@@ -309,6 +302,87 @@ HELPERS: tuple[Helper, ...] = (
         " Negate(): TimeSpan; Duration(): TimeSpan; ToString(): string; }",
         ".NET's TimeSpan: `TimeSpan.FromHours(2).TotalMinutes`",
         "TimeSpan",
+        kind="type",
+    ),
+    # The rest of Elsa's type registry (ConfigureEngineWithCommonTypes, the variable types)
+    Helper(
+        "Guid",
+        "declare class Guid { static readonly Empty: Guid; static NewGuid(): Guid;"
+        " static Parse(text: string): Guid; constructor(text?: string | number[]);"
+        " ToString(format?: string): string; ToByteArray(): number[]; Equals(other: any): boolean;"
+        " CompareTo(other: Guid | string): number; }",
+        ".NET's Guid: `Guid.NewGuid().ToString()`, `'' + Guid.Empty`; crosses back as its text",
+        "Guid",
+        kind="type",
+    ),
+    Helper(
+        "Random",
+        "declare class Random { static readonly Shared: Random; constructor(seed?: number);"
+        " Next(maxOrMin?: number, max?: number): number; NextInt64(maxOrMin?: number,"
+        " max?: number): number; NextDouble(): number; NextSingle(): number; }",
+        ".NET's Random: `new Random().Next(1, 7)` (a seed repeats a sequence, not .NET's)",
+        "Random",
+        kind="type",
+    ),
+    Helper(
+        "LogPersistenceMode",
+        "declare class LogPersistenceMode { static readonly Inherit: string;"
+        " static readonly Include: string; static readonly Exclude: string; }",
+        "Elsa's LogPersistenceMode enum, its members as their names (`LogPersistenceMode.Include`)",
+        "LogPersistenceMode",
+        kind="type",
+    ),
+    Helper(
+        "Decimal",
+        "declare class Decimal { static readonly Zero: number; static readonly One: number;"
+        " static readonly MinusOne: number; static readonly MaxValue: number;"
+        " static readonly MinValue: number; static Parse(text: string): number;"
+        " static Round(value: number, decimals?: number, mode?: number | string): number;"
+        " static Floor(value: number): number; static Ceiling(value: number): number;"
+        " static Truncate(value: number): number; static Negate(value: number): number;"
+        " static Add(a: number, b: number): number; static Subtract(a: number, b: number): number;"
+        " static Multiply(a: number, b: number): number; static Divide(a: number, b: number):"
+        " number; static Remainder(a: number, b: number): number;"
+        " static Compare(a: number, b: number): number; static ToDouble(value: number): number;"
+        " static ToInt32(value: number): number; static ToInt64(value: number): number; }",
+        ".NET's Decimal over numbers: `Decimal.Round(2.345, 2)` rounds half to even, as .NET",
+        "Decimal",
+        kind="type",
+    ),
+    Helper(
+        "ExpandoObject",
+        "declare class ExpandoObject { [name: string]: any; }",
+        "an object to fill (`new ExpandoObject()`); crosses back as a JSON object",
+        "ExpandoObject",
+        kind="type",
+    ),
+    Helper(
+        "JsonNode",
+        "declare class JsonNode { static Parse(text: string): any; }",
+        "System.Text.Json's JsonNode: `JsonNode.Parse(text)` gives the parsed value",
+        "JsonNode",
+        kind="type",
+    ),
+    Helper(
+        "JsonObject",
+        "declare class JsonObject { constructor(entries?: any); [name: string]: any; }",
+        "System.Text.Json's JsonObject: an object to fill",
+        "JsonObject",
+        kind="type",
+    ),
+    Helper(
+        "JsonElement",
+        "declare class JsonElement {}",
+        "System.Text.Json's JsonElement (variables of that type arrive as their JSON value)",
+        "JsonElement",
+        kind="type",
+    ),
+    Helper(
+        "Stream",
+        "declare class Stream {}",
+        ".NET's Stream, abstract (stream variables arrive as bytes)",
+        "Stream",
+        kind="type",
     ),
 )
 
