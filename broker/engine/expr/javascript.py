@@ -7,6 +7,7 @@ import dataclasses
 import importlib.resources
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -315,21 +316,35 @@ def _check_engine() -> None:
 _STACK_OVERFLOW = ("InternalError: stack overflow", "RangeError: Maximum call stack size exceeded")
 
 
+_JS_ERROR = re.compile(r"^((?:[A-Z]\w*)?Error): (.*)$")
+
+
 def _fail(scope: Scope, code: str, message: str, time_limit: float) -> ExpressionError:
-    """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed."""
+    """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed, and its
+    reason worded as Jint's exception would word it (``reason``, ``error_type``)."""
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    error_type = "JavaScriptException"
     if first_line == "InternalError: interrupted":
         first_line = f"time limit of {time_limit:g}s exceeded"
+        error_type, reason = "TimeoutException", "The operation has timed out."
     elif first_line in ("InternalError: out of memory", "null"):
         # QuickJS reports an allocation failure inside its error machinery as a bare null.
         first_line = "memory limit exceeded"
+        error_type, reason = "MemoryLimitExceededException", first_line
     elif first_line in _STACK_OVERFLOW:
         first_line = "stack overflow (recursion too deep)"
+        error_type, reason = "RecursionDepthOverflowException", first_line
+    else:
+        # Jint's JavaScriptException carries a thrown error's message, else the thrown value.
+        thrown = _JS_ERROR.match(first_line)
+        reason = thrown.group(2) if thrown else first_line
     return ExpressionError(
         f"{first_line} (in: {preview(code, 80)})",
         activity_id=scope.activity_id,
         expression_type="JavaScript",
         expression=preview(code),
+        reason=reason,
+        error_type=error_type,
     )
 
 

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.engine.expr import expressions
 from broker.engine.model.definition import Activity, Input, WorkflowDefinition
 from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.faults import input_descriptor_name
 from broker.engine.run.outcomes import DONE, CompletedChild
 from broker.engine.run.ports import EngineServices
 from broker.engine.run.results import Command, RunResult
+from broker.errors import InputEvaluationError, RetryLater
 
 if TYPE_CHECKING:
     from broker.engine.model.log_persistence import Kind
@@ -165,7 +167,15 @@ class ActivityContext:
                 if spec is not None:  # declared but empty: evaluated as null, as Elsa records
                     self.run.capture(self.ctx, self.node, "inputs", name, None)
                 return default
-        value = self.run.evaluate(self.ctx, self.node, spec)
+        try:
+            value = self.run.evaluate(self.ctx, self.node, spec)
+        except RetryLater:
+            raise
+        except Exception as exc:
+            # Elsa wraps whatever an input's evaluation raises (EvaluateInputPropertiesAsync)
+            raise InputEvaluationError(
+                input_descriptor_name(name), activity_id=self.node.id
+            ) from exc
         self.run.capture(self.ctx, self.node, "inputs", name, value)
         return default if value is None else value
 
