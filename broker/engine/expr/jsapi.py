@@ -62,6 +62,11 @@ HELPERS: tuple[Helper, ...] = (
         "the workflow's input by name (`input.payload`), read-only",
     ),
     Helper(
+        "args",
+        "declare var args: { readonly [name: string]: any };",
+        "an expression's arguments (none in the broker: an empty object); not in RunJavaScript",
+    ),
+    Helper(
         "getVariable",
         "declare function getVariable(name: string): any;",
         "a variable in scope by name",

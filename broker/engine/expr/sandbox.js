@@ -132,6 +132,7 @@
   // OutputAccessors overwrites what came before it). So an author's variable always wins over a
   // built-in name. The broker's own additions (`input`, `getOutputFrom<Activity>`, each
   // variable as a global of its name) come first, so they never hide any of Elsa's names.
+  const NO_ARGS = Object.freeze(Object.create(null));
   const functionEntry = (value) => ({ value, writable: true, enumerable: false,
     configurable: true });
   const valueEntry = (value) => ({ value, writable: true, enumerable: true, configurable: true });
@@ -155,6 +156,9 @@
       put(name, { get: () => readVariable(name), set: (value) => writeVariable(name, value),
         enumerable: false, configurable: true });
     }
+    // An expression's `args` (JavaScriptExpressionHandler: the evaluator options' arguments,
+    // which no activity of the broker passes), not RunJavaScript's script.
+    if (activity === null) put("args", valueEntry(NO_ARGS));
     for (const [name, only, value, kind] of helpers) {
       if (only === null || only === activity) {
         put(name, kind === "type" ? valueEntry(value) : functionEntry(value));

@@ -285,3 +285,10 @@ def test_elsas_function_list_is_exactly_the_common_functions() -> None:
     )
     assert set(names) == elsa
     assert all(re.fullmatch(r"[a-z]\w+", name) for name in names)
+
+
+def test_an_expression_has_elsas_empty_args_and_a_runjavascript_script_has_none() -> None:
+    # Elsa's JavaScriptExpressionHandler sets `args` for expressions; RunJavaScript does not
+    assert run("[typeof args, Object.keys(args).length]") == ["object", 0]
+    ran = run_script("typeof args", DictScope(), activity_type="Elsa.RunJavaScript")
+    assert ran.result == "undefined"

@@ -37,7 +37,7 @@ def test_every_helper_is_installed_under_its_name() -> None:
     kinds = run("[" + ", ".join(f"typeof {name}" for name in names) + "]")
     # Then each exists (functions, the date/time classes, the variables/input objects)
     assert dict(zip(names, kinds, strict=True)) == {
-        name: "object" if name in ("variables", "input") else "function" for name in names
+        name: "object" if name in ("variables", "input", "args") else "function" for name in names
     }
 
 
