@@ -67,6 +67,8 @@ class ExpressionError(BrokerError):
         activity_id: str | None = None,
         expression_type: str | None = None,
         expression: str | None = None,
+        reason: str | None = None,
+        error_type: str | None = None,
     ) -> None:
         where = f"activity {activity_id!r}: " if activity_id else ""
         kind = f"{expression_type} " if expression_type else ""
@@ -79,6 +81,26 @@ class ExpressionError(BrokerError):
         self.activity_id = activity_id
         self.expression_type = expression_type
         self.expression = expression
+        #: the failure as the engine Elsa uses would word it (a JavaScript error's message, as
+        #: Jint's JavaScriptException has it), and that exception's type, where known
+        self.reason = reason
+        self.error_type = error_type
+
+
+class InputEvaluationError(BrokerError):
+    """Raised when an activity's input cannot be evaluated; worded as Elsa's
+    ``InputEvaluationException``, the cause chained."""
+
+    code = "input_evaluation_error"
+
+    def __init__(self, input_name: str, *, activity_id: str | None = None) -> None:
+        super().__init__(
+            f"Failed to evaluate activity input '{input_name}'",
+            input_name=input_name,
+            activity_id=activity_id,
+        )
+        self.input_name = input_name
+        self.activity_id = activity_id
 
 
 class WorkflowFault(BrokerError):

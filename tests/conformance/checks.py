@@ -130,6 +130,25 @@ def check_fault_message(run: WorkflowRun, value: Any, expect: Mapping[str, Any])
     assert value in fault.message, f"fault message {fault.message!r}"
 
 
+def check_fault_exception(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """Elsa's ExceptionState of the fault: ``type`` equal, ``message`` contained, and the same
+    for its ``innerException``."""
+    fault = run.latest.fault
+    assert fault is not None, f"no fault {_why(run)}"
+    _match_exception(fault.exception, value)
+
+
+def _match_exception(actual: Any, wanted: Mapping[str, Any]) -> None:
+    assert isinstance(actual, Mapping), f"no exception state: {actual!r}"
+    if "type" in wanted:
+        assert actual.get("type") == wanted["type"], f"exception type {actual.get('type')!r}"
+    if "message" in wanted:
+        message = str(actual.get("message"))
+        assert wanted["message"] in message, f"exception message {message!r}"
+    if "innerException" in wanted:
+        _match_exception(actual.get("innerException"), wanted["innerException"])
+
+
 def check_http_calls(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
     calls = [{"method": c.method, "url": c.url} for c in run.http_calls]
     wanted = [{"method": str(c["method"]).upper(), "url": c["url"]} for c in value]
@@ -218,6 +237,7 @@ CHECKS: dict[str, Checker] = {
     "activityExecutedCount": check_activity_executed_count,
     "journal": check_journal,
     "faultMessage": check_fault_message,
+    "faultException": check_fault_exception,
     "httpCalls": check_http_calls,
     "instanceName": check_instance_name,
     "faultCode": check_fault_code,

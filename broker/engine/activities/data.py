@@ -11,6 +11,7 @@ from broker.engine.expr.javascript import run_script
 from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
 from broker.engine.model.values import as_outcomes, as_text
 from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.faults import FAULT_WITHOUT_MESSAGE
 from broker.errors import WorkflowFault
 
 
@@ -149,7 +150,9 @@ class SetName(Behaviour):
 )
 class Fault(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
-        message = as_text(ax.get("message")) or "the workflow faulted"
+        message = ax.get("message")
+        # Elsa's FaultException with no message has .NET's default one
+        message = FAULT_WITHOUT_MESSAGE if message is None else as_text(message)
         code = ax.get("code")
         category = ax.get("category")
         raise WorkflowFault(

@@ -7,6 +7,7 @@ import dataclasses
 import importlib.resources
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -38,21 +39,25 @@ _SHAPE_CACHE_SIZE = 128
 # accumulates (atoms, fragmentation) without measurable cost.
 _EVALUATIONS_PER_SANDBOX = 20_000
 
-# The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file).
-_BOOTSTRAP_TEMPLATE = (
-    importlib.resources.files("broker.engine.expr")
-    .joinpath("sandbox.js")
-    .read_text(encoding="utf-8")
-)
+
+# The bootstrap lives beside this module (JavaScript is easier to read and lint as its own file),
+# with the .NET types in a file of their own.
+def _package_text(name: str) -> str:
+    return importlib.resources.files("broker.engine.expr").joinpath(name).read_text("utf-8")
 
 
-_BOOTSTRAP = _BOOTSTRAP_TEMPLATE.replace(
-    "/*HELPERS*/",
-    ",\n".join(
-        f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source})]"
-        for helper in HELPERS
-        if helper.source is not None
-    ),
+_BOOTSTRAP = (
+    _package_text("sandbox.js")
+    .replace("/*DOTNET*/", _package_text("dotnet.js"))
+    .replace(
+        "/*HELPERS*/",
+        ",\n".join(
+            f"[{json.dumps(helper.name)}, {json.dumps(helper.activity)}, ({helper.source}),"
+            f" {json.dumps(helper.kind)}]"
+            for helper in HELPERS
+            if helper.source is not None
+        ),
+    )
 )
 
 
@@ -148,6 +153,7 @@ class _Sandbox:
         self._finish = get("__elsaFinish")
         self._run = get("__elsaRun")
         self._abort = get("__elsaAbort")
+        self._reset = get("__elsaReset")
         self._make_scope = get("__elsaScope")
         get("__elsaLockdown")()
 
@@ -199,12 +205,19 @@ class _Sandbox:
                     self._begin(code, shape, data)
                     self._drain(deadline)
                     outcome = self._finish()
+                    if self._context.execute_pending_job():
+                        # Jobs queued while the result was serialised: they see no evaluation
+                        # and leave nothing behind (the global object is restored after them).
+                        self._drain(deadline)
+                        self._reset()
                 else:
                     outcome = self._run(code, shape, data)
                     if self._context.execute_pending_job():
                         # Promise jobs ran after the evaluation closed: drain them (they fail,
-                        # seeing no evaluation) and run it again in two steps.
+                        # seeing no evaluation), restore the global object after them, and run
+                        # the evaluation again in two steps.
                         self._drain(deadline)
+                        self._reset()
                         needs = dataclasses.replace(needs, asynchronous=True)
                         remember(code, needs)
                         continue
@@ -224,10 +237,12 @@ class _Sandbox:
 
     def _close(self, deadline: float) -> None:
         """After a failed evaluation: end it, and run its queued Promise jobs now (they see
-        no evaluation) so that none of them can run inside the next one."""
+        no evaluation) so that none of them can run inside the next one; then restore the
+        global object after them."""
         try:
             self._abort()
             self._drain(deadline)
+            self._reset()
         except quickjs.JSException:
             self.broken = True
 
@@ -301,21 +316,35 @@ def _check_engine() -> None:
 _STACK_OVERFLOW = ("InternalError: stack overflow", "RangeError: Maximum call stack size exceeded")
 
 
+_JS_ERROR = re.compile(r"^((?:[A-Z]\w*)?Error): (.*)$")
+
+
 def _fail(scope: Scope, code: str, message: str, time_limit: float) -> ExpressionError:
-    """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed."""
+    """An ExpressionError for a JavaScript failure, with QuickJS's stack trace trimmed, and its
+    reason worded as Jint's exception would word it (``reason``, ``error_type``)."""
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    error_type = "JavaScriptException"
     if first_line == "InternalError: interrupted":
         first_line = f"time limit of {time_limit:g}s exceeded"
+        error_type, reason = "TimeoutException", "The operation has timed out."
     elif first_line in ("InternalError: out of memory", "null"):
         # QuickJS reports an allocation failure inside its error machinery as a bare null.
         first_line = "memory limit exceeded"
+        error_type, reason = "MemoryLimitExceededException", first_line
     elif first_line in _STACK_OVERFLOW:
         first_line = "stack overflow (recursion too deep)"
+        error_type, reason = "RecursionDepthOverflowException", first_line
+    else:
+        # Jint's JavaScriptException carries a thrown error's message, else the thrown value.
+        thrown = _JS_ERROR.match(first_line)
+        reason = thrown.group(2) if thrown else first_line
     return ExpressionError(
         f"{first_line} (in: {preview(code, 80)})",
         activity_id=scope.activity_id,
         expression_type="JavaScript",
         expression=preview(code),
+        reason=reason,
+        error_type=error_type,
     )
 
 

@@ -7,6 +7,8 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
+from broker.engine.expr.jstypes import TYPES
+
 __all__ = [
     "FAMILIES",
     "HELPERS",
@@ -29,6 +31,9 @@ class Helper:
     description: str
     source: str | None = None  # None: built per scope by the sandbox (``variables``, ``input``)
     activity: str | None = None
+    #: ``function`` (a global function: writable, configurable, not enumerable, as Jint's
+    #: SetValue of a delegate) or ``type`` (a .NET type of Elsa's registry: enumerable).
+    kind: str = "function"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +60,11 @@ HELPERS: tuple[Helper, ...] = (
         "input",
         "declare var input: { readonly [name: string]: any };",
         "the workflow's input by name (`input.payload`), read-only",
+    ),
+    Helper(
+        "args",
+        "declare var args: { readonly [name: string]: any };",
+        "an expression's arguments (none in the broker: an empty object); not in RunJavaScript",
     ),
     Helper(
         "getVariable",
@@ -86,12 +96,6 @@ HELPERS: tuple[Helper, ...] = (
         "declare function getLastResult(): any;",
         "the result of the activity that ran last in this step",
         "() => readLast()",
-    ),
-    Helper(
-        "getCurrentValue",
-        "declare function getCurrentValue(): any;",
-        "the current item of the innermost loop (ForEach, ParallelForEach, For, While)",
-        "() => readCurrent()",
     ),
     # The workflow instance
     Helper(
@@ -180,15 +184,15 @@ HELPERS: tuple[Helper, ...] = (
     ),
     Helper(
         "parseGuid",
-        "declare function parseGuid(value: string): string;",
-        "a GUID in any of .NET's formats, as lower-case `xxxxxxxx-xxxx-...` text",
-        "(text) => parseGuidText(text)",
+        "declare function parseGuid(value: string): Guid;",
+        "a Guid parsed from any of .NET's formats (`parseGuid(text).toString()` is its text)",
+        "(text) => Guid.Parse(text)",
     ),
     Helper(
         "newGuid",
-        "declare function newGuid(): string;",
-        "a new random GUID",
-        _GUID_SOURCE,
+        "declare function newGuid(): Guid;",
+        "a new random Guid (`newGuid().toString()` is its text)",
+        "() => Guid.NewGuid()",
     ),
     Helper(
         "newGuidString",
@@ -201,12 +205,6 @@ HELPERS: tuple[Helper, ...] = (
         "declare function newShortGuid(): string;",
         "a new random GUID as base64 without `/`, `+` and `=` (22 characters at most)",
         _SHORT_GUID_SOURCE,
-    ),
-    Helper(
-        "getGuid",
-        "declare function getGuid(): string;",
-        "deprecated name of newGuid",
-        _GUID_SOURCE,
     ),
     Helper(
         "getGuidString",
@@ -269,46 +267,10 @@ HELPERS: tuple[Helper, ...] = (
         "(value) => base64Encode(typeof value === 'string' ? utf8Encode(value)"
         " : Array.from(value, Number))",
     ),
-    # Dates and times
-    Helper(
-        "DateTime",
-        "declare class DateTime { static readonly Now: DateTime; static readonly UtcNow: DateTime;"
-        " static readonly Today: DateTime; static Parse(text: string): DateTime;"
-        " readonly Year: number; readonly Month: number; readonly Day: number;"
-        " readonly Hour: number; readonly Minute: number; readonly Second: number;"
-        " readonly Millisecond: number; readonly DayOfWeek: string; readonly DayOfYear: number;"
-        " readonly Date: DateTime; readonly TimeOfDay: TimeSpan;"
-        " AddYears(n: number): DateTime; AddMonths(n: number): DateTime;"
-        " AddDays(n: number): DateTime; AddHours(n: number): DateTime;"
-        " AddMinutes(n: number): DateTime; AddSeconds(n: number): DateTime;"
-        " AddMilliseconds(n: number): DateTime; Add(span: TimeSpan): DateTime;"
-        " Subtract(other: DateTime | TimeSpan): any; CompareTo(other: DateTime): number;"
-        " ToUniversalTime(): DateTime; ToString(format?: string): string; }",
-        ".NET's DateTime in UTC: `DateTime.UtcNow.AddDays(1).ToString('yyyy-MM-dd')`",
-        "DateTime",
-    ),
-    Helper(
-        "DateTimeOffset",
-        "declare class DateTimeOffset extends DateTime { static readonly Now: DateTimeOffset;"
-        " static readonly UtcNow: DateTimeOffset; static Parse(text: string): DateTimeOffset;"
-        " readonly Offset: TimeSpan; readonly UtcDateTime: DateTime; }",
-        ".NET's DateTimeOffset, at offset zero",
-        "DateTimeOffset",
-    ),
-    Helper(
-        "TimeSpan",
-        "declare class TimeSpan { static readonly Zero: TimeSpan;"
-        " static FromDays(n: number): TimeSpan; static FromHours(n: number): TimeSpan;"
-        " static FromMinutes(n: number): TimeSpan; static FromSeconds(n: number): TimeSpan;"
-        " static FromMilliseconds(n: number): TimeSpan; static Parse(text: string): TimeSpan;"
-        " readonly Days: number; readonly Hours: number; readonly Minutes: number;"
-        " readonly Seconds: number; readonly Milliseconds: number; readonly TotalDays: number;"
-        " readonly TotalHours: number; readonly TotalMinutes: number;"
-        " readonly TotalSeconds: number; readonly TotalMilliseconds: number;"
-        " Add(other: TimeSpan): TimeSpan; Subtract(other: TimeSpan): TimeSpan;"
-        " Negate(): TimeSpan; Duration(): TimeSpan; ToString(): string; }",
-        ".NET's TimeSpan: `TimeSpan.FromHours(2).TotalMinutes`",
-        "TimeSpan",
+    # .NET types (broker.engine.expr.jstypes)
+    *(
+        Helper(name, declaration, description, name, kind="type")
+        for name, declaration, description in TYPES
     ),
 )
 

@@ -17,7 +17,7 @@ from typing import Any
 from broker.engine.expr.jsapi import pascalize
 from broker.engine.expr.scope import Scope
 
-FLAGS = ("current", "workflow", "last", "now")
+FLAGS = ("workflow", "last", "now")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Needs:
 
     names: frozenset[str]
     activities: frozenset[str]
-    flags: frozenset[str] = frozenset()  # of FLAGS: the loop item, the instance, ...
+    flags: frozenset[str] = frozenset()  # of FLAGS: the instance, the last result, the clock
     learned: frozenset[tuple[str, str]] = frozenset()
     # Set once the script was seen to queue Promise jobs: it then runs in two steps, the jobs
     # drained in between while the evaluation is still open.
@@ -69,8 +69,6 @@ def needs_of(code: str) -> Needs:
                 if rest:
                     activities.add(rest)
     flags = set()
-    if "getCurrentValue" in tokens:
-        flags.add("current")
     if "getLastResult" in tokens:
         flags.add("last")
     if any(token.startswith(("getWorkflow", "setWorkflow")) for token in tokens):
@@ -120,8 +118,6 @@ def supply(scope: Scope, needs: Needs) -> str:
     data["o"] = outputs
     flags = needs.flags
     if flags:
-        if "current" in flags:
-            data["cur"] = scope.current_value()
         if "workflow" in flags:
             data["wf"] = dict(scope.workflow_info())
         if "last" in flags:

@@ -8,8 +8,7 @@
   const MISSING = Object.freeze({});
   const hasOwn = Object.prototype.hasOwnProperty;
   const globalEval = eval;
-  const shapes = new WeakMap();
-  const UNHARDENED = new WeakSet();  // the per-scope proxies: see namesProxy
+  const UNHARDENED = new WeakSet();  // the per-shape proxies (namesProxy), the global object
   let current = null;
 
   function active() {
@@ -70,7 +69,6 @@
     if (!hasOwn.call(evaluation.data, field)) missing(kind, "");
     return evaluation.data[field];
   }
-  const readCurrent = () => readSupplied("cur", "current");
   const readLast = () => readSupplied("last", "last");
   const readNow = () => readSupplied("now", "now");
   // The instance's correlation id, name and definition: this evaluation's own writes first.
@@ -87,252 +85,20 @@
     active().outcomes = names;
   }
 
-  // GUIDs, UTF-8 and base64 -------------------------------------------------------------------
-  function randomBytes(count) {
-    const bytes = [];
-    for (let i = 0; i < count; i++) bytes.push(Math.floor(Math.random() * 256));
-    return bytes;
-  }
-  function newGuidText() {
-    const bytes = randomBytes(16);
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    const hex = bytes.map((b) => (b + 0x100).toString(16).slice(1)).join("");
-    return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20),
-      hex.slice(20)].join("-");
-  }
-  const GUID = /^[{(]?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}[)}]?$/i;
-  function parseGuidText(text) {
-    const value = String(text).trim();
-    if (!GUID.test(value)) throw new TypeError("not a GUID: " + value);
-    const digits = value.replace(/[^0-9a-f]/gi, "").toLowerCase();
-    return [digits.slice(0, 8), digits.slice(8, 12), digits.slice(12, 16),
-      digits.slice(16, 20), digits.slice(20)].join("-");
-  }
-  function utf8Encode(text) {
-    const bytes = [];
-    for (const char of text) {
-      let code = char.codePointAt(0);
-      if (code >= 0xd800 && code <= 0xdfff) code = 0xfffd;  // a lone surrogate
-      if (code < 0x80) bytes.push(code);
-      else if (code < 0x800) bytes.push(0xc0 | (code >> 6), 0x80 | (code & 63));
-      else if (code < 0x10000) {
-        bytes.push(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 63), 0x80 | (code & 63));
-      } else {
-        bytes.push(0xf0 | (code >> 18), 0x80 | ((code >> 12) & 63), 0x80 | ((code >> 6) & 63),
-          0x80 | (code & 63));
-      }
-    }
-    return bytes;
-  }
-  function utf8Decode(bytes) {
-    let text = "";
-    for (let i = 0; i < bytes.length;) {
-      const b = bytes[i] & 0xff;
-      const size = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 0;
-      if (size === 0 || i + size > bytes.length) { text += "\ufffd"; i++; continue; }
-      let code = size === 1 ? b : b & (0xff >> (size + 1));
-      for (let k = 1; k < size; k++) code = (code << 6) | (bytes[i + k] & 63);
-      text += String.fromCodePoint(code > 0x10ffff ? 0xfffd : code);
-      i += size;
-    }
-    return text;
-  }
-  const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  function base64Encode(bytes) {
-    let out = "";
-    for (let i = 0; i < bytes.length; i += 3) {
-      const n = ((bytes[i] & 0xff) << 16) | (((bytes[i + 1] ?? 0) & 0xff) << 8)
-        | ((bytes[i + 2] ?? 0) & 0xff);
-      out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63]
-        + (i + 1 < bytes.length ? B64[(n >> 6) & 63] : "=")
-        + (i + 2 < bytes.length ? B64[n & 63] : "=");
-    }
-    return out;
-  }
-  function base64Decode(text) {
-    const clean = text.replace(/[\s=]/g, "");
-    if (/[^A-Za-z0-9+/]/.test(clean) || clean.length % 4 === 1) {
-      throw new TypeError("not base64: " + text.slice(0, 40));
-    }
-    const bytes = [];
-    for (let i = 0; i < clean.length; i += 4) {
-      const chunk = clean.slice(i, i + 4);
-      let n = 0;
-      for (let k = 0; k < 4; k++) n = (n << 6) | (k < chunk.length ? B64.indexOf(chunk[k]) : 0);
-      bytes.push((n >> 16) & 0xff);
-      if (chunk.length > 2) bytes.push((n >> 8) & 0xff);
-      if (chunk.length > 3) bytes.push(n & 0xff);
-    }
-    return bytes;
-  }
+  /*DOTNET*/
 
-  // .NET's DateTime, DateTimeOffset and TimeSpan, in UTC, on the engine's clock ---------------
-  const MS = { s: 1000, m: 60000, h: 3600000, d: 86400000 };
-  const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
-  const pad = (value, width) => String(Math.trunc(Math.abs(value))).padStart(width, "0");
-  function number(value, what) {
-    const n = Number(value);
-    if (!Number.isFinite(n)) throw new TypeError(what + " expects a number, got " + value);
-    return n;
-  }
-  class TimeSpan {
-    constructor(milliseconds) { this.TotalMilliseconds = number(milliseconds, "TimeSpan"); }
-    static FromDays(n) { return new TimeSpan(number(n, "FromDays") * MS.d); }
-    static FromHours(n) { return new TimeSpan(number(n, "FromHours") * MS.h); }
-    static FromMinutes(n) { return new TimeSpan(number(n, "FromMinutes") * MS.m); }
-    static FromSeconds(n) { return new TimeSpan(number(n, "FromSeconds") * MS.s); }
-    static FromMilliseconds(n) { return new TimeSpan(number(n, "FromMilliseconds")); }
-    static get Zero() { return new TimeSpan(0); }
-    static Parse(text) {
-      const match = /^\s*(-)?(?:(\d+)\.)?(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,7}))?)?\s*$/
-        .exec(String(text));
-      if (match === null) throw new TypeError("not a TimeSpan: " + text);
-      const [, sign, d, h, m, s, f] = match;
-      const ms = Number(d ?? 0) * MS.d + Number(h) * MS.h + Number(m) * MS.m
-        + Number(s ?? 0) * MS.s + (f === undefined ? 0 : Number("0." + f) * 1000);
-      return new TimeSpan(sign ? -ms : ms);
-    }
-    part(unit, modulo) {
-      return Math.trunc(this.TotalMilliseconds / unit) % modulo;
-    }
-    get Days() { return Math.trunc(this.TotalMilliseconds / MS.d); }
-    get Hours() { return this.part(MS.h, 24); }
-    get Minutes() { return this.part(MS.m, 60); }
-    get Seconds() { return this.part(MS.s, 60); }
-    get Milliseconds() { return this.part(1, 1000); }
-    get TotalDays() { return this.TotalMilliseconds / MS.d; }
-    get TotalHours() { return this.TotalMilliseconds / MS.h; }
-    get TotalMinutes() { return this.TotalMilliseconds / MS.m; }
-    get TotalSeconds() { return this.TotalMilliseconds / MS.s; }
-    Add(other) { return new TimeSpan(this.TotalMilliseconds + other.TotalMilliseconds); }
-    Subtract(other) { return new TimeSpan(this.TotalMilliseconds - other.TotalMilliseconds); }
-    Negate() { return new TimeSpan(-this.TotalMilliseconds); }
-    Duration() { return new TimeSpan(Math.abs(this.TotalMilliseconds)); }
-    // .NET's constant ("c") format: [-][d.]hh:mm:ss[.fffffff]
-    ToString() {
-      const ms = this.TotalMilliseconds;
-      const days = Math.abs(this.Days);
-      const fraction = Math.round(Math.abs(ms) % 1000 * 10000);
-      return (ms < 0 ? "-" : "") + (days > 0 ? days + "." : "") + pad(this.Hours, 2) + ":"
-        + pad(this.Minutes, 2) + ":" + pad(this.Seconds, 2)
-        + (fraction > 0 ? "." + String(fraction).padStart(7, "0") : "");
-    }
-    toString() { return this.ToString(); }
-    toJSON() { return this.ToString(); }
-    valueOf() { return this.TotalMilliseconds; }
-  }
-  function daysInMonth(year, month) { return new Date(Date.UTC(year, month + 1, 0)).getUTCDate(); }
-  const FORMAT_TOKENS =
-    /yyyy|yy|MMMM|MMM|MM|M|dddd|ddd|dd|d|HH|H|hh|h|mm|m|ss|s|fff|ff|f|tt|zzz|K|'[^']*'|./g;
-  const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-    "September", "October", "November", "December"];
-  class DateTime {
-    constructor(milliseconds) { this.epoch = number(milliseconds, "DateTime"); }
-    static get Now() { return new this(readNow()); }
-    static get UtcNow() { return new this(readNow()); }
-    static get Today() { return new this(readNow()).Date; }
-    static Parse(text) {
-      const value = String(text).trim();
-      const ms = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(value) || !/T|\d:\d/.test(value)
-        ? value : value + "Z");
-      if (Number.isNaN(ms)) throw new TypeError("not a date: " + value);
-      return new this(ms);
-    }
-    get js() { return new Date(this.epoch); }
-    get Year() { return this.js.getUTCFullYear(); }
-    get Month() { return this.js.getUTCMonth() + 1; }
-    get Day() { return this.js.getUTCDate(); }
-    get Hour() { return this.js.getUTCHours(); }
-    get Minute() { return this.js.getUTCMinutes(); }
-    get Second() { return this.js.getUTCSeconds(); }
-    get Millisecond() { return this.js.getUTCMilliseconds(); }
-    get DayOfWeek() { return DAYS[this.js.getUTCDay()]; }
-    get DayOfYear() {
-      return Math.floor((this.epoch - Date.UTC(this.Year, 0, 1)) / MS.d) + 1;
-    }
-    get Date() { return new this.constructor(this.epoch - (((this.epoch % MS.d) + MS.d) % MS.d)); }
-    get TimeOfDay() { return new TimeSpan(((this.epoch % MS.d) + MS.d) % MS.d); }
-    AddMilliseconds(n) { return new this.constructor(this.epoch + number(n, "AddMilliseconds")); }
-    AddSeconds(n) { return this.AddMilliseconds(number(n, "AddSeconds") * MS.s); }
-    AddMinutes(n) { return this.AddMilliseconds(number(n, "AddMinutes") * MS.m); }
-    AddHours(n) { return this.AddMilliseconds(number(n, "AddHours") * MS.h); }
-    AddDays(n) { return this.AddMilliseconds(number(n, "AddDays") * MS.d); }
-    AddMonths(n) {
-      const months = this.Year * 12 + this.Month - 1 + Math.trunc(number(n, "AddMonths"));
-      const year = Math.floor(months / 12);
-      const month = months - year * 12;
-      const day = Math.min(this.Day, daysInMonth(year, month));
-      return new this.constructor(Date.UTC(year, month, day) + this.TimeOfDay.TotalMilliseconds);
-    }
-    AddYears(n) { return this.AddMonths(Math.trunc(number(n, "AddYears")) * 12); }
-    Add(span) { return this.AddMilliseconds(span.TotalMilliseconds); }
-    Subtract(other) {
-      if (other instanceof DateTime) return new TimeSpan(this.epoch - other.epoch);
-      return this.AddMilliseconds(-other.TotalMilliseconds);
-    }
-    CompareTo(other) { return Math.sign(this.epoch - other.epoch); }
-    Equals(other) { return other instanceof DateTime && other.epoch === this.epoch; }
-    ToUniversalTime() { return this; }
-    ToLocalTime() { return this; }
-    ToString(format) {
-      if (format === undefined || format === null || format === "o" || format === "O") {
-        return this.js.toISOString();
-      }
-      const spec = String(format);
-      if (spec === "s") return this.js.toISOString().slice(0, 19);
-      if (spec === "u") return this.js.toISOString().slice(0, 19).replace("T", " ") + "Z";
-      return spec.replace(FORMAT_TOKENS, (token) => {
-        switch (token) {
-          case "yyyy": return pad(this.Year, 4);
-          case "yy": return pad(this.Year % 100, 2);
-          case "MMMM": return MONTHS[this.Month - 1];
-          case "MMM": return MONTHS[this.Month - 1].slice(0, 3);
-          case "MM": return pad(this.Month, 2);
-          case "M": return String(this.Month);
-          case "dddd": return this.DayOfWeek;
-          case "ddd": return this.DayOfWeek.slice(0, 3);
-          case "dd": return pad(this.Day, 2);
-          case "d": return String(this.Day);
-          case "HH": return pad(this.Hour, 2);
-          case "H": return String(this.Hour);
-          case "hh": return pad(this.Hour % 12 || 12, 2);
-          case "h": return String(this.Hour % 12 || 12);
-          case "mm": return pad(this.Minute, 2);
-          case "m": return String(this.Minute);
-          case "ss": return pad(this.Second, 2);
-          case "s": return String(this.Second);
-          case "fff": return pad(this.Millisecond, 3);
-          case "ff": return pad(Math.floor(this.Millisecond / 10), 2);
-          case "f": return String(Math.floor(this.Millisecond / 100));
-          case "tt": return this.Hour < 12 ? "AM" : "PM";
-          case "zzz": return "+00:00";
-          case "K": return "Z";
-          default: return token.startsWith("'") ? token.slice(1, -1) : token;
-        }
-      });
-    }
-    toString() { return this.ToString(); }
-    toJSON() { return this.ToString(); }
-    valueOf() { return this.epoch; }
-  }
-  class DateTimeOffset extends DateTime {
-    get Offset() { return TimeSpan.Zero; }
-    get UtcDateTime() { return new DateTime(this.epoch); }
-    get DateTime() { return new DateTime(this.epoch); }
-    ToString(format) {
-      return format === undefined || format === null
-        ? this.js.toISOString().replace("Z", "+00:00") : super.ToString(format);
-    }
-  }
-
-  // The helpers of broker.engine.expr.jsapi.HELPERS: [name, activity or null, value].
+  // The helpers of broker.engine.expr.jsapi.HELPERS: [name, activity or null, value, kind].
   // Hardened by lockdown (freezing them earlier would freeze the shared prototypes before
   // lockdown makes their methods overridable on one's own objects).
   const helpers = [/*HELPERS*/];
   const RESERVED = new Set(["eval", "arguments", "__elsaBody"]);
   const pascalize = (name) => name.replace(/(?:^|_| +)(.)/g, (_, c) => c.toUpperCase());
   const capitalised = (name) => name.charAt(0).toUpperCase() + name.slice(1);
+  const defineProperty = Object.defineProperty;
+  const deleteProperty = Reflect.deleteProperty;
+  const ownKeys = Reflect.ownKeys;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const isExtensible = Object.isExtensible;
 
   // `variables.X` reads and writes a variable, `input.X` reads an input. Their targets stay
   // empty: every operation goes through the evaluation, none leaves state in the shared object.
@@ -357,91 +123,156 @@
     });
   }
 
+  // What an evaluation installs on the global object, as Elsa's Jint engine has it: functions
+  // writable, configurable and not enumerable (Jint's SetValue of a delegate), types and
+  // `variables` enumerable. A shape lists them for one set of variables, inputs, outputs and
+  // activity type; where two share a name the later one wins, in Elsa's order: the type
+  // registry, RunJavaScript's functions, the common functions, `variables`, then the accessors
+  // of the variables, of the inputs and of the outputs (ConfigureEngineWithVariablesAndInput-
+  // OutputAccessors overwrites what came before it). So an author's variable always wins over a
+  // built-in name. The broker's own additions (`input`, `getOutputFrom<Activity>`, each
+  // variable as a global of its name) come first, so they never hide any of Elsa's names.
+  const NO_ARGS = Object.freeze(Object.create(null));
+  const functionEntry = (value) => ({ value, writable: true, enumerable: false,
+    configurable: true });
+  const valueEntry = (value) => ({ value, writable: true, enumerable: true, configurable: true });
   function makeScope(spec) {
     const { variables, inputs, outputs, activity } = JSON.parse(spec);
-    const scope = Object.create(null);
-    const define = (key, descriptor) => {
-      if (!RESERVED.has(key) && !(key in scope)) {
-        Object.defineProperty(scope, key, { enumerable: true, ...descriptor });
-      }
+    const entries = new Map();
+    const put = (name, entry) => {
+      if (!RESERVED.has(name) && !BASELINE.has(name)) entries.set(name, harden(entry));
     };
-    for (const [name, only, value] of helpers) {
-      if (only === null || only === activity) define(name, { value });
-    }
     const variablesProxy = namesProxy(variables, readVariable, writeVariable);
     const inputProxy = namesProxy(inputs, readInput, null);
     UNHARDENED.add(variablesProxy);
     UNHARDENED.add(inputProxy);
-    define("variables", { value: variablesProxy });
-    define("input", { value: inputProxy });
-    for (const name of variables) {
-      define(name, { get: () => readVariable(name), set: (value) => writeVariable(name, value) });
+    put("input", valueEntry(inputProxy));
+    for (const [label] of Object.entries(outputs)) {
+      for (const suffix of new Set([label, pascalize(label)])) {
+        put("getOutputFrom" + suffix, functionEntry(() => readOutput(label, null)));
+      }
     }
     for (const name of variables) {
+      put(name, { get: () => readVariable(name), set: (value) => writeVariable(name, value),
+        enumerable: false, configurable: true });
+    }
+    // An expression's `args` (JavaScriptExpressionHandler: the evaluator options' arguments,
+    // which no activity of the broker passes), not RunJavaScript's script.
+    if (activity === null) put("args", valueEntry(NO_ARGS));
+    for (const [name, only, value, kind] of helpers) {
+      if (only === null || only === activity) {
+        put(name, kind === "type" ? valueEntry(value) : functionEntry(value));
+      }
+    }
+    put("variables", valueEntry(variablesProxy));
+    for (const name of variables) {
       for (const suffix of new Set([pascalize(name), name, capitalised(name)])) {
-        define("get" + suffix, { value: () => readVariable(name) });
-        define("set" + suffix, { value: (value) => { writeVariable(name, value); } });
+        put("get" + suffix, functionEntry(() => readVariable(name)));
+        put("set" + suffix, functionEntry((value) => { writeVariable(name, value); }));
       }
     }
     for (const name of inputs) {
       for (const suffix of new Set([pascalize(name), name, capitalised(name)])) {
-        define("get" + suffix, { value: () => readInput(name) });
+        put("get" + suffix, functionEntry(() => readInput(name)));
       }
     }
     for (const [label, names] of Object.entries(outputs)) {
       for (const suffix of new Set([label, pascalize(label)])) {
-        define("getOutputFrom" + suffix, { value: () => readOutput(label, null) });
         for (const output of names) {
-          define("get" + pascalize(output) + "From" + suffix,
-            { value: () => readOutput(label, output) });
+          put("get" + pascalize(output) + "From" + suffix,
+            functionEntry(() => readOutput(label, output)));
         }
       }
     }
-    shapes.set(scope, harden({ variables: new Set(variables), inputs: new Set(inputs) }));
-    return harden(scope);
+    return { known: harden({ variables: new Set(variables), inputs: new Set(inputs) }),
+      entries: harden([...entries]), plans: new Map() };
+  }
+
+  // An evaluation installs what its text names; text that can reach a global without naming it
+  // (globalThis, eval, the Function constructor, `this`) gets all of them, as in Elsa
+  // (GetReferencedGlobalsFilter).
+  const WORD = /[A-Za-z_$][\w$]*/g;
+  const DYNAMIC = ["globalThis", "eval", "Function", "this"];
+  const PLANS_LIMIT = 256;
+  function planOf(shape, code) {
+    let plan = shape.plans.get(code);
+    if (plan !== undefined) return plan;
+    const words = new Set(code.match(WORD));
+    plan = DYNAMIC.some((word) => words.has(word)) ? shape.entries
+      : shape.entries.filter(([name]) => words.has(name));
+    if (shape.plans.size >= PLANS_LIMIT) shape.plans.clear();
+    shape.plans.set(code, plan);
+    return plan;
+  }
+
+  // The global object is restored after every evaluation: what was installed is removed, and
+  // so is anything the script added (a sloppy-mode assignment, `var` in an indirect eval,
+  // globalThis.x = ...). The baseline's own properties are frozen, so a count of the global's
+  // keys tells whether anything was added. A global that cannot be restored (a property made
+  // non-configurable, the object made non-extensible) is an InternalError: the host then
+  // discards the whole sandbox.
+  let BASELINE = new Set();
+  let BASE_COUNT = 0;
+  let BASE_PROTO = null;
+  let installed = [];
+  function install(plan) {
+    uninstall();
+    installed = plan;
+    for (const [name, entry] of plan) defineProperty(globalThis, name, entry);
+  }
+  function uninstall() {
+    const names = installed;
+    installed = [];
+    for (const [name] of names) {
+      if (!deleteProperty(globalThis, name)) unrestorable();
+    }
+  }
+  function reset() {
+    uninstall();
+    if (ownKeys(globalThis).length === BASE_COUNT && getPrototypeOf(globalThis) === BASE_PROTO
+        && isExtensible(globalThis)) return;
+    if (!isExtensible(globalThis) || !Reflect.setPrototypeOf(globalThis, BASE_PROTO)) {
+      unrestorable();
+    }
+    for (const key of ownKeys(globalThis)) {
+      if (!BASELINE.has(key) && !deleteProperty(globalThis, key)) unrestorable();
+    }
+  }
+  function unrestorable() {
+    throw new InternalError("the sandbox's global object cannot be restored");
   }
 
   // Workflow code is never pasted into a wrapper: it is evaluated as a script of its own (a
-  // direct eval of the text as a value, in strict mode, inside `with (scope)`), or, when it
-  // is a function body (Elsa allows `return` at the top), compiled as a function declaration
-  // behind a `throw` (nothing in it can run) and accepted only when the engine's parse of
-  // that declaration spans exactly the code: text that closes the function it is compiled in
-  // is refused before any of it runs.
-  const makeRunners = globalEval(
-    "(function (scope) { with (scope) { return [\n" +
-    "function () { \"use strict\"; return eval(arguments[0]); },\n" +
+  // direct eval of the text, in sloppy mode as Jint runs it, inside a function so that its
+  // declarations stay local), or, when it is a function body (Elsa allows `return` at the
+  // top), compiled as a function declaration behind a `throw` (nothing in it can run) and
+  // accepted only when the engine's parse of that declaration spans exactly the code: text
+  // that closes the function it is compiled in is refused before any of it runs. Both runners
+  // are made at the global scope, so the code sees the globals and nothing of this bootstrap.
+  const [runScript, declare] = globalEval(
+    "[function () { return eval(arguments[0]); },\n" +
     "function () { var __elsaBody; try { eval(arguments[0]); }\n" +
-    "  catch (error) { if (error !== arguments[1]) throw error; } return __elsaBody; }\n" +
-    "]; } })");
+    "  catch (error) { if (error !== arguments[1]) throw error; } return __elsaBody; }]");
   const fnToString = Function.prototype.toString;
-  const BODY_HEAD = "function __elsaBody() {\"use strict\";\n";
-  const runners = new WeakMap();
+  const BODY_HEAD = "function __elsaBody() {\n";
   const kinds = new Map();
+  const bodies = new Map();
   const KINDS_LIMIT = 512;
 
-  function runnersOf(scope) {
-    let found = runners.get(scope);
-    if (found === undefined) {
-      const [script, declare] = makeRunners(scope);
-      found = { script: harden(script), declare, bodies: new Map() };
-      runners.set(scope, found);
-    }
-    return found;
-  }
   function kindOf(code) {
     let kind = kinds.get(code);
     if (kind !== undefined) return kind;
     try {
       // Parsing precedes execution: when the probe is what gets thrown, the code parsed as a
       // script and none of it ran.
-      eval("throw PROBE;\n" + code);
+      declare("throw arguments[1];\n" + code, PROBE);
+      kind = "script";
     } catch (error) {
-      if (error === PROBE) kind = "script";
-      else if (!(error instanceof SyntaxError)) throw error;
-      else kind = error;
+      if (!(error instanceof SyntaxError)) throw error;
+      kind = error;
     }
     if (kind !== "script") {
-      const fn = bodyOf(runnersOf(EMPTY_SCOPE), code);
+      const fn = bodyOf(code);
       if (fn === null) throw kind;  // neither a script nor a function body: the script's error
       kind = "body";
     }
@@ -449,12 +280,12 @@
     kinds.set(code, kind);
     return kind;
   }
-  function bodyOf(runner, code) {
-    let fn = runner.bodies.get(code);
+  function bodyOf(code) {
+    let fn = bodies.get(code);
     if (fn !== undefined) return fn;
     const text = BODY_HEAD + code + "\n}";
     try {
-      fn = runner.declare("throw arguments[1];\n" + text, PROBE);
+      fn = declare("throw arguments[1];\n" + text, PROBE);
     } catch (error) {
       if (error instanceof SyntaxError) return null;
       throw error;
@@ -463,22 +294,21 @@
       throw new SyntaxError("the code closes the function it is compiled in");
     }
     fn = harden(fn);
-    if (runner.bodies.size >= KINDS_LIMIT) runner.bodies.clear();
-    runner.bodies.set(code, fn);
+    if (bodies.size >= KINDS_LIMIT) bodies.clear();
+    bodies.set(code, fn);
     return fn;
   }
-  function evaluate(code, scope) {
-    const runner = runnersOf(scope);
-    if (kindOf(code) === "script") return runner.script(code);
-    return bodyOf(runner, code)();
+  function evaluate(code) {
+    if (kindOf(code) === "script") return runScript(code);
+    return bodyOf(code)();
   }
-  const EMPTY_SCOPE = Object.freeze(Object.create(null));
 
-  function begin(code, scope, data) {
-    current = { known: shapes.get(scope), data: JSON.parse(data), cache: new Map(),
+  function begin(code, shape, data) {
+    current = { known: shape.known, data: JSON.parse(data), cache: new Map(),
       missing: [], result: undefined, state: new Map(), outcomes: null };
+    install(planOf(shape, code));
     try {
-      current.result = evaluate(code, scope);
+      current.result = evaluate(code);
     } catch (error) {
       if (current.missing.length === 0) throw error;
     }
@@ -515,11 +345,28 @@
     }
     return JSON.stringify({ r: result, w: writes, s: state, o: outcomes });
   }
-  function run(code, scope, data) {
-    begin(code, scope, data);
-    return finish();
+  // The host's entry points: each leaves the global object as it found it.
+  function run(code, shape, data) {
+    try {
+      begin(code, shape, data);
+      return finish();
+    } finally {
+      current = null;
+      reset();
+    }
   }
-  function abort() { current = null; }
+  function end() {
+    try {
+      return finish();
+    } finally {
+      current = null;
+      reset();
+    }
+  }
+  function abort() {
+    current = null;
+    reset();
+  }
 
   function harden(root) {
     const seen = new Set();
@@ -558,8 +405,8 @@
     });
   }
   function lockdown() {
-    for (const name of ["__elsaBegin", "__elsaFinish", "__elsaRun", "__elsaAbort", "__elsaScope",
-                        "__elsaLockdown", "WeakRef", "FinalizationRegistry"]) {
+    for (const name of ["__elsaBegin", "__elsaFinish", "__elsaRun", "__elsaAbort", "__elsaReset",
+                        "__elsaScope", "__elsaLockdown", "WeakRef", "FinalizationRegistry"]) {
       delete globalThis[name];
     }
     for (const key of Reflect.ownKeys(Object.prototype)) allowOverride(Object.prototype, key);
@@ -580,13 +427,31 @@
     ];
     for (const value of hidden) harden(Object.getPrototypeOf(value));
     harden(helpers);
-    harden(globalThis);
+    harden([runScript, declare]);
+    // The global object stays extensible (scripts may add globals for their own evaluation,
+    // which reset removes), but every property it has now is frozen, and so is its value.
+    UNHARDENED.add(globalThis);
+    for (const key of ownKeys(globalThis)) {
+      const descriptor = Object.getOwnPropertyDescriptor(globalThis, key);
+      if ("value" in descriptor) {
+        harden(descriptor.value);
+        defineProperty(globalThis, key, { writable: false, configurable: false });
+      } else {
+        harden([descriptor.get, descriptor.set]);
+        defineProperty(globalThis, key, { configurable: false });
+      }
+    }
+    harden(getPrototypeOf(globalThis));
+    BASELINE = new Set(ownKeys(globalThis));
+    BASE_COUNT = BASELINE.size;
+    BASE_PROTO = getPrototypeOf(globalThis);
   }
 
   globalThis.__elsaBegin = begin;
-  globalThis.__elsaFinish = finish;
+  globalThis.__elsaFinish = end;
   globalThis.__elsaRun = run;
   globalThis.__elsaAbort = abort;
+  globalThis.__elsaReset = reset;
   globalThis.__elsaScope = makeScope;
   globalThis.__elsaLockdown = lockdown;
 })();

@@ -46,9 +46,6 @@ class Scope(Protocol):
         """An activity's outputs by output name, the activity named by its name or id;
         ``KeyError`` when it has none."""
 
-    def current_value(self) -> Any:
-        """The current item of the innermost loop (``getCurrentValue()``), else None."""
-
     def last_result(self) -> Any:
         """The ``result`` output of the activity that ran last in this step (``getLastResult()``),
         else None."""

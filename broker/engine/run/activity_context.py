@@ -4,15 +4,17 @@ what its expressions see (``ActivityScope``): thin views over one context of a r
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.engine.expr import expressions
 from broker.engine.model.definition import Activity, Input, WorkflowDefinition
 from broker.engine.model.lookup import DefinitionLookup
+from broker.engine.run.faults import input_descriptor_name
 from broker.engine.run.outcomes import DONE, CompletedChild
 from broker.engine.run.ports import EngineServices
 from broker.engine.run.results import Command, RunResult
+from broker.errors import InputEvaluationError, RetryLater
 
 if TYPE_CHECKING:
     from broker.engine.model.log_persistence import Kind
@@ -165,7 +167,15 @@ class ActivityContext:
                 if spec is not None:  # declared but empty: evaluated as null, as Elsa records
                     self.run.capture(self.ctx, self.node, "inputs", name, None)
                 return default
-        value = self.run.evaluate(self.ctx, self.node, spec)
+        try:
+            value = self.run.evaluate(self.ctx, self.node, spec)
+        except RetryLater:
+            raise
+        except Exception as exc:
+            # Elsa wraps whatever an input's evaluation raises (EvaluateInputPropertiesAsync)
+            raise InputEvaluationError(
+                input_descriptor_name(name), activity_id=self.node.id
+            ) from exc
         self.run.capture(self.ctx, self.node, "inputs", name, value)
         return default if value is None else value
 
@@ -309,38 +319,53 @@ class ActivityScope:
 
     def variable_names(self) -> list[str]:
         names: list[str] = []
-        for scope in self._run.scopes(self._ctx):
-            names.extend(name for name in scope["vars"] if name not in names)
-        names.extend(name for name in self._loop_variables() if name not in names)
+        for variables in self._layers():
+            names.extend(name for name in variables if name not in names)
         return names
 
     def get_variable(self, name: str) -> Any:
-        for scope in self._run.scopes(self._ctx):
-            if name in scope["vars"]:
-                return scope["vars"][name]
-            alias = scope["ids"].get(name)
-            if alias is not None:
-                return scope["vars"][alias]
-        loop = self._loop_variables()
-        if name in loop:
-            return loop[name]
+        for variables in self._layers():
+            if name in variables:
+                return variables[name]
         raise KeyError(name)
 
-    def _loop_variables(self) -> dict[str, Any]:
+    def _layers(self) -> Iterator[Mapping[str, Any]]:
+        """The variables in scope by name, innermost first: each scope's, and the loop
+        variables of the innermost ForEach, ParallelForEach or For iteration where that loop's
+        body sits (inside any scope the loop is in, as Elsa declares them on the body's
+        context)."""
+        loop, inner = self._loop_variables()
+        for scope in self._run.scopes(self._ctx):
+            if loop and id(scope) not in inner:
+                yield loop
+                loop = {}
+            if scope["ids"]:
+                yield _ScopeVariables(scope)
+            else:
+                yield scope["vars"]
+        if loop:
+            yield loop
+
+    def _loop_variables(self) -> tuple[dict[str, Any], set[int]]:
         """``CurrentValue`` and ``CurrentIndex``, the variables Elsa's ForEach and
-        ParallelForEach declare for their body, from the innermost loop iteration."""
+        ParallelForEach declare for their body (For: ``CurrentValue``), from the innermost loop
+        iteration; and the ids of the scopes inside that iteration."""
         current: Mapping[str, Any] | None = self._ctx
         contexts = self._run.contexts
+        inner: set[int] = set()
         while current is not None:
+            scope = current.get("scope")
+            if scope is not None:
+                inner.add(id(scope))
             props = current["props"]
             if "currentValue" in props:
                 found = {"CurrentValue": props["currentValue"]}
                 if "currentIndex" in props:
                     found["CurrentIndex"] = props["currentIndex"]
-                return found
+                return found, inner
             parent = current["parent"]
             current = contexts.get(parent) if parent else None
-        return {}
+        return {}, inner
 
     def set_variable(self, name: str, value: Any) -> None:
         for scope in self._run.scopes(self._ctx):
@@ -385,13 +410,26 @@ class ActivityScope:
     def now(self) -> dt.datetime:
         return self._run.clock()
 
-    def current_value(self) -> Any:
-        current: Mapping[str, Any] | None = self._ctx
-        contexts = self._run.contexts
-        while current is not None:
-            props = current["props"]
-            if "currentValue" in props:
-                return props["currentValue"]
-            parent = current["parent"]
-            current = contexts.get(parent) if parent else None
-        return None
+
+class _ScopeVariables(Mapping[str, Any]):
+    """A scope's variables by name, and by id where a variable's id differs from its name."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Mapping[str, Any]) -> None:
+        self._scope = scope
+
+    def __getitem__(self, key: str) -> Any:
+        variables = self._scope["vars"]
+        if key in variables:
+            return variables[key]
+        return variables[self._scope["ids"][key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._scope["vars"])
+
+    def __len__(self) -> int:
+        return len(self._scope["vars"])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._scope["vars"] or key in self._scope["ids"]

@@ -12,10 +12,11 @@ from broker.engine.expr import expressions
 from broker.engine.model.definition import Activity, Input, WorkflowDefinition
 from broker.engine.model.log_persistence import Kind, Policy, policy_for
 from broker.engine.run.activity_context import ActivityContext, ActivityScope, Host
+from broker.engine.run.faults import describe
 from broker.engine.run.outcomes import WORKFLOW_TYPE, CompletedChild
 from broker.engine.run.results import Command, Fault, Incident, JournalEntry, Retry
 from broker.engine.run.state import activity_instance_id, bookmark_hash, stimulus_hash
-from broker.errors import BrokerError, ExpressionError, RetryLater, WorkflowFault
+from broker.errors import RetryLater, WorkflowFault
 
 if TYPE_CHECKING:
     from broker.engine.run.results import ChildInstance
@@ -248,15 +249,8 @@ class Run:
 
     def fail(self, ax: ActivityContext, exc: BaseException) -> None:
         node, ctx = ax.node, ax.ctx
-        if isinstance(exc, ExpressionError | WorkflowFault):
-            message = exc.message
-        else:
-            message = f"activity {node.id!r} ({node.type}) failed: {exc}"
-        code = (
-            exc.fault_code
-            if isinstance(exc, WorkflowFault)
-            else (exc.code if isinstance(exc, BrokerError) else type(exc).__name__)
-        )
+        described = describe(exc, node)
+        message, code = described.message, described.code
         category = exc.category if isinstance(exc, WorkflowFault) else None
         self.record(ctx, node, "Faulted", None)
         strategy = (
@@ -265,7 +259,7 @@ class Run:
             or "fault"
         )
         # Like Elsa, every fault is an incident; the strategy only decides what happens next.
-        incident = Incident(node.id, ctx["id"], message, code)
+        incident = Incident(node.id, ctx["id"], message, code, described.exception)
         self.incidents.append(incident)
         self.state.setdefault("incidents", []).append(dataclasses.asdict(incident))
         if str(strategy).lower() == "continue":
@@ -273,16 +267,22 @@ class Run:
                 "instance %s: incident in activity %s: %s",
                 self.state["instanceId"],
                 node.id,
-                message,
+                exc,
             )
             # Elsa's ContinueWithIncidentsStrategy does nothing: the activity stays faulted and
             # never completes, so its container cannot complete either; other work goes on.
             self.stall(ctx)
             return
         logger.info(
-            "instance %s faulted in activity %s: %s", self.state["instanceId"], node.id, message
+            "instance %s faulted in activity %s: %s", self.state["instanceId"], node.id, exc
         )
-        fault = Fault(message=message, code=code, category=category, activity_id=node.id)
+        fault = Fault(
+            message=message,
+            code=code,
+            category=category,
+            activity_id=node.id,
+            exception=described.exception,
+        )
         if not self.faulted:  # the first fault of this step is the instance's
             self.state["fault"] = dataclasses.asdict(fault)
         self.state["status"] = "Finished"

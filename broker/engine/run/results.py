@@ -88,6 +88,8 @@ class Fault:
     code: str | None
     category: str | None
     activity_id: str | None
+    #: Elsa's ExceptionState of the failure: ``{"type", "message", "innerException"}``
+    exception: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +100,8 @@ class Incident:
     activity_instance_id: str
     message: str
     code: str | None
+    #: Elsa's ExceptionState of the failure: ``{"type", "message", "innerException"}``
+    exception: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -249,6 +249,11 @@ def test_execute_answers_500_with_the_state_when_the_workflow_faults(
     state = response.get_json()["workflowState"]
     assert state["subStatus"] == "Faulted"
     assert state["fault"]["message"] == "it broke"
+    # Elsa's ExceptionState of the Fault activity's FaultException, in the fault and its incident
+    assert state["fault"]["exception"]["type"] == "FaultException"
+    assert [(i["activityId"], i["exception"]["type"]) for i in state["incidents"]] == [
+        ("boom", "FaultException")
+    ]
     # The viewer's record of the activity carries the fault's message
     records = as_designer.get(
         f"/elsa/api/activity-executions/list?workflowInstanceId={state['id']}"
@@ -256,6 +261,7 @@ def test_execute_answers_500_with_the_state_when_the_workflow_faults(
     boom = next(r for r in records if r["activityId"] == "boom")
     assert boom["status"] == "Faulted"
     assert boom["exception"]["message"] == "it broke"
+    assert boom["exception"]["type"] == "FaultException"
 
 
 def _run_when_sent(sender: RecordingSender, rt: Runtime) -> None:

@@ -19,7 +19,6 @@ class DictScope:
     outputs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: activity id -> name, for outputs named by an activity's id
     activity_ids: dict[str, str] = dataclasses.field(default_factory=dict)
-    current: Any = None
     last: Any = None
     activity_id: str | None = "activity-1"
     workflow_instance_id: str = "instance-1"
@@ -56,9 +55,6 @@ class DictScope:
 
     def activity_outputs(self, activity: str) -> Mapping[str, Any]:
         return self.outputs[self.activity_ids.get(activity, activity)]
-
-    def current_value(self) -> Any:
-        return self.current
 
     def last_result(self) -> Any:
         return self.last

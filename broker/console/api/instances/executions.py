@@ -84,6 +84,9 @@ def exception_of(
     for incident in state.get("incidents") or []:
         if incident.get("activity_instance_id") == activity_instance_id:
             found = incident
+    recorded = (found or {}).get("exception")
+    if isinstance(recorded, dict):  # Elsa's ExceptionState, as the engine recorded it
+        return {"stackTrace": None, "innerException": None, **recorded}
     return {
         "type": (found or {}).get("code") or "Fault",
         "message": (found or {}).get("message") or "The activity faulted",

@@ -91,7 +91,8 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
                 "activityNodeId": nodes.get(str(i.get("activity_id")), i.get("activity_id")),
                 "activityType": None,
                 "message": i.get("message"),
-                "exception": {"type": i.get("code") or "Error", "message": i.get("message")},
+                "exception": i.get("exception")
+                or {"type": i.get("code") or "Error", "message": i.get("message")},
                 "timestamp": summary["updatedAt"],
             }
             for i in incidents_of(state)
@@ -99,7 +100,8 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
         "fault": None
         if not fault
         else {
-            "exception": {"type": fault.get("code") or "Fault", "message": fault.get("message")},
+            "exception": fault.get("exception")
+            or {"type": fault.get("code") or "Fault", "message": fault.get("message")},
             "message": fault.get("message"),
             "faultedActivityId": fault.get("activity_id"),
         },
