@@ -28,6 +28,7 @@ from broker.runtime.admin import (
 from broker.runtime.admin.alterations import Log
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
+from broker.runtime.persist.step import fault_error
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.wiring import Runtime
@@ -302,7 +303,7 @@ def _dispatch(
                 session,
                 key=f"{instance.id}:{checkpoint}:alteration",
                 reason=dead_letters.FAULTED,
-                error=(instance.fault or {}).get("message"),
+                error=fault_error(instance.fault),
                 request_id=instance.request_id,
                 instance_id=instance.id,
                 activity_id=(instance.fault or {}).get("activityId"),

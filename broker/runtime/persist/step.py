@@ -142,7 +142,7 @@ def save_step(
                 target.request_id,
                 sub_status=sub_status,
                 output=result.output,
-                error=(fault or {}).get("message"),
+                error=fault_error(fault),
                 now=now,
             )
         if target.request_id is not None:
@@ -169,7 +169,7 @@ def _record_fault(
     else:
         reason = FAULTED
         activity_id = (fault or {}).get("activityId")
-        error = (fault or {}).get("message")
+        error = fault_error(fault)
     dead_letters.record_fault(
         session,
         key=f"{target.instance_id}:{saved.checkpoint}",
@@ -210,10 +210,32 @@ def _fault_dict(fault: Any) -> dict[str, Any] | None:
         return None
     return {
         "message": redact_text(fault.message),
+        "detail": redact_text(_with_causes(fault.message, fault.exception)),
         "code": fault.code,
         "category": fault.category,
         "activityId": fault.activity_id,
     }
+
+
+def fault_error(fault: Mapping[str, Any] | None) -> str | None:
+    """What a client and an operator read of a saved fault: its message and its causes."""
+    if not fault:
+        return None
+    found = fault.get("detail") or fault.get("message")
+    return str(found) if found is not None else None
+
+
+def _with_causes(message: str, exception: Mapping[str, Any] | None) -> str:
+    """The fault's message followed by its inner exceptions' messages: Elsa's wrapper ("Failed
+    to evaluate activity input 'Text'") alone would not tell a client what went wrong."""
+    parts = [message]
+    inner = (exception or {}).get("innerException")
+    while isinstance(inner, Mapping) and len(parts) < 5:
+        text = inner.get("message")
+        if isinstance(text, str) and text and text not in parts:
+            parts.append(text)
+        inner = inner.get("innerException")
+    return ": ".join(parts)
 
 
 _INSTANCES = table_of(WorkflowInstance)
@@ -306,7 +328,7 @@ def _open_with(
             started=start.started,
             sub_status=values["sub_status"],
             output=result.output,
-            error=(fault or {}).get("message"),
+            error=fault_error(fault),
             now=now,
         )
         opened = request_status is not None

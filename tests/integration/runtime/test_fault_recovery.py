@@ -21,7 +21,7 @@ from broker.runtime.transport.celery_config import RUN_REQUEST
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
-from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance
+from broker.store.models import DeadLetter, OutboxRow, Request, WorkflowInstance
 from tests.support.runtime import (
     drain,
     event_types,
@@ -61,6 +61,23 @@ def settings(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Settings
                 set_output("out", "never", True),
             ],
             request_type="Refuse",
+        ),
+    )
+    write_workflow(
+        folder,
+        workflow(
+            "bad-input",
+            [
+                activity(
+                    "say",
+                    "Elsa.WriteLine",
+                    text={
+                        "typeName": "String",
+                        "expression": {"type": "JavaScript", "value": "noSuchFunction()"},
+                    },
+                )
+            ],
+            request_type="BadInput",
         ),
     )
     write_workflow(folder, parent("failing-child"))
@@ -160,6 +177,24 @@ def test_a_request_faulted_by_a_fault_activity_has_a_dead_letter_and_replay_runs
         "RequestReplayed",
         "RequestFaulted",
     ]
+
+
+def test_a_failed_input_faults_with_elsas_wording_and_the_client_reads_the_cause(
+    rt: Runtime,
+) -> None:
+    # Given a request whose WriteLine's text is a script that throws
+    request_id = submit_request(rt.factory, rt.registry, "BadInput")
+    drain(rt)
+    # Then the request is Faulted, and its error and dead letter carry Elsa's wrapper and the
+    # script's own error after it, so a client can act on it
+    assert request_status(rt.factory, request_id) == "Faulted"
+    with transaction(rt.factory, write=False) as session:
+        detail = session.scalar(select(Request.error_detail).where(Request.id == request_id))
+    assert detail is not None
+    assert detail.startswith("Failed to evaluate activity input 'Text'")
+    assert "noSuchFunction" in detail
+    (letter,) = letters_of(rt, request_id)
+    assert letter.error == detail
 
 
 def test_a_faulted_child_has_its_own_dead_letter(rt: Runtime) -> None:
