@@ -113,9 +113,7 @@ class DispatchWorkflow(Waiting):
         child_id = child_instance_id(ax.instance_id, ax.id)
         bookmark_id = None
         if wait:
-            bookmark_id = ax.bookmark(DISPATCH_BOOKMARK, {"childInstanceId": child_id})[
-                "id"
-            ]
+            bookmark_id = ax.bookmark(DISPATCH_BOOKMARK, {"childInstanceId": child_id})["id"]
         ax.emit(
             DispatchCommand(
                 child_instance_id=child_id,
@@ -175,8 +173,7 @@ class ItemScope(ActivityScope):
             InputSpec(
                 "CorrelationIdFunction",
                 "String",
-                "A function to compute the correlation ID to associate a dispatched workflow "
-                "with.",
+                "A function to compute the correlation ID to associate a dispatched workflow with.",
             ),
             InputSpec(
                 "Input",
@@ -215,9 +212,7 @@ class BulkDispatchWorkflows(Waiting):
         key = as_text(ax.get("defaultItemInputKey", "Item")) or "Item"
         base = child_input(ax.get("input"), ax.instance_id)
         definition = (
-            require_definition(ax, as_text(ax.get("workflowDefinitionId")))
-            if items
-            else None
+            require_definition(ax, as_text(ax.get("workflowDefinitionId"))) if items else None
         )
         ax.props.update(results=[], dispatched=len(items), finished=0)
         for index, item in enumerate(items):
@@ -225,9 +220,7 @@ class BulkDispatchWorkflows(Waiting):
             child_id = child_instance_id(ax.instance_id, ax.id, index)
             bookmark_id = None
             if wait:
-                bookmark_id = ax.bookmark(BULK_BOOKMARK, {"childInstanceId": child_id})[
-                    "id"
-                ]
+                bookmark_id = ax.bookmark(BULK_BOOKMARK, {"childInstanceId": child_id})["id"]
             item_input = dict(item) if isinstance(item, Mapping) else {key: item}
             ax.emit(
                 DispatchCommand(
@@ -258,9 +251,7 @@ class BulkDispatchWorkflows(Waiting):
         )
         return as_text(found) if found is not None else None
 
-    def resume(
-        self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any
-    ) -> None:
+    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
         # The runtime resumes with Elsa's child-completed input; a bare value is the output.
         if isinstance(value, Mapping) and "WorkflowSubStatus" in value:
             sub_status = str(value.get("WorkflowSubStatus"))
@@ -271,9 +262,7 @@ class BulkDispatchWorkflows(Waiting):
             child_id = (bookmark.get("payload") or {}).get("childInstanceId")
         ax.props["finished"] = int(ax.props.get("finished", 0)) + 1
         ax.props["results"].append(output)
-        port = ax.node.ports.get(
-            "childFaulted" if sub_status == "Faulted" else "childCompleted"
-        )
+        port = ax.node.ports.get("childFaulted" if sub_status == "Faulted" else "childCompleted")
         if port is not None:
             ax.set_output(
                 "childResult",
@@ -342,9 +331,7 @@ class ExecuteWorkflow(Waiting):
         )
         bookmark_id = None
         if wait and not result.finished:
-            bookmark_id = ax.bookmark(EXECUTE_BOOKMARK, {"childInstanceId": child_id})[
-                "id"
-            ]
+            bookmark_id = ax.bookmark(EXECUTE_BOOKMARK, {"childInstanceId": child_id})["id"]
         ax.run.child_instances.append(
             ChildInstance(
                 id=child_id,
@@ -379,9 +366,7 @@ class ExecuteWorkflow(Waiting):
         )
         ax.complete()
 
-    def resume(
-        self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any
-    ) -> None:
+    def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
         # Elsa sets the result to the resuming input: the finished child's output.
         ax.set_output("result", value)
         ax.complete()
@@ -401,9 +386,7 @@ class Composite(WorkflowScope):
             )
         inputs: dict[str, Any] = {}
         for port in definition.inputs:
-            spec = ax.node.inputs.get(camel_case(port.name)) or ax.node.inputs.get(
-                port.name
-            )
+            spec = ax.node.inputs.get(camel_case(port.name)) or ax.node.inputs.get(port.name)
             if spec is not None and spec.expression is not None:
                 inputs[port.name] = ax.run.evaluate(
                     ax.ctx,
@@ -424,9 +407,7 @@ class Composite(WorkflowScope):
                 scope["vars"][variable.name] = ax.run.evaluate(
                     ax.ctx,
                     ax.node,
-                    Input(
-                        variable.type_name, {"type": "Literal", "value": variable.value}
-                    ),
+                    Input(variable.type_name, {"type": "Literal", "value": variable.value}),
                 )
         ax.schedule(definition.root, def_id=definition.id)
 
@@ -483,9 +464,7 @@ def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
         "Publish an event that resumes waiting workflows.",
         inputs=(
             InputSpec("EventName", "String", "The name of the event."),
-            InputSpec(
-                "CorrelationId", "String", "Only workflows with this correlation id."
-            ),
+            InputSpec("CorrelationId", "String", "Only workflows with this correlation id."),
             InputSpec("IsLocal", "Boolean", "Only this workflow instance."),
             InputSpec("Payload", "Object", "The event payload.", ui_hint="json-editor"),
         ),

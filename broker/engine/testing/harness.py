@@ -124,9 +124,7 @@ class WorkflowTest:
         does; the response it writes is ``run.latest.http_response``."""
         wanted = (method.upper(), path.strip("/").lower())
         for node in self.workflow.triggers():
-            if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(
-                node.inputs
-            ):
+            if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(node.inputs):
                 trigger = {
                     "activityId": node.id,
                     "method": method,
@@ -183,9 +181,7 @@ class WorkflowRun:
         self.executed: list[WorkflowRun] = []
         #: the parent run waiting for this one to finish, and the bookmark it waits on
         self.parent: WorkflowRun | None = None
-        self.parent_bookmark: tuple[str, str] | None = (
-            None  # (bookmark id, bookmark name)
-        )
+        self.parent_bookmark: tuple[str, str] | None = None  # (bookmark id, bookmark name)
 
     # What the run is now ------------------------------------------------------------------------
 
@@ -253,9 +249,7 @@ class WorkflowRun:
         the latest due time, as if the wait had passed."""
         timed = [b for b in self.bookmarks if b.due_at is not None]
         assert timed, f"no timer is waiting ({self._waits()})"
-        self.test.now = max(
-            self.test.now, *(b.due_at for b in timed if b.due_at is not None)
-        )
+        self.test.now = max(self.test.now, *(b.due_at for b in timed if b.due_at is not None))
         for bookmark in timed:
             self.resume(bookmark.id)
         return self
@@ -290,11 +284,7 @@ class WorkflowRun:
                 self.resume(command.bookmark_id, answer)
             elif isinstance(command, DispatchWorkflow):
                 self._run_child(command)
-        if (
-            result.finished
-            and self.parent is not None
-            and self.parent_bookmark is not None
-        ):
+        if result.finished and self.parent is not None and self.parent_bookmark is not None:
             bookmark_id, name = self.parent_bookmark
             self.parent_bookmark = None
             self.parent.resume(bookmark_id, self._completion_input(name))
@@ -324,15 +314,11 @@ class WorkflowRun:
 
     def _run_child(self, command: DispatchWorkflow) -> None:
         definition = self.test.definitions.by_definition_id(command.definition_id)
-        assert definition is not None, (
-            f"no definition {command.definition_id!r} was given"
-        )
+        assert definition is not None, f"no definition {command.definition_id!r} was given"
         child = WorkflowRun(self.test, command.child_instance_id)
         child.lines = self.lines
         if command.wait_for_completion and command.bookmark_id:
-            bookmark = next(
-                (b for b in self.bookmarks if b.id == command.bookmark_id), None
-            )
+            bookmark = next((b for b in self.bookmarks if b.id == command.bookmark_id), None)
             child.parent = self
             child.parent_bookmark = (
                 command.bookmark_id,
@@ -364,9 +350,7 @@ class WorkflowRun:
 
     def assert_faulted(self, message: str | None = None) -> Self:
         """The workflow faulted, with ``message`` in the fault's message when one is given."""
-        assert self.sub_status == WorkflowSubStatus.FAULTED, (
-            f"{self.status}/{self.sub_status}"
-        )
+        assert self.sub_status == WorkflowSubStatus.FAULTED, f"{self.status}/{self.sub_status}"
         if message is not None:
             fault = self.latest.fault.message if self.latest.fault else ""
             assert message in fault, f"fault {fault!r} does not mention {message!r}"
@@ -374,12 +358,8 @@ class WorkflowRun:
 
     def assert_waiting_for(self, *activity_ids: str) -> Self:
         """The workflow is suspended on exactly these activities' bookmarks."""
-        assert self.sub_status == WorkflowSubStatus.SUSPENDED, (
-            f"{self.status}/{self.sub_status}"
-        )
-        assert sorted(b.activity_id for b in self.bookmarks) == sorted(activity_ids), (
-            self._waits()
-        )
+        assert self.sub_status == WorkflowSubStatus.SUSPENDED, f"{self.status}/{self.sub_status}"
+        assert sorted(b.activity_id for b in self.bookmarks) == sorted(activity_ids), self._waits()
         return self
 
     def assert_output(self, **expected: Any) -> Self:
@@ -410,9 +390,7 @@ class WorkflowRun:
 def load_definition(path: str | Path) -> WorkflowDefinition:
     """A workflow file parsed and validated as the broker loads it."""
     source = Path(path)
-    return parse_workflow(
-        json.loads(source.read_text(encoding="utf-8-sig")), file=source.name
-    )
+    return parse_workflow(json.loads(source.read_text(encoding="utf-8-sig")), file=source.name)
 
 
 def _endpoint_routes(inputs: Mapping[str, Any]) -> set[tuple[str, str]]:
