@@ -245,9 +245,17 @@ def check_activity_inputs(run: WorkflowRun, value: Any, expect: Mapping[str, Any
 
 
 def check_waiting_for(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
-    """``[activityId, ...]``: the activities with an open bookmark, exactly (any order)."""
-    actual = sorted(b.activity_id for b in run.latest.bookmarks)
-    assert actual == sorted(value), f"waiting on {actual} {_why(run)}"
+    """``[activityId, ...]``: each of these activities has an open bookmark."""
+    actual = {b.activity_id for b in run.latest.bookmarks}
+    missing = [activity_id for activity_id in value if activity_id not in actual]
+    assert not missing, f"{missing} not waiting; waiting on {sorted(actual)} {_why(run)}"
+
+
+def check_not_waiting_for(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[activityId, ...]``: none of these activities has an open bookmark."""
+    actual = {b.activity_id for b in run.latest.bookmarks}
+    found = [activity_id for activity_id in value if activity_id in actual]
+    assert not found, f"{found} waiting; waiting on {sorted(actual)} {_why(run)}"
 
 
 def check_activity_properties(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
@@ -305,6 +313,7 @@ CHECKS: dict[str, Checker] = {
     "httpResponseEmpty": check_http_response_empty,
     "activityInputs": check_activity_inputs,
     "waitingFor": check_waiting_for,
+    "notWaitingFor": check_not_waiting_for,
     "activityProperties": check_activity_properties,
     "variableFields": check_variable_fields,
     "writeLineCount": check_write_line_count,

@@ -162,6 +162,7 @@ class ItemScope(ActivityScope):
                 "Items",
                 "Object",
                 "The data source to use for dispatching the workflows.",
+                ui_hint="json-editor",
             ),
             InputSpec(
                 "DefaultItemInputKey",
