@@ -34,8 +34,9 @@ class WorkflowTest:
     """One workflow under test, with the definitions it uses (children, composite activities; the
     workflow may be among them, e.g. every file of a folder, indexed in the order given) and the
     tables that stand in for the outside world: ``http`` (a table's answers, or the table itself),
-    ``tasks``, and the clock, which stays at ``now`` until timers fire. ``flowchart_mode``
-    (``CounterBased`` or ``TokenBased``) holds for every instance, over what the files say."""
+    ``tasks``, the clock, which stays at ``now`` until timers fire, and ``standard_in``, the
+    lines ReadLine reads. ``flowchart_mode`` (``CounterBased`` or ``TokenBased``) holds for every
+    instance, over what the files say."""
 
     def __init__(
         self,
@@ -46,6 +47,7 @@ class WorkflowTest:
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
+        standard_in: Iterable[str] = (),
     ) -> None:
         self.workflow = workflow
         used = list(uses)
@@ -57,8 +59,14 @@ class WorkflowTest:
         self.tasks = dict(tasks or {})
         self.now = now
         self.flowchart_mode = flowchart_mode
+        #: the lines ReadLine reads, in order (then None, the end of the input)
+        self.standard_in = list(standard_in)
         services = EngineServices(
-            http=self.http, mailer=self.mail, clock=lambda: self.now, write_line=None
+            http=self.http,
+            mailer=self.mail,
+            clock=lambda: self.now,
+            write_line=None,
+            read_line=lambda: self.standard_in.pop(0) if self.standard_in else None,
         )
         self.engine = Engine(
             self.definitions, services, flowchart_mode=flowchart_mode or "CounterBased"
@@ -74,6 +82,7 @@ class WorkflowTest:
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
+        standard_in: Iterable[str] = (),
     ) -> WorkflowTest:
         """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
         return cls(
@@ -83,6 +92,7 @@ class WorkflowTest:
             tasks=tasks,
             now=now,
             flowchart_mode=flowchart_mode,
+            standard_in=standard_in,
         )
 
     def submit(
