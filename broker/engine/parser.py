@@ -19,6 +19,7 @@ from broker.engine.model.definition import (
 )
 from broker.engine.model.enums import ENUM_INPUTS, enum_member
 from broker.engine.model.graph import Connection, FlowGraph, build_graph
+from broker.engine.model.state_machine import STATE_MACHINE, read_state_machine
 from broker.engine.model.strategies import (
     STORAGE_DRIVERS,
     check_log_persistence,
@@ -26,9 +27,6 @@ from broker.engine.model.strategies import (
     read_resilience,
 )
 from broker.errors import WorkflowDefinitionError
-
-#: the activity whose states and transitions hold activities (``_Parser.state_machine``)
-STATE_MACHINE = "Elsa.StateMachine"
 
 # Keys of an activity object that are structure or designer data, never inputs.
 _STRUCTURAL_KEYS = frozenset(
@@ -211,7 +209,7 @@ class _Parser:
                 continue
             self.classify(key, value, f"{path}.{key}", properties)
         if kind == STATE_MACHINE:
-            self.state_machine(doc, path, properties)
+            read_state_machine(doc, path, properties, self.activity, self.error)
         activities = tuple(
             self.activity(child, f"{path}.activities[{i}]")
             for i, child in enumerate(self.list(doc, "activities", path))
@@ -263,76 +261,6 @@ class _Parser:
             node = dataclasses.replace(node, graph=self.graph(node, doc, path))
         self.nodes[activity_id] = node
         return node
-
-    def state_machine(self, doc: Mapping[str, Any], path: str, out: dict[str, Any]) -> None:
-        """Elsa's StateMachine: the activities its states (``entry``, ``exit``) and transitions
-        (``trigger``, ``action``) hold become ports named by their place (``states[0].entry``);
-        the states and transitions stay plain data naming those ports."""
-        states = []
-        for index, raw in enumerate(self.list(doc, "states", path)):
-            where = f"{path}.states[{index}]"
-            item = shapes.camel_keys(raw)
-            if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-                raise self.error("a state needs a name", where)
-            state: dict[str, Any] = {"name": item["name"]}
-            for key in ("entry", "exit"):
-                state[key] = self.held(item.get(key), f"states[{index}].{key}", where, out)
-            states.append(state)
-        transitions = []
-        for index, raw in enumerate(self.list(doc, "transitions", path)):
-            where = f"{path}.transitions[{index}]"
-            item = shapes.camel_keys(raw)
-            if not isinstance(item, Mapping):
-                raise self.error("a transition must be an object", where)
-            for key in ("from", "to"):
-                if not isinstance(item.get(key), str):
-                    raise self.error(f"a transition needs a {key} state name", f"{where}.{key}")
-            name = item.get("name")
-            if name is not None and not isinstance(name, str):
-                raise self.error("a transition name must be a string", f"{where}.name")
-            transition: dict[str, Any] = {
-                "name": name,
-                "displayName": item.get("displayName"),
-                "from": item["from"],
-                "to": item["to"],
-                "condition": self.condition(item.get("condition"), f"{where}.condition"),
-            }
-            for key in ("trigger", "action"):
-                transition[key] = self.held(
-                    item.get(key), f"transitions[{index}].{key}", where, out
-                )
-            transitions.append(transition)
-        out["plain"]["states"] = states
-        out["plain"]["transitions"] = transitions
-        for key in ("initialState", "currentState"):
-            value = doc.get(key)
-            if value is not None and not isinstance(value, str):
-                raise self.error(f"{key} must be a state name", f"{path}.{key}")
-
-    def held(self, value: Any, port: str, where: str, out: dict[str, Any]) -> str | None:
-        """An activity held by a StateMachine's state or transition, as the port ``port``."""
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            raise self.error("must be an activity", f"{where}.{port.rsplit('.', 1)[-1]}")
-        out["ports"][port] = self.activity(
-            shapes.activity(value), f"{where}.{port.rsplit('.', 1)[-1]}"
-        )
-        return port
-
-    def condition(self, value: Any, path: str) -> dict[str, Any] | None:
-        """A transition's ``Input<bool>`` condition (a bare boolean as a literal), or None."""
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            return {"typeName": "Boolean", "expression": {"type": "Literal", "value": value}}
-        value = shapes.member(value)
-        expression = value.get("expression") if isinstance(value, Mapping) else None
-        if expression is None and isinstance(value, Mapping) and "expression" in value:
-            return None  # an unset input: no condition
-        if not isinstance(expression, Mapping) or not isinstance(expression.get("type"), str):
-            raise self.error("a condition must be an expression", path)
-        return {"typeName": value.get("typeName"), "expression": dict(expression)}
 
     def enum_input(self, value: Any, members: tuple[str, ...], path: str) -> Input:
         """An enum as Elsa writes it: a name, a number, or an input wrapping a literal of either

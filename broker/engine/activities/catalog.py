@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broker.engine.activities import (
+    composite,
     control,
     data,
     dispatch,
@@ -61,7 +62,7 @@ FIXED_PORTS: Mapping[str, frozenset[str]] = {
     found.type_name: found.outbound for _cls, found in _DECLARED if found.outbound is not None
 }
 
-COMPOSITE = dispatch.Composite()
+COMPOSITE = composite.Composite()
 
 
 class Unknown(Behaviour):
