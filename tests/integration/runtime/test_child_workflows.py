@@ -84,6 +84,10 @@ def rt(database_url: str, tmp_path: Path) -> Iterator[Runtime]:
     write_workflow(
         folder, parent_of("dispatch-wait", "DispatchWait", "Elsa.DispatchWorkflow", wait=True)
     )
+    write_workflow(
+        folder,
+        parent_of("dispatch-no-wait", "DispatchNoWait", "Elsa.DispatchWorkflow", wait=False),
+    )
     settings = Settings.from_env(
         runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
     )
@@ -235,3 +239,32 @@ def test_dispatch_workflow_gives_the_child_its_parent_and_resumes_with_its_outpu
     release_child(rt, child.id)
     assert request_status(rt.factory, request_id) == "Completed"
     assert result_of(rt, request_id) == {"child": {"answer": 42}}
+
+
+def test_dispatch_workflow_not_waiting_finishes_the_parent_before_its_child_runs(
+    rt: Runtime,
+) -> None:
+    # Given a request whose workflow dispatches the child without waiting
+    request_id = submit_request(rt.factory, rt.registry, "DispatchNoWait")
+    with transaction(rt.factory, write=False) as session:
+        row_id = session.scalars(
+            select(OutboxRow.id).where(
+                OutboxRow.request_id == request_id, OutboxRow.task_name == RUN_REQUEST
+            )
+        ).one()
+    # When only the parent's step runs
+    assert runner.run_request(rt, request_id, row_id) is Outcome.DONE
+    # Then the parent is done while its child has not started (Elsa's fire and forget)
+    parent, child = instances(rt, request_id)
+    assert request_status(rt.factory, request_id) == "Completed"
+    assert (child.checkpoint, child.sub_status) == (0, "Pending")
+    # When the child runs and gets its event, it finishes after its parent, on its own
+    assert drain(rt) == [RUN_CHILD]
+    release_child(rt, child.id)
+    parent, child = instances(rt, request_id)
+    assert child.sub_status == "Finished"
+    assert child.state is not None
+    assert child.state["properties"] == {"ParentInstanceId": parent.id}
+    assert parent.finished_at is not None
+    assert child.finished_at is not None
+    assert child.finished_at >= parent.finished_at
