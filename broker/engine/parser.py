@@ -19,6 +19,7 @@ from broker.engine.model.definition import (
 )
 from broker.engine.model.enums import ENUM_INPUTS, enum_member
 from broker.engine.model.graph import Connection, FlowGraph, build_graph
+from broker.engine.model.state_machine import STATE_MACHINE, read_state_machine
 from broker.engine.model.strategies import (
     STORAGE_DRIVERS,
     check_log_persistence,
@@ -207,6 +208,8 @@ class _Parser:
                 properties["inputs"][key] = self.enum_input(value, members, f"{path}.{key}")
                 continue
             self.classify(key, value, f"{path}.{key}", properties)
+        if kind == STATE_MACHINE:
+            read_state_machine(doc, path, properties, self.activity, self.error)
         activities = tuple(
             self.activity(child, f"{path}.activities[{i}]")
             for i, child in enumerate(self.list(doc, "activities", path))

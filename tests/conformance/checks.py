@@ -48,15 +48,56 @@ def check_variables(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> 
         assert actual == wanted, f"variable {name!r} is {actual!r} {_why(run)}"
 
 
+def _children(run: WorkflowRun) -> list[WorkflowRun]:
+    """Every child run of the case, executed in-process or dispatched, theirs included."""
+    found: list[WorkflowRun] = []
+    for child in [*run.executed, *run.children]:
+        found.append(child)
+        found.extend(_children(child))
+    return found
+
+
+def _placeholder(run: WorkflowRun, value: Any) -> Any:
+    """``$entryInstanceId``: the entry instance's id; ``$childInstanceId``: the one child's."""
+    if value == "$entryInstanceId":
+        return ENTRY_INSTANCE_ID
+    if value == "$childInstanceId":
+        children = _children(run)
+        assert len(children) == 1, f"{len(children)} child instances, not one"
+        return children[0].instance_id
+    return value
+
+
 def check_child_instances(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """Each entry: the child instances of ``definitionId`` (``count`` of them, when given), one
+    of which has each given ``correlationId``, ``properties``, ``input`` value, no property of
+    ``absentProperties``, exactly the input keys ``inputKeys``, and ``subStatus``."""
+    children = _children(run)
     for wanted in value:
-        matches = [c for c in run.child_instances if c.definition_id == wanted["definitionId"]]
+        matches = [c for c in children if c.latest.state["definitionId"] == wanted["definitionId"]]
         assert matches, f"no child instance of {wanted['definitionId']}"
+        states = [c.latest.state for c in matches]
+        if "count" in wanted:
+            assert len(matches) == wanted["count"], f"{len(matches)} children"
         if "correlationId" in wanted:
-            assert any(c.correlation_id == wanted["correlationId"] for c in matches), matches
+            found = [state.get("correlationId") for state in states]
+            assert wanted["correlationId"] in found, f"correlation ids {found}"
         for key, prop in (wanted.get("properties") or {}).items():
-            prop = ENTRY_INSTANCE_ID if prop == "$entryInstanceId" else prop
-            assert any(c.properties.get(key) == prop for c in matches), (key, matches)
+            prop = _placeholder(run, prop)
+            found = [state["properties"].get(key) for state in states]
+            assert prop in found, f"property {key}: {found}"
+        for key in wanted.get("absentProperties") or ():
+            assert all(key not in state["properties"] for state in states), (key, states)
+        for key, item in (wanted.get("input") or {}).items():
+            item = _placeholder(run, item)
+            found = [state["input"].get(key) for state in states]
+            assert item in found, f"input {key}: {found}"
+        if "inputKeys" in wanted:
+            found = [sorted(state["input"]) for state in states]
+            assert sorted(wanted["inputKeys"]) in found, f"input keys {found}"
+        if "subStatus" in wanted:
+            found = [state["subStatus"] for state in states]
+            assert wanted["subStatus"] in found, f"sub-statuses {found}"
 
 
 def _count(run: WorkflowRun, activity_id: str, event: str) -> int:
@@ -222,6 +263,50 @@ def check_activity_inputs(run: WorkflowRun, value: Any, expect: Mapping[str, Any
             assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
 
 
+def check_waiting_for(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[activityId, ...]``: each of these activities has an open bookmark."""
+    actual = {b.activity_id for b in run.latest.bookmarks}
+    missing = [activity_id for activity_id in value if activity_id not in actual]
+    assert not missing, f"{missing} not waiting; waiting on {sorted(actual)} {_why(run)}"
+
+
+def check_not_waiting_for(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[activityId, ...]``: none of these activities has an open bookmark."""
+    actual = {b.activity_id for b in run.latest.bookmarks}
+    found = [activity_id for activity_id in value if activity_id in actual]
+    assert not found, f"{found} waiting; waiting on {sorted(actual)} {_why(run)}"
+
+
+def check_activity_properties(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: {name: value}}``: properties of the activity's running execution context
+    (Elsa's ``ActivityExecutionContext.Properties``)."""
+    contexts = run.latest.state["contexts"].values()
+    for activity_id, properties in value.items():
+        found = [ctx["props"] for ctx in contexts if ctx.get("node") == activity_id]
+        assert found, f"{activity_id} has no running context {_why(run)}"
+        for name, wanted in properties.items():
+            actual = [props.get(name) for props in found]
+            assert wanted in actual, f"{activity_id}.{name} is {actual}"
+
+
+def check_variable_fields(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{variable: {field: value}}``: fields of an object held by a workflow variable
+    (``$childInstanceId`` stands for the one child instance's id)."""
+    variables = run.variables
+    for name, fields in value.items():
+        held = variables.get(name)
+        assert isinstance(held, Mapping), f"variable {name!r} is {held!r} {_why(run)}"
+        for field, wanted in fields.items():
+            wanted = _placeholder(run, wanted)
+            assert field in held, f"variable {name!r} has no {field!r}: {dict(held)}"
+            assert held[field] == wanted, f"{name}.{field} is {held[field]!r}"
+
+
+def check_write_line_count(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """How many lines WriteLine wrote over the run, children included."""
+    assert len(run.lines) == value, f"{len(run.lines)} lines: {run.lines} {_why(run)}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -247,6 +332,11 @@ CHECKS: dict[str, Checker] = {
     "httpCallHeaders": check_http_call_headers,
     "httpResponseEmpty": check_http_response_empty,
     "activityInputs": check_activity_inputs,
+    "waitingFor": check_waiting_for,
+    "notWaitingFor": check_not_waiting_for,
+    "activityProperties": check_activity_properties,
+    "variableFields": check_variable_fields,
+    "writeLineCount": check_write_line_count,
 }
 
 

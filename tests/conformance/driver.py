@@ -66,6 +66,7 @@ def workflow_test(case: Case) -> WorkflowTest:
         uses=definitions,
         http=http_table(list(expected.get("httpRequests") or [])),
         flowchart_mode=(expected.get("options") or {}).get("flowchartMode", "CounterBased"),
+        standard_in=[str(line) for line in expected.get("standardIn") or ()],
     )
 
 

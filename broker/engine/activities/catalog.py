@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.engine.activities import control, data, dispatch, email, flow, http, waits
+from broker.engine.activities import (
+    composite,
+    control,
+    data,
+    dispatch,
+    email,
+    flow,
+    http,
+    statemachine,
+    waits,
+)
 from broker.engine.activities.base import DECLARED, Behaviour
 from broker.engine.model.definition import Activity
 from broker.engine.model.lookup import DefinitionLookup
@@ -25,7 +35,7 @@ __all__ = [
 ]
 
 #: The activity families, in the order the catalog (and Studio's activity list) shows them.
-FAMILIES = (control, flow, data, waits, dispatch, http, email)
+FAMILIES = (control, flow, statemachine, data, waits, dispatch, http, email)
 
 
 def _declared() -> list[tuple[type[Behaviour], Declaration]]:
@@ -52,7 +62,7 @@ FIXED_PORTS: Mapping[str, frozenset[str]] = {
     found.type_name: found.outbound for _cls, found in _DECLARED if found.outbound is not None
 }
 
-COMPOSITE = dispatch.Composite()
+COMPOSITE = composite.Composite()
 
 
 class Unknown(Behaviour):

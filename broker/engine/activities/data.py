@@ -1,4 +1,4 @@
-"""Primitives: variables, outputs, WriteLine, naming, ending and faulting a workflow."""
+"""Primitives: variables, outputs, WriteLine and ReadLine, naming, ending, faulting a workflow."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from broker.engine.activities.base import DONE, Behaviour, activity
 from broker.engine.activities.control import WorkflowScope
 from broker.engine.expr.javascript import run_script
-from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec
+from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
 from broker.engine.model.values import as_outcomes, as_text
 from broker.engine.run.activity_context import ActivityContext
 from broker.engine.run.faults import FAULT_WITHOUT_MESSAGE
@@ -100,6 +100,26 @@ class SetOutput(Behaviour):
 class WriteLine(Behaviour):
     def execute(self, ax: ActivityContext) -> None:
         ax.write_line(as_text(ax.get("text")))
+        ax.complete()
+
+
+@activity(
+    "Elsa.ReadLine",
+    ActivitySpec(
+        "Console",
+        "Read a line of text from the console.",
+        outputs=(OutputSpec("Result", "String", "The line read."),),
+    ),
+    outbound=("Done",),
+)
+class ReadLine(Behaviour):
+    """Elsa's ``ReadLine``: one line from the standard input the engine was given (the testing
+    kit's ``standard_in``); the broker's processes have no console, so in them it reads the end
+    of an empty input: ``null``, as Elsa's ReadLine does at the end of its stream."""
+
+    def execute(self, ax: ActivityContext) -> None:
+        source = ax.services.read_line
+        ax.set_output("result", source() if source is not None else None)
         ax.complete()
 
 

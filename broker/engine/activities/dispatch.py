@@ -1,52 +1,97 @@
-"""Other workflows: dispatch (through the outbox), execute in-process, composites, events."""
+"""Other workflows: dispatch (through the outbox), execute in-process; events to them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from broker.engine.activities.base import DONE, CompletedChild, activity
-from broker.engine.activities.control import WorkflowScope
+from broker.engine.activities.base import CompletedChild, activity
 from broker.engine.activities.waits import Waiting
-from broker.engine.model.definition import Input, WorkflowDefinition, camel_case
+from broker.engine.expr import expressions
+from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpec
 from broker.engine.model.values import as_bool, as_list, as_text
-from broker.engine.run.activity_context import ActivityContext
+from broker.engine.run.activity_context import ActivityContext, ActivityScope
 from broker.engine.run.results import ChildInstance
 from broker.engine.run.results import DispatchWorkflow as DispatchCommand
 from broker.engine.run.results import PublishEvent as PublishCommand
-from broker.engine.run.state import child_instance_id, new_scope
+from broker.engine.run.state import child_instance_id
 from broker.errors import WorkflowFault
 
-_CORRELATION = InputSpec("CorrelationId", "String", "The correlation id of the new instance.")
-_WAIT = InputSpec("WaitForCompletion", "Boolean", "Wait until the child workflow finishes.")
+_CORRELATION = InputSpec(
+    "CorrelationId", "String", "The correlation ID to associate the workflow with."
+)
+_WAIT = InputSpec(
+    "WaitForCompletion",
+    "Boolean",
+    "Wait for the child workflow to complete before completing this activity.",
+)
 _DEFINITION = InputSpec(
     "WorkflowDefinitionId",
     "String",
-    "The definition id of the workflow to run.",
+    "The definition ID of the workflow to run.",
     ui_hint="workflow-definition-picker",
 )
 
-MAX_COMPOSITE_DEPTH = 32
+#: the bookmark names of the activities that wait for children
+DISPATCH_BOOKMARK = "Elsa.DispatchWorkflow"
+BULK_BOOKMARK = "Elsa.BulkDispatchWorkflows"
+EXECUTE_BOOKMARK = "Elsa.ExecuteWorkflow"
+#: the input and property names Elsa gives a child instance
+PARENT_INSTANCE_ID = "ParentInstanceId"
+WAIT_FOR_COMPLETION = "WaitForCompletion"
 
 
-def child_input(value: Any) -> dict[str, Any]:
+def child_input(value: Any, parent_instance_id: str) -> dict[str, Any]:
+    """The input a child starts with: the activity's ``input`` and, as in Elsa, the parent's
+    instance id under ``ParentInstanceId``."""
     if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise WorkflowFault(f"a child workflow's input must be an object, not {type(value).__name__}")
+        value = {}
+    if not isinstance(value, Mapping):
+        raise WorkflowFault(
+            f"a child workflow's input must be an object, not {type(value).__name__}"
+        )
+    return {**value, PARENT_INSTANCE_ID: parent_instance_id}
+
+
+def child_properties(parent_instance_id: str, wait: bool) -> dict[str, Any]:
+    """The properties Elsa gives a child instance: its parent, and whether the parent waits."""
+    properties: dict[str, Any] = {PARENT_INSTANCE_ID: parent_instance_id}
+    if wait:
+        properties[WAIT_FOR_COMPLETION] = True
+    return properties
+
+
+def require_definition(ax: ActivityContext, definition_id: str) -> WorkflowDefinition:
+    """The published (else latest) version of ``definition_id``; Elsa's fault when none."""
+    found = ax.definitions.by_definition_id(definition_id) if definition_id else None
+    if found is None:
+        raise WorkflowFault(
+            f"No published version of workflow definition with ID {definition_id} found.",
+            activity_id=ax.node.id,
+        )
+    return found
+
+
+def correlation_of(ax: ActivityContext) -> str | None:
+    correlation = ax.get("correlationId")
+    return as_text(correlation) if correlation is not None else None
 
 
 @activity(
     "Elsa.DispatchWorkflow",
     ActivitySpec(
         "Composition",
-        "Start a child workflow.",
+        "Create a new workflow instance of the specified workflow and dispatch it for execution.",
         inputs=(
             _DEFINITION,
             _CORRELATION,
-            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            InputSpec(
+                "Input",
+                "Object",
+                "The input to send to the workflow.",
+                ui_hint="json-editor",
+            ),
             _WAIT,
         ),
         outputs=(OutputSpec("ChildInstanceId", "String"), RESULT),
@@ -54,27 +99,28 @@ def child_input(value: Any) -> dict[str, Any]:
     outbound=("Done",),
 )
 class DispatchWorkflow(Waiting):
+    """Elsa's ``DispatchWorkflow``: the child starts through the outbox once this step commits
+    (its id chosen now), with ``ParentInstanceId`` in its input and properties. Waiting, the
+    activity resumes with the child's output as its ``result`` once the child finishes
+    (whatever its sub-status); else it completes at once."""
+
     def execute(self, ax: ActivityContext) -> None:
-        definition_id = as_text(ax.get("workflowDefinitionId"))
-        if not definition_id:
-            raise WorkflowFault(
-                f"activity {ax.node.id!r} names no workflow to dispatch", activity_id=ax.node.id
-            )
+        definition = require_definition(ax, as_text(ax.get("workflowDefinitionId")))
         wait = as_bool(ax.get("waitForCompletion", False))
         child_id = child_instance_id(ax.instance_id, ax.id)
-        correlation = ax.get("correlationId")
         bookmark_id = None
         if wait:
-            bookmark_id = ax.bookmark("Elsa.DispatchWorkflow", {"childInstanceId": child_id})["id"]
+            bookmark_id = ax.bookmark(DISPATCH_BOOKMARK, {"childInstanceId": child_id})["id"]
         ax.emit(
             DispatchCommand(
                 child_instance_id=child_id,
-                definition_id=definition_id,
-                input=child_input(ax.get("input")),
-                correlation_id=as_text(correlation) if correlation is not None else None,
+                definition_id=definition.definition_id,
+                input=child_input(ax.get("input"), ax.instance_id),
+                correlation_id=correlation_of(ax),
                 wait_for_completion=wait,
                 parent_instance_id=ax.instance_id,
                 bookmark_id=bookmark_id,
+                properties=child_properties(ax.instance_id, wait),
             )
         )
         ax.set_output("childInstanceId", child_id)
@@ -82,16 +128,63 @@ class DispatchWorkflow(Waiting):
             ax.complete()
 
 
+class ItemScope(ActivityScope):
+    """The scope of Elsa's ``CorrelationIdFunction``: the activity's, plus the current item as
+    the argument ``Item`` (``getItem()``, ``Item``)."""
+
+    __slots__ = ("_item",)
+
+    def __init__(self, ax: ActivityContext, item: Any) -> None:
+        super().__init__(ax.run, ax.ctx, ax.node)
+        self._item = item
+
+    def variable_names(self) -> list[str]:
+        return [*super().variable_names(), "Item"]
+
+    def get_variable(self, name: str) -> Any:
+        if name == "Item":
+            return self._item
+        return super().get_variable(name)
+
+
 @activity(
     "Elsa.BulkDispatchWorkflows",
     ActivitySpec(
         "Composition",
-        "Start one child workflow per item.",
+        "Create new workflow instances for each item in the data source and dispatch them for "
+        "execution.",
         inputs=(
             _DEFINITION,
-            InputSpec("Items", "Object", "One input per child.", ui_hint="json-editor"),
-            _CORRELATION,
-            _WAIT,
+            InputSpec(
+                "Items",
+                "Object",
+                "The data source to use for dispatching the workflows.",
+                ui_hint="json-editor",
+            ),
+            InputSpec(
+                "DefaultItemInputKey",
+                "String",
+                "The default key to use for the input name when sending the current item to the "
+                "dispatched workflow.",
+                default="Item",
+            ),
+            InputSpec(
+                "CorrelationIdFunction",
+                "String",
+                "A function to compute the correlation ID to associate a dispatched workflow with.",
+            ),
+            InputSpec(
+                "Input",
+                "Object",
+                "Additional input to send to the workflows being dispatched.",
+                ui_hint="json-editor",
+            ),
+            InputSpec(
+                "WaitForCompletion",
+                "Boolean",
+                "Wait for the dispatched workflows to complete before completing this activity.",
+                default=True,
+            ),
         ),
         outputs=(RESULT,),
         ports=("ChildCompleted", "ChildFaulted"),
@@ -101,43 +194,60 @@ class BulkDispatchWorkflows(Waiting):
     """Elsa's ``BulkDispatchWorkflows``: one child per item of ``items``.
 
     Each child's input is ``input`` (the base), ``ParentInstanceId`` and the item: an object item
-    is merged in, any other is put under ``defaultItemInputKey`` (``Item``). ``waitForCompletion``
-    defaults to true, as in Elsa: then, as each child finishes, its ``childCompleted`` or
-    ``childFaulted`` port runs (when the file has one, with the child's output and sub-status as
-    this activity's ``childResult`` output), and once every child finished and its port ran the
-    activity completes through ``Completed`` and ``Done`` (its ``result``: the children's
-    outputs in finishing order). Without waiting it completes through ``Done`` at once.
+    is merged in, any other is put under ``defaultItemInputKey`` (``Item``); its correlation id
+    is ``correlationIdFunction`` evaluated with the item as ``Item`` (the broker also reads a
+    plain ``correlationId``). ``waitForCompletion`` defaults to true, as in Elsa: then, as each
+    child finishes, its ``childCompleted`` or ``childFaulted`` port runs (when the file has one,
+    with the child's output and sub-status as this activity's ``childResult`` output), and once
+    every child finished and its port ran the activity completes through ``Completed`` and
+    ``Done`` (its ``result``: the children's outputs in finishing order). Without waiting it
+    completes through ``Done`` at once.
     """
 
     def execute(self, ax: ActivityContext) -> None:
-        definition_id = as_text(ax.get("workflowDefinitionId"))
         wait = as_bool(ax.get("waitForCompletion", True))
-        correlation = ax.get("correlationId")
         items = as_list(ax.get("items"))
         key = as_text(ax.get("defaultItemInputKey", "Item")) or "Item"
-        base = child_input(ax.get("input"))
+        base = child_input(ax.get("input"), ax.instance_id)
+        definition = (
+            require_definition(ax, as_text(ax.get("workflowDefinitionId"))) if items else None
+        )
         ax.props.update(results=[], dispatched=len(items), finished=0)
         for index, item in enumerate(items):
+            assert definition is not None
             child_id = child_instance_id(ax.instance_id, ax.id, index)
             bookmark_id = None
             if wait:
-                bookmark_id = ax.bookmark(
-                    "Elsa.BulkDispatchWorkflows", {"childInstanceId": child_id}
-                )["id"]
+                bookmark_id = ax.bookmark(BULK_BOOKMARK, {"childInstanceId": child_id})["id"]
             item_input = dict(item) if isinstance(item, Mapping) else {key: item}
             ax.emit(
                 DispatchCommand(
                     child_instance_id=child_id,
-                    definition_id=definition_id,
-                    input={**base, "ParentInstanceId": ax.instance_id, **item_input},
-                    correlation_id=as_text(correlation) if correlation is not None else None,
+                    definition_id=definition.definition_id,
+                    input={**base, **item_input},
+                    correlation_id=self.correlation_id(ax, item),
                     wait_for_completion=wait,
                     parent_instance_id=ax.instance_id,
                     bookmark_id=bookmark_id,
+                    properties=child_properties(ax.instance_id, wait),
                 )
             )
         if not wait or not items:
             ax.complete("Done")
+
+    @staticmethod
+    def correlation_id(ax: ActivityContext, item: Any) -> str | None:
+        function = ax.node.inputs.get("correlationIdFunction")
+        if function is None or function.expression is None:
+            return correlation_of(ax)
+        found = expressions.evaluate(
+            function.expression,
+            ItemScope(ax, item),
+            type_name="String",
+            js_time_limit=ax.run.engine.js_time_limit,
+            js_memory_limit=ax.run.engine.js_memory_limit,
+        )
+        return as_text(found) if found is not None else None
 
     def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
         # The runtime resumes with Elsa's child-completed input; a bare value is the output.
@@ -154,7 +264,11 @@ class BulkDispatchWorkflows(Waiting):
         if port is not None:
             ax.set_output(
                 "childResult",
-                {"childInstanceId": child_id, "subStatus": sub_status, "output": output},
+                {
+                    "childInstanceId": child_id,
+                    "subStatus": sub_status,
+                    "output": output,
+                },
             )
             ax.schedule(port)
             return
@@ -176,40 +290,46 @@ class BulkDispatchWorkflows(Waiting):
     "Elsa.ExecuteWorkflow",
     ActivitySpec(
         "Composition",
-        "Run a child workflow and wait for it.",
+        "Create a new workflow instance of the specified workflow and execute it.",
         inputs=(
             _DEFINITION,
             _CORRELATION,
-            InputSpec("Input", "Object", "The child's input.", ui_hint="json-editor"),
+            InputSpec(
+                "Input",
+                "Object",
+                "The input to send to the workflow.",
+                ui_hint="json-editor",
+            ),
             _WAIT,
         ),
         outputs=(RESULT,),
+        kind="Task",
     ),
     outbound=("Done",),
 )
 class ExecuteWorkflow(Waiting):
-    """Runs the child in-process now; if it suspends and the parent waits, so does the parent
-    (bookmark ``Elsa.ExecuteWorkflow`` with ``{"childInstanceId"}``, resumed with its output)."""
+    """Elsa's ``ExecuteWorkflow``: runs the child in-process now (input and properties carry
+    ``ParentInstanceId``; ``WaitForCompletion`` too when waiting). Not waiting, or the child
+    finished, it completes with Elsa's ``ExecuteWorkflowResult`` as ``result``; else it waits
+    (bookmark ``Elsa.ExecuteWorkflow``) and resumes with the child's output as ``result``."""
 
     def execute(self, ax: ActivityContext) -> None:
-        definition_id = as_text(ax.get("workflowDefinitionId"))
-        definition = ax.definitions.by_definition_id(definition_id)
-        if definition is None:
-            raise WorkflowFault(
-                f"workflow definition {definition_id!r} is not loaded", activity_id=ax.node.id
-            )
+        definition = require_definition(ax, as_text(ax.get("workflowDefinitionId")))
         wait = as_bool(ax.get("waitForCompletion", False))
-        correlation = ax.get("correlationId")
         child_id = child_instance_id(ax.instance_id, ax.id)
         result = ax.start_workflow(
             definition,
             instance_id=child_id,
-            input=child_input(ax.get("input")),
-            correlation_id=as_text(correlation) if correlation is not None else None,
-            options={"flowchartMode": ax.state["flowchartMode"]},
+            input=child_input(ax.get("input"), ax.instance_id),
+            correlation_id=correlation_of(ax),
+            options={
+                "flowchartMode": ax.state["flowchartMode"],
+                "properties": child_properties(ax.instance_id, wait),
+            },
         )
-        ax.run.commands.extend(result.commands)
-        ax.run.child_instances.extend(result.child_instances)
+        bookmark_id = None
+        if wait and not result.finished:
+            bookmark_id = ax.bookmark(EXECUTE_BOOKMARK, {"childInstanceId": child_id})["id"]
         ax.run.child_instances.append(
             ChildInstance(
                 id=child_id,
@@ -223,15 +343,20 @@ class ExecuteWorkflow(Waiting):
                 output=result.output,
                 state=result.state,
                 bookmarks=result.bookmarks,
+                result=result,
+                parent_bookmark_id=bookmark_id,
+                version=definition.version,
+                workflow_properties=dict(definition.custom_properties),
             )
         )
-        if wait and not result.finished:
-            ax.bookmark("Elsa.ExecuteWorkflow", {"childInstanceId": child_id})
+        if bookmark_id is not None:
             return
         ax.set_output(
             "result",
             {
+                "workflowDefinitionVersionId": None,  # Elsa leaves these two unset
                 "workflowInstanceId": child_id,
+                "correlationId": None,
                 "status": result.status,
                 "subStatus": result.sub_status,
                 "output": result.output,
@@ -240,100 +365,9 @@ class ExecuteWorkflow(Waiting):
         ax.complete()
 
     def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
-        child_id = bookmark["payload"].get("childInstanceId")
-        ax.set_output(
-            "result",
-            {
-                "workflowInstanceId": child_id,
-                "status": "Finished",
-                "subStatus": "Finished",
-                "output": value,
-            },
-        )
+        # Elsa sets the result to the resuming input: the finished child's output.
+        ax.set_output("result", value)
         ax.complete()
-
-
-class Composite(WorkflowScope):
-    """A workflow-definition activity: the other definition runs inside this instance, its
-    declared inputs from this node's inputs, its outputs back to this node's bindings."""
-
-    def execute(self, ax: ActivityContext) -> None:
-        definition = resolve_composite(ax)
-        depth = sum(1 for _ in composite_ancestors(ax))
-        if depth >= MAX_COMPOSITE_DEPTH:
-            raise WorkflowFault(
-                f"workflow-definition activities nest deeper than {MAX_COMPOSITE_DEPTH} (a cycle?)",
-                activity_id=ax.node.id,
-            )
-        inputs: dict[str, Any] = {}
-        for port in definition.inputs:
-            spec = ax.node.inputs.get(camel_case(port.name)) or ax.node.inputs.get(port.name)
-            if spec is not None and spec.expression is not None:
-                inputs[port.name] = ax.run.evaluate(
-                    ax.ctx, ax.node, Input(port.type_name or spec.type_name, spec.expression)
-                )
-        scope = new_scope(
-            definition.variables,
-            kind="workflow",
-            inputs=inputs,
-            outputs=[port.name for port in definition.outputs],
-        )
-        scope["definitionVersionId"] = definition.id
-        ax.ctx["scope"] = scope
-        ax.run.remember(definition)
-        for variable in definition.variables:
-            if variable.value is not None:
-                scope["vars"][variable.name] = ax.run.evaluate(
-                    ax.ctx,
-                    ax.node,
-                    Input(variable.type_name, {"type": "Literal", "value": variable.value}),
-                )
-        ax.schedule(definition.root, def_id=definition.id)
-
-    def on_child_completed(self, ax: ActivityContext, child: CompletedChild) -> None:
-        self.finish(ax, None)
-
-    def finish(self, ax: ActivityContext, outcomes: tuple[str, ...] | None) -> None:
-        scope = ax.ctx["scope"]
-        chosen = outcomes or tuple(scope.get("outcomes") or ()) or DONE
-        definition = ax.run.definition(scope["definitionVersionId"])
-        for port in definition.outputs:
-            if port.name not in scope["outputs"]:
-                continue
-            binding = camel_case(port.name)
-            if binding not in ax.node.outputs and port.name in ax.node.outputs:
-                binding = port.name
-            ax.set_output(binding, scope["outputs"][port.name])
-        ax.complete(*chosen)
-
-
-def composite_ancestors(ax: ActivityContext) -> list[str]:
-    found = []
-    parent = ax.ctx["parent"]
-    while parent:
-        ctx = ax.run.contexts[parent]
-        if ctx.get("scope", {}).get("kind") == "workflow" and ctx["parent"]:
-            found.append(parent)
-        parent = ctx["parent"]
-    return found
-
-
-def resolve_composite(ax: ActivityContext) -> WorkflowDefinition:
-    """By version id; else the published (else latest) version; else by activity type."""
-    lookup = ax.definitions
-    version_id = ax.node.properties.get("workflowDefinitionVersionId")
-    definition_id = ax.node.properties.get("workflowDefinitionId")
-    found = lookup.by_version_id(version_id) if isinstance(version_id, str) else None
-    if found is None and isinstance(definition_id, str):
-        found = lookup.by_definition_id(definition_id)
-    if found is None:
-        found = lookup.by_activity_type(ax.node.type)
-    if found is None:
-        raise WorkflowFault(
-            f"no workflow definition provides activity type {ax.node.type!r}",
-            activity_id=ax.node.id,
-        )
-    return found
 
 
 @activity(

@@ -169,6 +169,18 @@ def _held_activities(activity: Mapping[str, Any]) -> list[tuple[Mapping[str, Any
     for index, case in enumerate(activity.get("cases") or [], start=1):
         if isinstance(case, Mapping) and _is_activity(case.get("activity")):
             held.append((case["activity"], str(case.get("label") or f"Case {index}")))
+    # A StateMachine's states and transitions hold activities too.
+    for state in activity.get("states") or []:
+        if isinstance(state, Mapping):
+            for key in ("entry", "exit"):
+                if _is_activity(state.get(key)):
+                    held.append((state[key], f"{state.get('name')} {key}"))
+    for transition in activity.get("transitions") or []:
+        if isinstance(transition, Mapping):
+            name = transition.get("name") or f"{transition.get('from')}->{transition.get('to')}"
+            for key in ("trigger", "action"):
+                if _is_activity(transition.get(key)):
+                    held.append((transition[key], f"{name} {key}"))
     return held
 
 

@@ -59,9 +59,11 @@ def _utc_now() -> dt.datetime:
 
 @dataclasses.dataclass(frozen=True)
 class EngineServices:
-    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink."""
+    """What the engine calls out to: HTTP, mail, the clock (tests fix it), a WriteLine sink and
+    the ReadLine source (the next line, or None at the end of the input)."""
 
     http: HttpClient | None = None
     mailer: Mailer | None = None
     clock: Callable[[], dt.datetime] = _utc_now
     write_line: Callable[[str], None] | None = None
+    read_line: Callable[[], str | None] | None = None

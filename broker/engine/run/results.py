@@ -46,6 +46,8 @@ class DispatchWorkflow:
     wait_for_completion: bool
     parent_instance_id: str
     bookmark_id: str | None = None  # resumed with the child's output when waiting
+    #: the child instance's properties (Elsa's ``ParentInstanceId``, ``WaitForCompletion``)
+    properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +119,11 @@ class Retry:
 
 @dataclasses.dataclass(frozen=True)
 class ChildInstance:
-    """A workflow instance run in-process by ExecuteWorkflow (its ``state`` if not finished)."""
+    """A workflow instance run in-process by ExecuteWorkflow (its ``state`` if not finished).
+
+    ``result`` is the child's own step, saved by the runtime as the child's first step (its
+    bookmarks, commands and journal are the child's, not the parent's); ``parent_bookmark_id``
+    names the parent's bookmark that waits for the child to finish."""
 
     id: str
     definition_id: str
@@ -130,6 +136,10 @@ class ChildInstance:
     output: Any
     state: Mapping[str, Any]
     bookmarks: tuple[Bookmark, ...] = ()
+    result: RunResult | None = None
+    parent_bookmark_id: str | None = None
+    version: int = 0
+    workflow_properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

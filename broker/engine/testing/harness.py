@@ -34,8 +34,9 @@ class WorkflowTest:
     """One workflow under test, with the definitions it uses (children, composite activities; the
     workflow may be among them, e.g. every file of a folder, indexed in the order given) and the
     tables that stand in for the outside world: ``http`` (a table's answers, or the table itself),
-    ``tasks``, and the clock, which stays at ``now`` until timers fire. ``flowchart_mode``
-    (``CounterBased`` or ``TokenBased``) holds for every instance, over what the files say."""
+    ``tasks``, the clock, which stays at ``now`` until timers fire, and ``standard_in``, the
+    lines ReadLine reads. ``flowchart_mode`` (``CounterBased`` or ``TokenBased``) holds for every
+    instance, over what the files say."""
 
     def __init__(
         self,
@@ -46,6 +47,7 @@ class WorkflowTest:
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
+        standard_in: Iterable[str] = (),
     ) -> None:
         self.workflow = workflow
         used = list(uses)
@@ -57,8 +59,14 @@ class WorkflowTest:
         self.tasks = dict(tasks or {})
         self.now = now
         self.flowchart_mode = flowchart_mode
+        #: the lines ReadLine reads, in order (then None, the end of the input)
+        self.standard_in = list(standard_in)
         services = EngineServices(
-            http=self.http, mailer=self.mail, clock=lambda: self.now, write_line=None
+            http=self.http,
+            mailer=self.mail,
+            clock=lambda: self.now,
+            write_line=None,
+            read_line=lambda: self.standard_in.pop(0) if self.standard_in else None,
         )
         self.engine = Engine(
             self.definitions, services, flowchart_mode=flowchart_mode or "CounterBased"
@@ -74,6 +82,7 @@ class WorkflowTest:
         tasks: Mapping[str, Callable[[Any], Any]] | None = None,
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
+        standard_in: Iterable[str] = (),
     ) -> WorkflowTest:
         """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
         return cls(
@@ -83,6 +92,7 @@ class WorkflowTest:
             tasks=tasks,
             now=now,
             flowchart_mode=flowchart_mode,
+            standard_in=standard_in,
         )
 
     def submit(
@@ -125,7 +135,12 @@ class WorkflowTest:
         wanted = (method.upper(), path.strip("/").lower())
         for node in self.workflow.triggers():
             if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(node.inputs):
-                trigger = {"activityId": node.id, "method": method, "path": path, "body": body}
+                trigger = {
+                    "activityId": node.id,
+                    "method": method,
+                    "path": path,
+                    "body": body,
+                }
                 if headers is not None:
                     trigger["headers"] = dict(headers)
                 return self._start(instance_id, trigger=trigger)
@@ -170,7 +185,13 @@ class WorkflowRun:
         self.result: RunResult | None = None
         #: every step's result in order: the start, each resume, each task answer
         self.results: list[RunResult] = []
+        #: the children it dispatched (DispatchWorkflow, BulkDispatchWorkflows)
         self.children: list[WorkflowRun] = []
+        #: the children ``ExecuteWorkflow`` ran in-process, as runs of their own
+        self.executed: list[WorkflowRun] = []
+        #: the parent run waiting for this one to finish, and the bookmark it waits on
+        self.parent: WorkflowRun | None = None
+        self.parent_bookmark: tuple[str, str] | None = None  # (bookmark id, bookmark name)
 
     # What the run is now ------------------------------------------------------------------------
 
@@ -204,9 +225,12 @@ class WorkflowRun:
 
     @property
     def child_instances(self) -> list[ChildInstance]:
-        """The instances ``ExecuteWorkflow`` ran in-process, over the whole run (a dispatched
-        child is in ``children``)."""
-        return [child for result in self.results for child in result.child_instances]
+        """The instances ``ExecuteWorkflow`` ran in-process, over the whole run, theirs
+        included (a dispatched child is in ``children``)."""
+        found = [child for result in self.results for child in result.child_instances]
+        for run in self.executed:
+            found.extend(run.child_instances)
+        return found
 
     @property
     def http_calls(self) -> list[HttpRequest]:
@@ -246,29 +270,71 @@ class WorkflowRun:
             return self
         self.absorb(
             self.test.engine.resume(
-                self.latest.state, bookmark_id=bookmark_id, input=input, write_lines=self.lines
+                self.latest.state,
+                bookmark_id=bookmark_id,
+                input=input,
+                write_lines=self.lines,
             )
         )
         return self
 
     def absorb(self, result: RunResult) -> None:
         """Take a step's result, then carry out what it asks of the runtime that the harness can
-        do in-process: answer RunTask from the task table, run a child it waits for."""
+        do in-process: answer RunTask from the task table, run the children it dispatched, keep
+        the children it ran in-process as runs, and wake a parent waiting for this run."""
         self.result = result
         self.results.append(result)
         self.journal.extend(result.journal)
+        for child in result.child_instances:
+            if child.result is not None:
+                self._adopt(child)
         for command in result.commands:
             if isinstance(command, RunTask) and command.task_name in self.test.tasks:
                 answer = self.test.tasks[command.task_name](command.payload)
                 self.resume(command.bookmark_id, answer)
             elif isinstance(command, DispatchWorkflow):
                 self._run_child(command)
+        if result.finished and self.parent is not None and self.parent_bookmark is not None:
+            bookmark_id, name = self.parent_bookmark
+            self.parent_bookmark = None
+            self.parent.resume(bookmark_id, self._completion_input(name))
+
+    def _completion_input(self, bookmark_name: str) -> Any:
+        """What the parent is resumed with, as the runtime does: the output, or for
+        BulkDispatchWorkflows Elsa's child-completed input (id, sub-status, output)."""
+        if bookmark_name == "Elsa.BulkDispatchWorkflows":
+            return {
+                "WorkflowInstanceId": self.instance_id,
+                "WorkflowSubStatus": self.sub_status,
+                "WorkflowOutput": self.output,
+            }
+        return self.output
+
+    def _adopt(self, child: ChildInstance) -> None:
+        """A child ``ExecuteWorkflow`` ran in-process: a run of its own, which wakes this run
+        when it finishes later and this run waits for it."""
+        assert child.result is not None
+        run = WorkflowRun(self.test, child.id)
+        run.lines = self.lines
+        if child.parent_bookmark_id is not None:
+            run.parent = self
+            run.parent_bookmark = (child.parent_bookmark_id, "Elsa.ExecuteWorkflow")
+        self.executed.append(run)
+        run.absorb(child.result)
 
     def _run_child(self, command: DispatchWorkflow) -> None:
         definition = self.test.definitions.by_definition_id(command.definition_id)
         assert definition is not None, f"no definition {command.definition_id!r} was given"
         child = WorkflowRun(self.test, command.child_instance_id)
         child.lines = self.lines
+        if command.wait_for_completion and command.bookmark_id:
+            bookmark = next((b for b in self.bookmarks if b.id == command.bookmark_id), None)
+            child.parent = self
+            child.parent_bookmark = (
+                command.bookmark_id,
+                bookmark.name if bookmark is not None else "Elsa.DispatchWorkflow",
+            )
+        self.children.append(child)
         child.absorb(
             self.test.engine.start(
                 definition,
@@ -276,13 +342,10 @@ class WorkflowRun:
                 input=command.input,
                 correlation_id=command.correlation_id,
                 parent_id=command.parent_instance_id,
-                options=self.test.options(),
+                options={**self.test.options(), "properties": dict(command.properties)},
                 write_lines=child.lines,
             )
         )
-        self.children.append(child)
-        if command.wait_for_completion and command.bookmark_id and child.status == "Finished":
-            self.resume(command.bookmark_id, child.output)
 
     # Assertions ---------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ share."""
 from broker.runtime.persist.commands import (
     add_pending_instance,
     notify_parent,
-    save_children,
     save_commands,
 )
 from broker.runtime.persist.step import open_start, save_step
@@ -26,7 +25,6 @@ __all__ = [
     "add_pending_instance",
     "notify_parent",
     "open_start",
-    "save_children",
     "save_commands",
     "save_step",
 ]

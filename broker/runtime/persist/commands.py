@@ -1,6 +1,5 @@
 """The rows a step's engine commands become: outbox rows for tasks and dispatched children, events
-on the bookmark queue, rows for children run in-process, and the stimulus that wakes a parent
-waiting for its child.
+on the bookmark queue, and the stimulus that wakes a parent waiting for its child.
 """
 
 from __future__ import annotations
@@ -125,6 +124,8 @@ def _dispatch_child(session: Session, target: Target, command: Any, now: dt.date
             "correlationId": command.correlation_id,
             "parentId": target.instance_id,
             "clientKey": target.client_key,
+            # Elsa's ParentInstanceId and WaitForCompletion properties of the child
+            "properties": dict(command.properties or {}),
         }
         add_pending_instance(session, child, start, now)
         if command.wait_for_completion and command.bookmark_id:
@@ -146,39 +147,6 @@ def _dispatch_child(session: Session, target: Target, command: Any, now: dt.date
         instance_id=child_id,
     )
     return row.id
-
-
-def save_children(session: Session, target: Target, children: Any, now: dt.datetime) -> None:
-    """Rows for children the engine ran in-process (ExecuteWorkflow), for the admin views."""
-    for child in children:
-        row = session.get(WorkflowInstance, child.id)
-        finished = child.status == InstanceStatus.FINISHED.value
-        if row is None:
-            session.add(
-                WorkflowInstance(
-                    id=child.id,
-                    definition_id=child.definition_id,
-                    definition_version_id=child.definition_version_id,
-                    version=0,
-                    parent_id=child.parent_id,
-                    correlation_id=child.correlation_id,
-                    status=child.status,
-                    sub_status=child.sub_status,
-                    state=dict(child.state) if child.state else None,
-                    output=child.output,
-                    checkpoint=1,
-                    created_at=now,
-                    updated_at=now,
-                    finished_at=now if finished else None,
-                )
-            )
-        else:
-            row.status = child.status
-            row.sub_status = child.sub_status
-            row.state = dict(child.state) if child.state else None
-            row.output = child.output
-            row.updated_at = now
-            row.finished_at = now if finished else None
 
 
 def notify_parent(

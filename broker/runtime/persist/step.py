@@ -20,8 +20,8 @@ from broker.runtime.failures.dead_letters import EXHAUSTED, FAULTED
 from broker.runtime.failures.retry import policy_for
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.persist import journal
-from broker.runtime.persist.commands import notify_parent, save_children, save_commands
-from broker.runtime.persist.target import Saved, StaleStep, Start, Target
+from broker.runtime.persist.commands import notify_parent, save_commands
+from broker.runtime.persist.target import PARENT_LINK, Saved, StaleStep, Start, Target
 from broker.runtime.requests.transitions import finish_request, run_through, start_processing
 from broker.runtime.transport.celery_config import RESUME_INSTANCE
 from broker.settings import Settings
@@ -29,6 +29,7 @@ from broker.store.models import (
     Bookmark,
     InstanceStatus,
     InstanceSubStatus,
+    StepResult,
     Timer,
     WorkflowInstance,
     table_of,
@@ -130,7 +131,7 @@ def save_step(
         )
     _save_bookmarks(session, target, result.bookmarks, now, fresh=fresh)
     saved.outbox_ids += save_commands(session, target, result.commands, now)
-    save_children(session, target, result.child_instances, now)
+    saved.outbox_ids += _save_executed_children(session, settings, target, result, now)
     if finished and sub_status == InstanceSubStatus.FAULTED.value:
         _record_fault(session, target, saved, result, fault, exhausted=exhausted is not None)
     if finished:
@@ -148,6 +149,57 @@ def save_step(
         if target.request_id is not None:
             saved.finished_at = now
     return saved
+
+
+def _save_executed_children(
+    session: Session, settings: Settings, target: Target, result: RunResult, now: dt.datetime
+) -> list[str]:
+    """The children ExecuteWorkflow ran in-process in this step, each saved as its own instance's
+    first step (its state, journal, bookmarks and timers, the rows of its commands, a retry, a
+    fault's dead letter) in the parent's transaction; a child its parent waits for gets the
+    parent link that wakes the parent when it finishes. A child already saved is left alone."""
+    written: list[str] = []
+    for child in result.child_instances:
+        if child.result is None or session.get(WorkflowInstance, child.id) is not None:
+            continue
+        session.add(
+            WorkflowInstance(
+                id=child.id,
+                definition_id=child.definition_id,
+                definition_version_id=child.definition_version_id,
+                version=child.version,
+                request_id=None,
+                parent_id=target.instance_id,
+                correlation_id=child.correlation_id,
+                status=InstanceStatus.RUNNING.value,
+                sub_status=InstanceSubStatus.PENDING.value,
+                checkpoint=0,
+                created_at=now,
+                updated_at=now,
+                heartbeat_at=now,
+            )
+        )
+        if child.parent_bookmark_id is not None:
+            link = {"parentId": target.instance_id, "bookmarkId": child.parent_bookmark_id}
+            session.add(
+                StepResult(instance_id=child.id, step_key=PARENT_LINK, output=link, created_at=now)
+            )
+        session.flush()
+        child_target = Target(
+            instance_id=child.id,
+            definition_id=child.definition_id,
+            version_id=child.definition_version_id,
+            version=child.version,
+            queue=target.queue,
+            workflow_properties=dict(child.workflow_properties),
+            expected_checkpoint=0,
+            client_key=target.client_key,
+            parent_id=target.instance_id,
+            correlation_id=child.correlation_id,
+            name=child.state.get("name"),
+        )
+        written += save_step(session, settings, child_target, child.result).outbox_ids
+    return written
 
 
 def _record_fault(

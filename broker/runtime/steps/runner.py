@@ -186,6 +186,7 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
                 input=start.get("input") or {},
                 correlation_id=start.get("correlationId"),
                 parent_id=start.get("parentId"),
+                options={"properties": start.get("properties") or {}},
             ),
         )
 

@@ -236,3 +236,19 @@ def test_a_pascal_case_file_is_drawn_like_its_camel_case_twin() -> None:
     }
     assert "Hello" in to_mermaid(pascal)
     assert to_mermaid(pascal) == to_mermaid(camel)
+
+
+def test_a_state_machine_draws_its_states_and_transitions_activities_beside_it() -> None:
+    # Given a StateMachine whose state and transition hold activities
+    machine = {
+        "id": "Machine",
+        "type": "Elsa.StateMachine",
+        "states": [{"name": "New", "entry": {"id": "In", "type": "Elsa.WriteLine"}}],
+        "transitions": [
+            {"from": "New", "to": "Done", "trigger": {"id": "Go", "type": "Elsa.Event"}},
+        ],
+    }
+    diagram = to_mermaid(flowchart(machine))
+    # Then each is drawn with an edge labelled by the state or transition and its role
+    assert "Machine -->|New entry| In" in diagram
+    assert 'Machine -->|"New-#gt;Done trigger"| Go' in diagram  # ">" escaped for Mermaid

@@ -267,3 +267,44 @@ def test_every_file_may_be_given_and_each_step_and_in_process_child_is_kept() ->
     assert [(c.definition_id, c.status) for c in run.child_instances] == [("child", "Finished")]
     assert run.lines == ["child ran"]
     assert run.latest.state["flowchartMode"] == "TokenBased"
+
+
+def test_read_line_reads_the_kits_standard_input_a_line_at_a_time_then_null() -> None:
+    # Given a workflow that reads three lines into variables, and a standard input of two
+    def read(activity_id: str, variable: str) -> dict[str, Any]:
+        result = {"typeName": "String", "memoryReference": {"id": variable}}
+        return {"id": activity_id, "type": "Elsa.ReadLine", "version": 1, "result": result}
+
+    document = {
+        **sequence(read("r1", "A"), read("r2", "B"), read("r3", "C")),
+        "variables": [{"id": name, "name": name, "typeName": "String"} for name in "ABC"],
+    }
+    run = workflow_test(document, standard_in=["first", "second"]).start().assert_finished()
+    # Then each ReadLine took the next line, and the one past the end read null
+    assert run.variables == {"A": "first", "B": "second", "C": None}
+
+
+def test_an_in_process_child_that_waits_is_a_run_of_its_own_that_wakes_its_parent() -> None:
+    # Given a parent that executes a child waiting for an event, and waits for it
+    child = parse_workflow(
+        sequence(
+            {"id": "go", "type": "Elsa.Event", "version": 1, "eventName": literal("go")},
+            write_line("c", "child done"),
+            definitionId="child",
+        )
+    )
+    execute = {
+        "id": "execute",
+        "type": "Elsa.ExecuteWorkflow",
+        "version": 1,
+        "workflowDefinitionId": literal("child"),
+        "waitForCompletion": literal(True, "Boolean"),
+    }
+    parent = parse_workflow(sequence(execute, write_line("p", "parent done")))
+    run = WorkflowTest(parent, uses=[child]).start().assert_waiting_for("execute")
+    # When the child's own run gets its event
+    [child_run] = run.executed
+    child_run.deliver_event("go").assert_finished()
+    # Then the parent went on after it, and both wrote to the one log
+    run.assert_finished()
+    assert run.lines == ["child done", "parent done"]

@@ -74,7 +74,11 @@ def test_dispatch_with_wait_chooses_the_child_id_deterministically(harness: Harn
     [command] = first.commands
     assert isinstance(command, DispatchWorkflow)
     assert command.child_instance_id == again.commands[0].child_instance_id  # type: ignore[union-attr]
-    assert (command.definition_id, dict(command.input)) == ("sequence", {"a": 1})
+    # Elsa's child input and properties carry the parent's instance id; the properties say the
+    # parent waits
+    assert command.definition_id == "sequence"
+    assert dict(command.input) == {"a": 1, "ParentInstanceId": "parent"}
+    assert dict(command.properties) == {"ParentInstanceId": "parent", "WaitForCompletion": True}
     assert command.wait_for_completion
     assert command.bookmark_id == first.bookmarks[0].id
 
