@@ -28,7 +28,7 @@ from broker.runtime.admin import (
 from broker.runtime.admin.alterations import Log
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.persist.step import fault_error
+from broker.runtime.persist.faults import fault_error
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.wiring import Runtime

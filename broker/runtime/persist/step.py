@@ -21,6 +21,7 @@ from broker.runtime.failures.retry import policy_for
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.persist import journal
 from broker.runtime.persist.commands import notify_parent, save_commands
+from broker.runtime.persist.faults import fault_error, fault_of
 from broker.runtime.persist.target import PARENT_LINK, Saved, StaleStep, Start, Target
 from broker.runtime.requests.transitions import finish_request, run_through, start_processing
 from broker.runtime.transport.celery_config import RESUME_INSTANCE
@@ -61,7 +62,7 @@ def save_step(
     now = utcnow()
     saved = Saved(checkpoint=target.expected_checkpoint + 1)
     status, sub_status = str(result.status), str(result.sub_status)
-    fault = _fault_dict(result.fault)
+    fault = fault_of(result.fault)
     exhausted = None
     if result.retry is not None:
         policy = policy_for(
@@ -255,39 +256,6 @@ def _renamed(target: Target, state: Mapping[str, Any]) -> Target:
             extra={"instance_id": target.instance_id, "request_id": target.request_id},
         )
     return dataclasses.replace(target, correlation_id=correlation_id, name=name)
-
-
-def _fault_dict(fault: Any) -> dict[str, Any] | None:
-    if fault is None:
-        return None
-    return {
-        "message": redact_text(fault.message),
-        "detail": redact_text(_with_causes(fault.message, fault.exception)),
-        "code": fault.code,
-        "category": fault.category,
-        "activityId": fault.activity_id,
-    }
-
-
-def fault_error(fault: Mapping[str, Any] | None) -> str | None:
-    """What a client and an operator read of a saved fault: its message and its causes."""
-    if not fault:
-        return None
-    found = fault.get("detail") or fault.get("message")
-    return str(found) if found is not None else None
-
-
-def _with_causes(message: str, exception: Mapping[str, Any] | None) -> str:
-    """The fault's message followed by its inner exceptions' messages: Elsa's wrapper ("Failed
-    to evaluate activity input 'Text'") alone would not tell a client what went wrong."""
-    parts = [message]
-    inner = (exception or {}).get("innerException")
-    while isinstance(inner, Mapping) and len(parts) < 5:
-        text = inner.get("message")
-        if isinstance(text, str) and text and text not in parts:
-            parts.append(text)
-        inner = inner.get("innerException")
-    return ": ".join(parts)
 
 
 _INSTANCES = table_of(WorkflowInstance)
