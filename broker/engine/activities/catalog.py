@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.engine.activities import control, data, dispatch, email, flow, http, waits
+from broker.engine.activities import (
+    control,
+    data,
+    dispatch,
+    email,
+    flow,
+    http,
+    http_requests,
+    waits,
+)
 from broker.engine.activities.base import DECLARED, Behaviour
 from broker.engine.model.definition import Activity
 from broker.engine.model.lookup import DefinitionLookup
@@ -25,7 +34,7 @@ __all__ = [
 ]
 
 #: The activity families, in the order the catalog (and Studio's activity list) shows them.
-FAMILIES = (control, flow, data, waits, dispatch, http, email)
+FAMILIES = (control, flow, data, waits, dispatch, http, http_requests, email)
 
 
 def _declared() -> list[tuple[type[Behaviour], Declaration]]:
