@@ -17,7 +17,10 @@ def literal(value: Any) -> dict[str, Any]:
 
 
 def obj(value: Any) -> dict[str, Any]:
-    return {"typeName": "Object", "expression": {"type": "Object", "value": json.dumps(value)}}
+    return {
+        "typeName": "Object",
+        "expression": {"type": "Object", "value": json.dumps(value)},
+    }
 
 
 def activity(activity_id: str, kind: str, **inputs: Any) -> dict[str, Any]:
@@ -42,7 +45,12 @@ def workflow(
         "isPublished": True,
         "isLatest": True,
         "customProperties": properties,
-        "root": {"id": "root", "type": "Elsa.Sequence", "version": 1, "activities": activities},
+        "root": {
+            "id": "root",
+            "type": "Elsa.Sequence",
+            "version": 1,
+            "activities": activities,
+        },
     }
 
 
@@ -56,8 +64,28 @@ def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
     )
 
 
+def resilient(
+    node: dict[str, Any], strategy_id: str | None = None, **inline: Any
+) -> dict[str, Any]:
+    """``node`` with a resilience strategy (Elsa.Resilience): a configured one by id, or one
+    written inline (an Object expression holding an ``HttpResilienceStrategy``)."""
+    if strategy_id is not None:
+        config: dict[str, Any] = {"mode": "Identifier", "strategyId": strategy_id}
+    else:
+        body = {"$type": "HttpResilienceStrategy", "id": "inline", **inline}
+        config = {
+            "mode": "Expression",
+            "expression": {"type": "Object", "value": json.dumps(body)},
+        }
+    custom = dict(node.get("customProperties") or {})
+    custom["resilienceStrategy"] = config
+    return {**node, "customProperties": custom}
+
+
 def set_output(activity_id: str, name: str, value: Any) -> dict[str, Any]:
-    return activity(activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value))
+    return activity(
+        activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value)
+    )
 
 
 def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
@@ -67,7 +95,9 @@ def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
     return path
 
 
-def sink_workflow(definition_id: str, request_type: str, url: str, **custom: Any) -> dict[str, Any]:
+def sink_workflow(
+    definition_id: str, request_type: str, url: str, **custom: Any
+) -> dict[str, Any]:
     """A request type whose workflow POSTs once to ``url`` and then sets an output."""
     return workflow(
         definition_id,
