@@ -250,9 +250,7 @@ class OutboundHttp:
             content=decode_content(body, content_type),
         )
 
-    def _read_body(
-        self, url: str, response: requests.Response, deadline: float, cap: int
-    ) -> bytes:
+    def _read_body(self, url: str, response: requests.Response, deadline: float, cap: int) -> bytes:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise PayloadTooLarge(
@@ -301,9 +299,7 @@ def transient(response: HttpResponse) -> RetryLater | None:
     status = response.status_code
     if status not in TRANSIENT_STATUSES and status < 500:
         return None
-    retry_after = next(
-        (v for k, v in response.headers.items() if k.lower() == "retry-after"), None
-    )
+    retry_after = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), None)
     return RetryLater(
         f"answered HTTP {status}", delay=parse_retry_after(retry_after), status_code=status
     )
@@ -311,7 +307,6 @@ def transient(response: HttpResponse) -> RetryLater | None:
 
 def _cap_setting(cap: int, configured: int) -> str:
     return "BROKER_HTTP_MAX_RESPONSE_BYTES" if cap == configured else "BROKER_FILE_MAX_BYTES"
-
 
 
 def _why(exc: BaseException) -> str:

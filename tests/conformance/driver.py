@@ -50,7 +50,9 @@ def http_answer(entry: Mapping[str, Any]) -> HttpAnswer:
     body = entry.get("body")
     if "bodyBase64" in entry:
         body = base64.b64decode(entry["bodyBase64"])
-    return HttpAnswer(int(entry.get("status", 200)), body, headers, error=entry.get("error") or None)
+    return HttpAnswer(
+        int(entry.get("status", 200)), body, headers, error=entry.get("error") or None
+    )
 
 
 def workflow_test(case: Case) -> WorkflowTest:

@@ -33,9 +33,7 @@ class Kind:
     request_type: str
     effect: str | None  # receiver path called once per request, or None
     follow_up: str | None = None  # "event" or "cancel", sent a second after acceptance
-    trigger: bool = (
-        False  # started through POST /workflows/<path> instead of POST /requests
-    )
+    trigger: bool = False  # started through POST /workflows/<path> instead of POST /requests
     expected: str = "Completed"
 
 

@@ -83,9 +83,7 @@ def resilient(
 
 
 def set_output(activity_id: str, name: str, value: Any) -> dict[str, Any]:
-    return activity(
-        activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value)
-    )
+    return activity(activity_id, "Elsa.SetOutput", outputName=literal(name), outputValue=obj(value))
 
 
 def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
@@ -95,9 +93,7 @@ def write_workflow(folder: Path, document: Mapping[str, Any]) -> Path:
     return path
 
 
-def sink_workflow(
-    definition_id: str, request_type: str, url: str, **custom: Any
-) -> dict[str, Any]:
+def sink_workflow(definition_id: str, request_type: str, url: str, **custom: Any) -> dict[str, Any]:
     """A request type whose workflow POSTs once to ``url`` and then sets an output."""
     return workflow(
         definition_id,

@@ -653,9 +653,7 @@ def test_a_refused_url_keeps_its_password_out_of_the_message() -> None:
 # Transient failures, timeouts and size ---------------------------------------------------------
 
 
-def test_service_unavailable_is_an_answer_the_caller_routes(
-    settings: Settings, sink: Sink
-) -> None:
+def test_service_unavailable_is_an_answer_the_caller_routes(settings: Settings, sink: Sink) -> None:
     # Given a server answering 503, when it is called, then the 503 comes back as a response
     # (a workflow routes it; its resilience strategy, not the client, decides about retries)
     with client(settings, "127.0.0.1") as http:
@@ -663,7 +661,8 @@ def test_service_unavailable_is_an_answer_the_caller_routes(
     assert response.status_code == 503
     # and for the broker's own calls it means "later"
     retry = transient(response)
-    assert retry is not None and retry.status_code == 503
+    assert retry is not None
+    assert retry.status_code == 503
 
 
 def test_too_many_requests_is_transient_with_its_retry_after(
@@ -673,7 +672,8 @@ def test_too_many_requests_is_transient_with_its_retry_after(
         response = get(http, f"{base(sink)}/status?code=429&retry=7")
     assert response.status_code == 429
     retry = transient(response)
-    assert retry is not None and retry.delay == 7.0
+    assert retry is not None
+    assert retry.delay == 7.0
 
 
 def test_a_client_error_is_not_transient(settings: Settings, sink: Sink) -> None:

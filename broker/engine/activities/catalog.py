@@ -10,10 +10,12 @@ from broker.engine.activities import (
     data,
     dispatch,
     email,
+    files,
     flow,
     http,
     http_requests,
     waits,
+    webhooks,
 )
 from broker.engine.activities.base import DECLARED, Behaviour
 from broker.engine.model.definition import Activity
@@ -34,7 +36,18 @@ __all__ = [
 ]
 
 #: The activity families, in the order the catalog (and Studio's activity list) shows them.
-FAMILIES = (control, flow, data, waits, dispatch, http, http_requests, email)
+FAMILIES = (
+    control,
+    flow,
+    data,
+    waits,
+    dispatch,
+    http,
+    http_requests,
+    files,
+    webhooks,
+    email,
+)
 
 
 def _declared() -> list[tuple[type[Behaviour], Declaration]]:

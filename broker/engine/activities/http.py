@@ -93,7 +93,13 @@ class HttpEndpoint(Behaviour):
         if ("keys" in data or "payload" in data) and not ax.state.get("requestReceived"):
             # A request type's entry: the submission (POST /requests) is its request.
             ax.state["requestReceived"] = True
-            self._received(ax, {"body": {"keys": data.get("keys") or {}, "payload": data.get("payload")}, "headers": data.get("headers")})
+            self._received(
+                ax,
+                {
+                    "body": {"keys": data.get("keys") or {}, "payload": data.get("payload")},
+                    "headers": data.get("headers"),
+                },
+            )
             return
         for payload in endpoint_payloads(ax.get("path"), ax.get("supportedMethods")):
             ax.bookmark(HTTP_ENDPOINT, payload)
@@ -141,7 +147,10 @@ def answering(ax: ActivityContext) -> Mapping[str, Any]:
     found = http_context(ax)
     if found is None:
         raise WorkflowFault(
-            NO_HTTP_CONTEXT, fault_code=NO_HTTP_CONTEXT_CODE, category="HTTP", activity_id=ax.node.id
+            NO_HTTP_CONTEXT,
+            fault_code=NO_HTTP_CONTEXT_CODE,
+            category="HTTP",
+            activity_id=ax.node.id,
         )
     return found
 
@@ -160,7 +169,9 @@ def answering(ax: ActivityContext) -> Mapping[str, Any]:
                 "will be serialized to a JSON string.",
                 ui_hint="multiline",
             ),
-            InputSpec("ContentType", "String", "The content type to write when sending the response."),
+            InputSpec(
+                "ContentType", "String", "The content type to write when sending the response."
+            ),
             InputSpec(
                 "ResponseHeaders",
                 "Object",

@@ -84,7 +84,9 @@ FAILURE_PORTS = {"Failed to connect": "failedToConnect", "Timeout": "timeout"}
 _AUTHORIZATION = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+( +\S.*)?$")
 
 
-def build_request(ax: ActivityContext, *, content: str = "content", kind: str = "contentType") -> HttpRequest:
+def build_request(
+    ax: ActivityContext, *, content: str = "content", kind: str = "contentType"
+) -> HttpRequest:
     """The request an HTTP activity's inputs describe (``content``/``kind``: the names of its
     body and content-type inputs)."""
     url = as_text(ax.get("url"))
@@ -343,7 +345,9 @@ def flow_outcomes(ax: ActivityContext, status: int) -> tuple[str, ...]:
     """Elsa's outcomes of a flow HTTP activity for ``status``: the code (or ``Unmatched status
     code``) when expected codes are given, then ``Done``."""
     expected = [
-        as_int(code) for code in as_list(ax.get("expectedStatusCodes")) if not isinstance(code, Mapping)
+        as_int(code)
+        for code in as_list(ax.get("expectedStatusCodes"))
+        if not isinstance(code, Mapping)
     ]
     if not expected:
         return ("Done",)

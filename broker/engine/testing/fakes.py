@@ -62,7 +62,9 @@ class HttpTable:
         self.calls: list[HttpRequest] = []
         self.otherwise = otherwise
         for key, answer in (answers or {}).items():
-            sequence = answer if _is_sequence(answer) else [answer]
+            sequence: list[Any] = (
+                answer if isinstance(answer, list) and _is_sequence(answer) else [answer]
+            )
             self.answers[_http_key(key)] = [_as_answer(a) for a in sequence]
 
     def send(self, request: HttpRequest) -> HttpResponse:
@@ -134,9 +136,7 @@ def _http_key(key: str) -> str:
 def _is_sequence(answer: Any) -> bool:
     """A list of ``HttpAnswer`` is a sequence of answers (any other list is a JSON body)."""
     return (
-        isinstance(answer, list)
-        and bool(answer)
-        and all(isinstance(a, HttpAnswer) for a in answer)
+        isinstance(answer, list) and bool(answer) and all(isinstance(a, HttpAnswer) for a in answer)
     )
 
 

@@ -16,10 +16,10 @@ from broker.engine.parser import parse_workflow
 from broker.engine.run.ports import EmailMessage, HttpRequest
 from broker.engine.run.results import (
     Bookmark,
-    Retry,
     ChildInstance,
     DispatchWorkflow,
     JournalEntry,
+    Retry,
     RunResult,
     RunTask,
     WorkflowStatus,
@@ -308,7 +308,11 @@ class WorkflowRun:
             if b.name == WEBHOOK_EVENT and b.payload.get("eventType") == event_type
         ]
         assert waiting, f"no bookmark waits for the webhook event {event_type!r} ({self._waits()})"
-        event = {"eventType": event_type, "payload": payload, "timestamp": self.test.now.isoformat()}
+        event = {
+            "eventType": event_type,
+            "payload": payload,
+            "timestamp": self.test.now.isoformat(),
+        }
         for bookmark in waiting:
             self.resume(bookmark.id, event)
         return self
