@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -12,7 +11,6 @@ from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.model.resilience import HttpStrategy
-from broker.engine.parser import parse_workflow
 from broker.engine.run.ports import EmailMessage, HttpRequest
 from broker.engine.run.results import (
     Bookmark,
@@ -26,6 +24,7 @@ from broker.engine.run.results import (
     WorkflowSubStatus,
 )
 from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox, MemoryFiles
+from broker.engine.testing.loading import endpoint_routes, load_definition
 
 EVENT_BOOKMARK = "Elsa.Event"
 HTTP_ENDPOINT = "Elsa.HttpEndpoint"
@@ -147,7 +146,7 @@ class WorkflowTest:
         does; the response it writes is ``run.latest.http_response``."""
         wanted = (method.upper(), path.strip("/").lower())
         for node in self.workflow.triggers():
-            if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(node.inputs):
+            if node.type == "Elsa.HttpEndpoint" and wanted in endpoint_routes(node.inputs):
                 trigger = {
                     "activityId": node.id,
                     "method": method,
@@ -430,31 +429,3 @@ class WorkflowRun:
     def _waits(self) -> str:
         waits = [f"{b.activity_id} ({b.name})" for b in self.bookmarks]
         return f"waiting on: {', '.join(waits) or 'nothing'}"
-
-
-def load_definition(path: str | Path) -> WorkflowDefinition:
-    """A workflow file parsed and validated as the broker loads it."""
-    source = Path(path)
-    return parse_workflow(json.loads(source.read_text(encoding="utf-8-sig")), file=source.name)
-
-
-def _endpoint_routes(inputs: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """(METHOD, lower-cased path) pairs an HttpEndpoint serves, from its literal inputs."""
-    path = _literal(inputs.get("path"))
-    methods = _literal(inputs.get("supportedMethods"))
-    methods = [methods] if isinstance(methods, str) else methods or ["GET"]
-    if not isinstance(path, str) or not isinstance(methods, list):
-        return set()
-    route = path.strip("/").lower()
-    return {(str(method).upper(), route) for method in methods}
-
-
-def _literal(value: Any) -> Any:
-    """An input's value when it is written in the file (Literal, Object, Json), else None."""
-    expression = getattr(value, "expression", None)
-    if not isinstance(expression, Mapping):
-        return None
-    kind, found = expression.get("type"), expression.get("value")
-    if kind in ("Object", "Json") and isinstance(found, str):
-        return json.loads(found)
-    return found if kind in ("Literal", "Object", "Json") else None

@@ -217,7 +217,9 @@ def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | N
 def event_starts(
     session: Session, item: BookmarkQueueItem, registry: Any, clients: Any = None
 ) -> list[str]:
-    """Start the workflows whose Event trigger matches a queued event; answers outbox row ids.
+    """Start the workflows whose Event trigger matches a queued event (or, for an item with a
+    stimulus hash such as a webhook event, whose trigger of the item's name has that hash);
+    answers outbox row ids.
 
     An event a client sent starts only the workflows it may submit (``clients``: the merged
     allowlist, ``broker.clients.registry.ClientRegistry``; without it the database rows alone);
@@ -229,8 +231,11 @@ def event_starts(
     options = item.options or {}
     published_by = options.get("publishedBy")
     written: list[str] = []
-    for current, row in current_triggers(session, registry, EVENT):
-        if not event_matches(row.payload, item.name):
+    name = item.name if item.hash is not None else EVENT
+    for current, row in current_triggers(session, registry, name):
+        if item.hash is not None and row.hash != item.hash:
+            continue
+        if item.hash is None and not event_matches(row.payload, item.name):
             continue
         if published_by is not None:
             client_id = str(options.get("clientId") or SYSTEM_CLIENT)
@@ -252,7 +257,7 @@ def event_starts(
             Start(
                 workflow=current,
                 activity_id=row.activity_id,
-                trigger_name=EVENT,
+                trigger_name=name,
                 client_id=client_id,
                 key=("event", item.id, current.definition_id, row.activity_id),
                 payload=item.payload,
