@@ -54,6 +54,37 @@ def workflow(
     }
 
 
+def flowchart(
+    definition_id: str,
+    activities: list[dict[str, Any]],
+    connections: list[tuple[str, str, str]],
+    *,
+    request_type: str | None = None,
+    variables: tuple[str, ...] = (),
+    **custom: Any,
+) -> dict[str, Any]:
+    """A published workflow whose root is a flowchart; ``connections`` are (source activity,
+    its port, target activity)."""
+    document = workflow(definition_id, [], request_type=request_type, **custom)
+    document["variables"] = [{"id": v, "name": v, "typeName": "Object"} for v in variables]
+    document["root"] = {
+        "id": "flow",
+        "type": "Elsa.Flowchart",
+        "version": 1,
+        "activities": activities,
+        "connections": [
+            {"source": {"activity": s, "port": p}, "target": {"activity": t, "port": "In"}}
+            for s, p, t in connections
+        ],
+    }
+    return document
+
+
+def into(variable: str) -> dict[str, Any]:
+    """An output bound to the workflow variable ``variable``."""
+    return {"typeName": "Object", "memoryReference": {"id": variable}}
+
+
 def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
     return activity(
         activity_id,
