@@ -38,7 +38,7 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_GET = do_POST = do_PUT = _answer  # noqa: N815
+            do_GET = do_POST = do_PUT = _answer
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -156,8 +156,7 @@ def row_workflow(row: Row, url: str) -> dict[str, Any]:
         nodes, connections = [call, marker("on-done")], [("call", "Done", "on-done")]
     if row.strategy:
         nodes[0] = resilient(nodes[0], "contract")
-    document = flowchart(row.name, nodes, connections, request_type=request_type, retry=POLICY)
-    return document
+    return flowchart(row.name, nodes, connections, request_type=request_type, retry=POLICY)
 
 
 @dataclasses.dataclass(frozen=True)
