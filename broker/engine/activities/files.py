@@ -404,11 +404,18 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def zip_of(files: list[Downloadable]) -> bytes:
-    """One zip archive of ``files``, each under its file name (``file-N.bin`` without one)."""
+    """One zip archive of ``files``, each under its file name (``file-N.bin`` without one; a
+    name taken already gets the file's index)."""
     buffer = io.BytesIO()
+    taken: set[str] = set()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for index, file in enumerate(files):
-            archive.writestr(file.filename or f"file-{index}.bin", file.data)
+            name = file.filename or f"file-{index}.bin"
+            if name in taken:  # two texts are both file.txt: the second is file-1.txt
+                stem, dot, suffix = name.rpartition(".")
+                name = f"{stem}-{index}.{suffix}" if dot else f"{name}-{index}"
+            taken.add(name)
+            archive.writestr(name, file.data)
     return buffer.getvalue()
 
 
