@@ -72,7 +72,7 @@ TEST_TYPES = (
     "Load",
 )
 #: the request types of the trigger workflows, open to DevClient only
-DEV_ONLY_TYPES = ("OrderPlaced", "HelloHttp")
+DEV_ONLY_TYPES = ("OrderPlaced", "HelloHttp", "SimpleHttpApi", "ApproveOrder", "WebhookOrders")
 #: short intervals keep the tests fast; each is a documented setting
 FAST = {
     "BROKER_OUTBOX_RELAY_INTERVAL": "0.3",

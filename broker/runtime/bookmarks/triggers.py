@@ -196,20 +196,21 @@ def current_triggers(
 
 
 def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | None, bool]:
-    """(the ``WriteHttpResponse`` an HttpEndpoint-started request's instance saved, or None;
-    whether to stop waiting for one: the instance finished or the request is terminal)."""
+    """(the response an HttpEndpoint-started request's instance saved, or None; whether to stop
+    waiting for one: the instance finished or suspended without one (it waits for something
+    else first: the call is answered now, as Elsa's is), or the request is terminal)."""
     found = session.execute(
-        select(WorkflowInstance.state, WorkflowInstance.status).where(
-            WorkflowInstance.id == ids.instance_id_for_request(request_id)
-        )
+        select(
+            WorkflowInstance.state, WorkflowInstance.status, WorkflowInstance.sub_status
+        ).where(WorkflowInstance.id == ids.instance_id_for_request(request_id))
     ).first()
     status = session.scalar(select(Request.status).where(Request.id == request_id))
     if found is not None:
-        state, instance_status = found
+        state, instance_status, sub_status = found
         response = (state or {}).get("httpResponse")
         if response:
             return response, True
-        if instance_status == "Finished":
+        if instance_status == "Finished" or sub_status == "Suspended":
             return None, True
     return None, status in statuses.TERMINAL
 

@@ -81,8 +81,9 @@ def test_write_http_response_without_a_request_to_answer_records_elsas_incident(
     assert fault is not None
     assert (fault.code, fault.category) == ("NoHttpContext", "HTTP")
     [incident] = run.latest.state["incidents"]
-    assert "background processing, virtual actor, or after a workflow transition" in (
-        incident["message"]
+    assert (
+        "background processing, virtual actor, or after a workflow transition"
+        in (incident["message"])
     )
 
 
@@ -133,7 +134,9 @@ def test_a_strategy_by_id_retries_transient_statuses_then_routes_the_answer() ->
     assert [r.strategy for r in run.strategy_retries] == ["test", "test"]
     assert [r.attempt for r in test.http.calls] == [0, 1, 2]
     # And every attempt carries the same Idempotency-Key (a retry is the same request)
-    assert all(call.idempotency_key == test.http.calls[0].idempotency_key for call in test.http.calls)
+    assert all(
+        call.idempotency_key == test.http.calls[0].idempotency_key for call in test.http.calls
+    )
 
 
 def test_an_unknown_strategy_id_runs_without_retries() -> None:
