@@ -260,7 +260,8 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_RECOVERY_INTERVAL", "recovery_interval", "30", _float,
       "seconds between stalled-instance recovery runs"),
     K("BROKER_PURGE_INTERVAL", "purge_interval", "3600", _float,
-      "seconds between purge runs (dead letters, orphaned outbox rows, old results)"),
+      "seconds between purge runs (dead letters, orphaned outbox rows, old results, stored "
+      "files past their retention)"),
     K("BROKER_RESULT_RETENTION", "result_retention", "2592000", _float,
       "seconds a finished request's workflow state is kept (the request and its audit stay)"),
     K("BROKER_DRAIN_TIMEOUT", "drain_timeout", "30", _float,

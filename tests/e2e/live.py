@@ -559,6 +559,7 @@ def start_stack(
             "BROKER_CALLBACK_SECRET": CALLBACK_SECRET,
             "BROKER_HTTP_ALLOWLIST": f"127.0.0.1:{sink.port}",
             "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+            "BROKER_FILE_STORAGE_URL": f"file://{var_dir / 'files'}",
             "BROKER_LOG_FORMAT": "text",
             **write_clients(config, certs_folder),
             **FAST,

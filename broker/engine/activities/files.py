@@ -33,6 +33,8 @@ from broker.errors import RetryLater, WorkflowFault
 
 #: response headers .NET keeps on the content (``HttpContent.Headers``), not on the response
 CONTENT_HEADERS = frozenset({"allow", "expires", "last-modified"})
+#: file name -> media type from Python's own table, not the host's mime.types (the same everywhere)
+_TYPES = mimetypes.MimeTypes(filenames=())
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _ETAG = re.compile(r'^"[^"\x00-\x1f]*"$')
 
@@ -297,7 +299,7 @@ class WriteFileHttpResponse(Behaviour):
         content_type = (
             as_text(ax.get("contentType")).strip()
             or own.content_type
-            or mimetypes.guess_type(filename)[0]
+            or _TYPES.guess_type(filename)[0]
             or "application/octet-stream"
         )
         etag = etag or own.etag
@@ -395,7 +397,7 @@ def _download(ax: ActivityContext, url: str) -> Downloadable:
         )
     headers = dict(response.headers)
     filename = disposition_filename(_header(headers, "Content-Disposition")) or last_segment(url)
-    content_type = media_type(_header(headers, "Content-Type")) or mimetypes.guess_type(filename)[0]
+    content_type = media_type(_header(headers, "Content-Type")) or _TYPES.guess_type(filename)[0]
     return Downloadable(response.body, filename, content_type, _header(headers, "ETag"))
 
 

@@ -3,9 +3,9 @@ JSON-friendly values where .NET's differ (docs/design.md, section 1)."""
 
 from __future__ import annotations
 
-import datetime
 import base64
 import binascii
+import datetime
 import functools
 import json
 import math

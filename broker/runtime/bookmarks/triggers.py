@@ -200,9 +200,9 @@ def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | N
     waiting for one: the instance finished or suspended without one (it waits for something
     else first: the call is answered now, as Elsa's is), or the request is terminal)."""
     found = session.execute(
-        select(
-            WorkflowInstance.state, WorkflowInstance.status, WorkflowInstance.sub_status
-        ).where(WorkflowInstance.id == ids.instance_id_for_request(request_id))
+        select(WorkflowInstance.state, WorkflowInstance.status, WorkflowInstance.sub_status).where(
+            WorkflowInstance.id == ids.instance_id_for_request(request_id)
+        )
     ).first()
     status = session.scalar(select(Request.status).where(Request.id == request_id))
     if found is not None:
