@@ -258,6 +258,8 @@ class SendHttpRequest(Behaviour):
     without that port the broker's retry policy retries it."""
 
     flow = False
+    #: Elsa's ``IResilientActivity`` (category HTTP): Studio offers its Resilience tab
+    resilient = True
 
     def execute(self, ax: ActivityContext) -> None:
         try:
