@@ -9,12 +9,11 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from broker.ingress.context import EXTENSION
-
 from broker.engine.activities.catalog import CATALOG
 from broker.engine.activities.descriptors import spec_for
 from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.engine.model.log_persistence import mode_of, policy_for
+from broker.ingress.context import EXTENSION
 
 Client = Callable[[str | None], FlaskClient]
 
