@@ -125,8 +125,9 @@ class WorkflowFault(BrokerError):
 class RetryLater(BrokerError):
     """Raised when work failed transiently and should run again after ``delay`` seconds.
 
-    The one exception that drives control flow: activities raise it for connect errors, timeouts,
-    HTTP 5xx and 429; the runtime turns it into a scheduled retry row.
+    The one exception that drives control flow: activities raise it for connect errors and
+    timeouts the workflow does not handle, and when their resilience strategy retries; the
+    runtime turns it into a scheduled retry row.
     """
 
     code = "retry_later"
@@ -139,6 +140,7 @@ class RetryLater(BrokerError):
         delay: float | None = None,
         status_code: int | None = None,
         reason: str | None = None,
+        strategy: str | None = None,
     ) -> None:
         super().__init__(message)
         self.delay = delay
@@ -146,6 +148,9 @@ class RetryLater(BrokerError):
         self.status_code = status_code
         #: for an outbound call: ``connect`` (no connection) or ``timeout`` (ran out of time)
         self.reason = reason
+        #: the resilience strategy that asked for the retry: it counts its own attempts and waits
+        #: exactly ``delay``, outside the broker's retry policy (None: the policy decides)
+        self.strategy = strategy
 
 
 class OutboundBlocked(BrokerError):
@@ -265,7 +270,8 @@ class ActivationRefused(Conflict):
 
 
 class PayloadTooLarge(BrokerError):
-    """Raised when a body exceeds BROKER_MAX_BODY_BYTES."""
+    """Raised when a body exceeds its size limit (BROKER_MAX_BODY_BYTES, the response or file
+    caps)."""
 
     code = "payload_too_large"
     status = 413

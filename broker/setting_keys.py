@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,18 @@ def _paths(text: str) -> tuple[str, ...]:
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _json_array(text: str) -> str:
+    """JSON array text, kept as text (its items are read where they are used); empty: none."""
+    if text.strip():
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"expected a JSON array: {exc}") from exc
+        if not isinstance(value, list):
+            raise ValueError("expected a JSON array")
+    return text.strip()
 
 
 def _rate(text: str) -> Rate:
@@ -189,6 +202,17 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_HTTP_TRIGGER_WAIT", "http_trigger_wait", "30", _float,
       "seconds `/workflows/{path}` waits for the workflow's WriteHttpResponse before it answers "
       "`202` with the request's Location"),
+    K("BROKER_RESILIENCE_STRATEGIES", "resilience_strategies", "", _json_array,
+      "resilience strategies HTTP activities name by id (`customProperties.resilienceStrategy`), "
+      "a JSON array in Elsa's `Resilience:Strategies` shape: `[{\"$type\": "
+      "\"HttpResilienceStrategy\", \"id\": \"retry-3\", \"maxRetryAttempts\": 3, "
+      "\"delay\": \"00:00:01\", \"backoffType\": \"Exponential\"}]`; empty: none"),
+    K("BROKER_FILE_STORAGE_URL", "file_storage_url", "file://var/files", _str,
+      "where DownloadHttpFile and WriteFileHttpResponse keep files: `file://DIR`"),
+    K("BROKER_FILE_MAX_BYTES", "file_max_bytes", "10485760", _int,
+      "largest file downloaded or stored"),
+    K("BROKER_FILE_RETENTION", "file_retention", "2592000", _float,
+      "seconds a stored file is kept (the purge job removes older ones)"),
     K("BROKER_SMTP_URL", "smtp_url", "file://var/mail", _str,
       "where SendEmail delivers: `smtp://host:port`, `file://DIR` or `console://`"),
     K("BROKER_SMTP_FROM", "smtp_from", "broker@localhost", _str, "default sender of SendEmail"),
@@ -236,7 +260,8 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_RECOVERY_INTERVAL", "recovery_interval", "30", _float,
       "seconds between stalled-instance recovery runs"),
     K("BROKER_PURGE_INTERVAL", "purge_interval", "3600", _float,
-      "seconds between purge runs (dead letters, orphaned outbox rows, old results)"),
+      "seconds between purge runs (dead letters, orphaned outbox rows, old results, stored "
+      "files past their retention)"),
     K("BROKER_RESULT_RETENTION", "result_retention", "2592000", _float,
       "seconds a finished request's workflow state is kept (the request and its audit stay)"),
     K("BROKER_DRAIN_TIMEOUT", "drain_timeout", "30", _float,

@@ -74,6 +74,10 @@ class Settings:
     http_timeout: float
     http_max_response_bytes: int
     http_trigger_wait: float
+    resilience_strategies: str
+    file_storage_url: str
+    file_max_bytes: int
+    file_retention: float
     smtp_url: str
     smtp_from: str
     flowchart_mode: str

@@ -10,7 +10,9 @@ warn_if_local_locks(get_settings())
 app = create_app()
 celery = app
 # The worker's runtime publishes through this app (its connection pool is the worker's own).
-set_runtime(Runtime(get_settings(), celery_app=app))
+_runtime = Runtime(get_settings(), celery_app=app)
+_ = _runtime.strategies  # a malformed BROKER_RESILIENCE_STRATEGIES stops the process here
+set_runtime(_runtime)
 
 from tasks import maintenance, webhooks, workflow  # noqa: E402  (tasks register on the app above)
 

@@ -55,4 +55,8 @@ def recover_stalled() -> int:
 @maintenance_job
 def purge() -> dict[str, int]:
     report = recovery.purge(get_runtime())
-    return {"outboxRows": report.outbox_rows, "deadLetters": report.dead_letters}
+    return {
+        "outboxRows": report.outbox_rows,
+        "deadLetters": report.dead_letters,
+        "files": report.files,
+    }

@@ -73,7 +73,8 @@ class Engine:
     ) -> RunResult:
         """Start a new instance. ``trigger`` names the activity that starts it
         (``{"activityId": ..., "headers": {...}}``); ``options`` may set ``flowchartMode``,
-        ``incidentStrategy`` and instance ``properties``."""
+        ``incidentStrategy``, instance ``properties`` and ``httpContext`` (``{"id": ...}``: the
+        HTTP request the instance answers, as a submission is; an HTTP trigger is one)."""
         options = options or {}
         mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
         strategy = (
@@ -100,6 +101,10 @@ class Engine:
         )
         if trigger:
             state["trigger"] = dict(trigger)
+            if trigger.get("method"):  # started by an HTTP call: it awaits the response
+                state["httpContext"] = {"id": trigger.get("requestId"), "source": "trigger"}
+        if isinstance(options.get("httpContext"), Mapping):
+            state["httpContext"] = dict(options["httpContext"])
         run = Run(self, state, write_lines=write_lines)
         run.remember(definition)
         root = run.create_context(None, None, definition.id)
@@ -142,7 +147,7 @@ class Engine:
         run.drive()
         return self._result(run)
 
-    def retry(self, state: Mapping[str, Any]) -> RunResult:
+    def retry(self, state: Mapping[str, Any], *, write_lines: list[str] | None = None) -> RunResult:
         """Run again the activity that raised ``RetryLater`` or faulted (a replay)."""
         current = migrate(_copy(state))
         if current["subStatus"] == WorkflowSubStatus.SUSPENDED:
@@ -161,7 +166,7 @@ class Engine:
         current["subStatus"] = WorkflowSubStatus.EXECUTING
         current["fault"] = None
         current["retry"] = None
-        run = Run(self, current)
+        run = Run(self, current, write_lines=write_lines)
         run.drive()
         return self._result(run)
 

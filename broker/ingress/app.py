@@ -58,6 +58,7 @@ def create_public_app(
         http_triggers,
         request_types,
         requests,
+        webhook_events,
         webhooks,
     )
 
@@ -89,6 +90,7 @@ def create_public_app(
         http_triggers.bp,
         request_types.bp,
         webhooks.bp,
+        webhook_events.bp,
         admin.bp,
         openapi.bp,
     ):

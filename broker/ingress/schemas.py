@@ -22,6 +22,8 @@ MAX_NAME = 200  # the width of the name columns (request type, idempotency key, 
 
 SUBMISSION_FIELDS = frozenset({"requestType", "keys", "payload", "callbackUrl"})
 EVENT_FIELDS = frozenset({"correlationId", "payload"})
+#: Elsa.Webhooks' ``WebhookEvent``
+WEBHOOK_EVENT_FIELDS = frozenset({"eventType", "payload", "timestamp"})
 CALLBACK_FIELDS = frozenset({"status", "result", "error"})
 
 
@@ -251,6 +253,24 @@ def parse_event(document: Any) -> tuple[str, dict[str, Any] | None]:
     """A ``POST /events/{name}`` body: (correlationId, payload)."""
     body = _object(document, EVENT_FIELDS)
     return _name(body.get("correlationId"), "correlationId"), _payload(body.get("payload"))
+
+
+def parse_webhook_event(document: Any) -> dict[str, Any]:
+    """A ``POST /webhook-events`` body, Elsa's ``WebhookEvent``: ``{eventType, payload?,
+    timestamp?}`` (the payload any JSON value, the timestamp ISO 8601 text)."""
+    body = _object(document, WEBHOOK_EVENT_FIELDS)
+    event_type = _name(body.get("eventType"), "eventType")
+    if not event_type.isprintable():
+        raise BadRequest("eventType must not contain control characters", field="eventType")
+    timestamp = body.get("timestamp")
+    if timestamp is not None:
+        if not isinstance(timestamp, str):
+            raise BadRequest("timestamp must be ISO 8601 text", field="timestamp")
+        try:
+            dt.datetime.fromisoformat(timestamp)
+        except ValueError as exc:
+            raise BadRequest("timestamp must be ISO 8601 text", field="timestamp") from exc
+    return {"eventType": event_type, "payload": body.get("payload"), "timestamp": timestamp}
 
 
 def parse_callback(document: Any) -> tuple[RequestStatus, Any, str | None]:

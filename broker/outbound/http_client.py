@@ -1,5 +1,6 @@
 """Outbound HTTP for workflow activities (``OutboundHttp``): the URL and every connection checked,
-redirects followed by hand, timeouts and a size cap."""
+redirects followed by hand, timeouts and a size cap. Every status is an answer; what a status
+means (retry, route, fault) is the caller's decision (``transient``)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ class OutboundHttp:
                 or not location
                 or not request.follow_redirects
             ):
-                return self._finish(method, target.url, response, deadline)
+                return self._finish(method, target.url, response, deadline, request)
             response.close()
             following = urljoin(target.url, location)
             logger.info(
@@ -229,19 +230,18 @@ class OutboundHttp:
             ) from exc
 
     def _finish(
-        self, method: str, url: str, response: requests.Response, deadline: float
+        self,
+        method: str,
+        url: str,
+        response: requests.Response,
+        deadline: float,
+        request: HttpRequest,
     ) -> HttpResponse:
         status = response.status_code
         logger.info("outbound %s %s -> %d", method, redact_url(url), status)
+        cap = request.max_response_bytes or self.max_response_bytes
         with response:
-            if status == 429 or status >= 500:
-                delay = parse_retry_after(response.headers.get("Retry-After"))
-                raise RetryLater(
-                    f"outbound {method} {redact_url(url)} answered {status}",
-                    delay=delay,
-                    status_code=status,
-                )
-            body = self._read_body(url, response, deadline)
+            body = self._read_body(url, response, deadline, cap)
         content_type = response.headers.get("Content-Type", "")
         return HttpResponse(
             status_code=status,
@@ -250,13 +250,12 @@ class OutboundHttp:
             content=decode_content(body, content_type),
         )
 
-    def _read_body(self, url: str, response: requests.Response, deadline: float) -> bytes:
-        cap = self.max_response_bytes
+    def _read_body(self, url: str, response: requests.Response, deadline: float, cap: int) -> bytes:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise PayloadTooLarge(
                 f"response from {redact_url(url)} declares {declared} bytes, more than the "
-                f"{cap}-byte cap (BROKER_HTTP_MAX_RESPONSE_BYTES)",
+                f"{cap}-byte cap ({_cap_setting(cap, self.max_response_bytes)})",
                 url=redact_url(url),
                 limit=cap,
             )
@@ -268,7 +267,7 @@ class OutboundHttp:
                 if size > cap:
                     raise PayloadTooLarge(
                         f"response from {redact_url(url)} exceeds the {cap}-byte cap "
-                        "(BROKER_HTTP_MAX_RESPONSE_BYTES); reading stopped",
+                        f"({_cap_setting(cap, self.max_response_bytes)}); reading stopped",
                         url=redact_url(url),
                         limit=cap,
                     )
@@ -287,6 +286,27 @@ class OutboundHttp:
 
 
 # Helpers ------------------------------------------------------------------------------------------
+
+#: statuses the broker's own calls (webhooks, remote dispatch) try again later: the server is
+#: busy or failing for now
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def transient(response: HttpResponse) -> RetryLater | None:
+    """The ``RetryLater`` a transient status means for one of the broker's own calls (with the
+    server's ``Retry-After``), or None. Workflow activities route statuses instead (Elsa's
+    contract; their resilience strategy decides about retries)."""
+    status = response.status_code
+    if status not in TRANSIENT_STATUSES and status < 500:
+        return None
+    retry_after = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), None)
+    return RetryLater(
+        f"answered HTTP {status}", delay=parse_retry_after(retry_after), status_code=status
+    )
+
+
+def _cap_setting(cap: int, configured: int) -> str:
+    return "BROKER_HTTP_MAX_RESPONSE_BYTES" if cap == configured else "BROKER_FILE_MAX_BYTES"
 
 
 def _why(exc: BaseException) -> str:

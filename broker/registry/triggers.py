@@ -16,6 +16,7 @@ EVENT = "Elsa.Event"
 TIMER = "Elsa.Timer"
 CRON = "Elsa.Cron"
 START_AT = "Elsa.StartAt"
+WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
 
 TRIGGER_NAMES: dict[str, str] = {
     "Elsa.HttpEndpoint": HTTP_ENDPOINT,
@@ -35,6 +36,7 @@ TRIGGER_NAMES: dict[str, str] = {
     "Elsa.StartAt": START_AT,
     "Elsa.Scheduling.StartAt": START_AT,
     "StartAt": START_AT,
+    "Elsa.WebhookEventReceived": WEBHOOK_EVENT,
 }
 
 PLACEHOLDER_REASON = "Trigger should have a payload"
@@ -208,6 +210,10 @@ def _event_payloads(activity: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"eventName": _text(name)}]
 
 
+def _webhook_payloads(activity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"eventType": _text(literal_input(activity, "eventType"))}]
+
+
 def _timer_payloads(activity: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"interval": _text(literal_input(activity, "interval", "timeout"))}]
 
@@ -226,4 +232,5 @@ _PAYLOADS: dict[str, Callable[[Mapping[str, Any]], list[dict[str, Any]]]] = {
     TIMER: _timer_payloads,
     CRON: _cron_payloads,
     START_AT: _start_at_payloads,
+    WEBHOOK_EVENT: _webhook_payloads,
 }

@@ -22,7 +22,9 @@ if TYPE_CHECKING:  # built lazily below: a process pays only for the parts it us
     from celery import Celery
 
     from broker.clients.registry import ClientRegistry
+    from broker.engine.model.resilience import HttpStrategy
     from broker.engine.run.ports import Mailer
+    from broker.outbound.files import FolderFiles
     from broker.outbound.http_client import OutboundHttp
     from broker.registry import WorkflowRegistry
     from broker.runtime.definitions import RegistryLookup
@@ -136,6 +138,25 @@ class Runtime:
 
                 self._mailer = make_mailer(self.settings)
             return self._mailer
+
+    @functools.cached_property
+    def files(self) -> FolderFiles:
+        """The file storage (``BROKER_FILE_STORAGE_URL``)."""
+        from broker.outbound.files import make_file_store
+
+        return make_file_store(self.settings)
+
+    @functools.cached_property
+    def strategies(self) -> dict[str, HttpStrategy]:
+        """The resilience strategies HTTP activities may name (``BROKER_RESILIENCE_STRATEGIES``);
+        a malformed one is a ``ConfigError`` naming the setting."""
+        from broker.engine.model.resilience import StrategyError, parse_strategies
+        from broker.errors import ConfigError
+
+        try:
+            return parse_strategies(self.settings.resilience_strategies)
+        except StrategyError as exc:
+            raise ConfigError(f"BROKER_RESILIENCE_STRATEGIES: {exc}") from exc
 
     @functools.cached_property
     def web_publisher(self) -> OutboxPublisher:

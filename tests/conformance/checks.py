@@ -5,11 +5,15 @@ differed. A key absent from ``expect`` is not checked (the upstream test did not
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import io
 import json
+import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.engine.run.ports import StoredFile
 from broker.engine.testing import WorkflowRun
 from tests.conformance.driver import ENTRY_INSTANCE_ID
 
@@ -153,6 +157,8 @@ def check_incidents(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> 
             assert actual["activity_id"] == wanted["activityId"], incidents
         if "message" in wanted:
             assert wanted["message"] in actual["message"], incidents
+        for part in wanted.get("messageContains") or ():
+            assert part in actual["message"], incidents
 
 
 def check_journal(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
@@ -307,6 +313,78 @@ def check_write_line_count(run: WorkflowRun, value: Any, expect: Mapping[str, An
     assert len(run.lines) == value, f"{len(run.lines)} lines: {run.lines} {_why(run)}"
 
 
+def _stored(run: WorkflowRun, reference: Any) -> tuple[StoredFile, bytes]:
+    stored = StoredFile.from_json(reference)
+    assert stored is not None, f"{reference!r} is not a stored file reference"
+    return run.test.files.read(stored.file_id)
+
+
+def check_file_response(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """The file response the workflow wrote (WriteFileHttpResponse): ``statusCode``,
+    ``contentType``, ``contentDisposition`` (a part of it), ``body`` (text), ``bodyBase64``,
+    ``eTag`` (null: no ETag header), ``eTagPresent``, ``zipEntries`` (files in the zip)."""
+    response = run.latest.http_response
+    assert response is not None, f"no HTTP response {_why(run)}"
+    headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
+    if "statusCode" in value:
+        assert response["statusCode"] == value["statusCode"], f"HTTP {response['statusCode']}"
+    if "contentType" in value:
+        assert response.get("contentType") == value["contentType"], response.get("contentType")
+    if "contentDisposition" in value:
+        found = headers.get("content-disposition", "")
+        assert value["contentDisposition"] in found, f"Content-Disposition {found!r}"
+    if "eTag" in value:
+        assert headers.get("etag") == value["eTag"], f"ETag {headers.get('etag')!r}"
+    if "eTagPresent" in value:
+        assert ("etag" in headers) == value["eTagPresent"], f"headers {headers}"
+    if {"body", "bodyBase64", "zipEntries"} & set(value):
+        _, data = _stored(run, response.get("file"))
+        if "body" in value:
+            assert data.decode("utf-8") == value["body"], f"body {data!r}"
+        if "bodyBase64" in value:
+            assert data == base64.b64decode(value["bodyBase64"]), f"body {data!r}"
+        if "zipEntries" in value:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                assert len(archive.namelist()) == value["zipEntries"], archive.namelist()
+
+
+def check_retry_attempts(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{activityId: [attempt numbers]}``: the retries its resilience strategy asked for, in
+    order (Elsa's recorded ``RetryAttempt``s, numbered from 0)."""
+    for activity_id, numbers in value.items():
+        retries = [r for r in run.strategy_retries if r.activity_id == activity_id]
+        assert list(range(len(retries))) == numbers, f"{activity_id}: {len(retries)} retries"
+
+
+def check_stored_files(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{variable: {text?, filename?, contentType?} or null}``: the stored file a variable
+    references (DownloadHttpFile's result), or that it holds none."""
+    variables = run.variables
+    for name, wanted in value.items():
+        reference = variables.get(name)
+        if wanted is None:
+            assert reference is None, f"{name} is {reference!r}"
+            continue
+        stored, data = _stored(run, reference)
+        if "text" in wanted:
+            assert data.decode("utf-8") == wanted["text"], f"{name} holds {data!r}"
+        if "filename" in wanted:
+            assert stored.filename == wanted["filename"], f"{name} is named {stored.filename!r}"
+        if "contentType" in wanted:
+            assert stored.content_type == wanted["contentType"], stored.content_type
+
+
+def check_variable_keys(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{variable: [keys]}``: the variable is an object holding these keys (any case)."""
+    variables = run.variables
+    for name, keys in value.items():
+        found = variables.get(name)
+        assert isinstance(found, Mapping), f"{name} is {found!r}"
+        present = {str(k).lower() for k in found}
+        missing = [k for k in keys if k.lower() not in present]
+        assert not missing, f"{name} lacks {missing}: {sorted(present)}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -337,6 +415,10 @@ CHECKS: dict[str, Checker] = {
     "activityProperties": check_activity_properties,
     "variableFields": check_variable_fields,
     "writeLineCount": check_write_line_count,
+    "fileResponse": check_file_response,
+    "retryAttempts": check_retry_attempts,
+    "storedFiles": check_stored_files,
+    "variableKeys": check_variable_keys,
 }
 
 

@@ -4,12 +4,14 @@ steps calls on the ``WorkflowRun``, which holds what an ``expect`` checks."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
+from broker.engine.model.resilience import parse_strategy
 from broker.engine.run.results import Bookmark
 from broker.engine.testing import HttpAnswer, HttpTable, WorkflowRun, WorkflowTest
 from tests.conformance.loader import Case, load_definitions
@@ -32,22 +34,25 @@ class Phase:
 
 
 def http_table(entries: list[Mapping[str, Any]]) -> HttpTable:
-    """The case's ``httpRequests``, matched on method and URL (the first entry wins); a call with
-    no entry fails as an unreachable server (``connect``)."""
-    answers: dict[str, HttpAnswer] = {}
+    """The case's ``httpRequests``, matched on method and URL (the first entry wins); an entry
+    with ``responses`` answers its calls with them in turn (the last one again when they run
+    out). A call with no entry fails as an unreachable server (``connect``)."""
+    answers: dict[str, list[HttpAnswer]] = {}
     for entry in entries:
         key = f"{str(entry.get('method', 'GET')).upper()} {entry.get('url')}"
-        headers = {str(k): str(v) for k, v in (entry.get("headers") or {}).items()}
-        answers.setdefault(
-            key,
-            HttpAnswer(
-                int(entry.get("status", 200)),
-                entry.get("body"),
-                headers,
-                error=entry.get("error") or None,
-            ),
-        )
+        answers.setdefault(key, [http_answer(one) for one in entry.get("responses") or [entry]])
     return HttpTable(answers, otherwise=HttpAnswer(error="connect"))
+
+
+def http_answer(entry: Mapping[str, Any]) -> HttpAnswer:
+    """One answer: ``status``, ``body`` (``bodyBase64`` for bytes), ``headers``, ``error``."""
+    headers = {str(k): str(v) for k, v in (entry.get("headers") or {}).items()}
+    body = entry.get("body")
+    if "bodyBase64" in entry:
+        body = base64.b64decode(entry["bodyBase64"])
+    return HttpAnswer(
+        int(entry.get("status", 200)), body, headers, error=entry.get("error") or None
+    )
 
 
 def workflow_test(case: Case) -> WorkflowTest:
@@ -67,6 +72,8 @@ def workflow_test(case: Case) -> WorkflowTest:
         http=http_table(list(expected.get("httpRequests") or [])),
         flowchart_mode=(expected.get("options") or {}).get("flowchartMode", "CounterBased"),
         standard_in=[str(line) for line in expected.get("standardIn") or ()],
+        # Elsa's ``Resilience:Strategies`` configuration of the upstream test
+        strategies=[parse_strategy(s) for s in expected.get("resilienceStrategies") or ()],
     )
 
 
@@ -81,15 +88,27 @@ def run_case(case: Case) -> Iterator[Phase]:
     if run_mode == "trigger":
         run = start_by_trigger(flow, expected["trigger"])
     else:
-        run = flow.start(payload, instance_id=ENTRY_INSTANCE_ID)
+        # ``httpContext``: the upstream test runs the workflow inside an HTTP request (a mocked
+        # HttpContext) that its response activities answer
+        run = flow.start(
+            payload, instance_id=ENTRY_INSTANCE_ID, http_request=bool(expected.get("httpContext"))
+        )
     if run_mode == "untilEnd":
         resume_until_end(run, payload)
     yield Phase("run", expected.get("expect") or {}, run)
 
     for number, step in enumerate(expected.get("resume") or ()):
         label = f"resume[{number}]"
-        for bookmark in matching_bookmarks(run, step, label):
-            run.resume(bookmark.id, step.get("input", step.get("payload")))
+        if isinstance(step.get("http"), Mapping):  # a call to /workflows/{path}
+            call = step["http"]
+            run.call_endpoint(
+                call["method"], call["path"], call.get("body"), query=call.get("query")
+            )
+        elif isinstance(step.get("webhook"), Mapping):  # POST /webhooks
+            run.deliver_webhook(step["webhook"]["eventType"], step["webhook"].get("payload"))
+        else:
+            for bookmark in matching_bookmarks(run, step, label):
+                run.resume(bookmark.id, step.get("input", step.get("payload")))
         yield Phase(label, step.get("expect") or {}, run)
 
 

@@ -72,7 +72,7 @@ TEST_TYPES = (
     "Load",
 )
 #: the request types of the trigger workflows, open to DevClient only
-DEV_ONLY_TYPES = ("OrderPlaced", "HelloHttp")
+DEV_ONLY_TYPES = ("OrderPlaced", "HelloHttp", "SimpleHttpApi", "ApproveOrder", "WebhookOrders")
 #: short intervals keep the tests fast; each is a documented setting
 FAST = {
     "BROKER_OUTBOX_RELAY_INTERVAL": "0.3",
@@ -559,6 +559,7 @@ def start_stack(
             "BROKER_CALLBACK_SECRET": CALLBACK_SECRET,
             "BROKER_HTTP_ALLOWLIST": f"127.0.0.1:{sink.port}",
             "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+            "BROKER_FILE_STORAGE_URL": f"file://{var_dir / 'files'}",
             "BROKER_LOG_FORMAT": "text",
             **write_clients(config, certs_folder),
             **FAST,

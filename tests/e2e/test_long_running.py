@@ -475,7 +475,7 @@ def test_dead_letter_admin_checks_scopes_and_hides_payloads(short_ttl: LiveStack
 def test_faulted_request_dead_letter_replays_the_same_record(short_ttl: LiveStack) -> None:
     stack = short_ttl
     # Given a request whose downstream keeps failing until its retries run out
-    stack.sink.fail["/broken"] = -1
+    stack.sink.drop["/broken"] = -1
     request_id = stack.submit("Broken")
     stack.wait_status(request_id, "Faulted")
     listing = stack.call(DEV, "GET", "/admin/dead-letters?kind=request&pageSize=500").body
@@ -483,7 +483,7 @@ def test_faulted_request_dead_letter_replays_the_same_record(short_ttl: LiveStac
     assert letter["kind"] == "request"
     assert letter["replayable"] is True
     # When the downstream recovers and an operator replays the letter (a reader may not)
-    stack.sink.fail["/broken"] = 0
+    stack.sink.drop["/broken"] = 0
     path = f"/admin/dead-letters/{letter['id']}"
     assert stack.call(READER, "POST", f"{path}/replay").status == 403
     replayed = stack.call(DEV, "POST", f"{path}/replay")

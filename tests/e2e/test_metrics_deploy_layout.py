@@ -112,8 +112,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, di
     var_dir.mkdir()
     processes: list[subprocess.Popen[bytes]] = []
     with Sink() as sink:
-        sink.fail["/flaky"] = 1
-        sink.fail["/broken"] = -1
+        sink.drop["/flaky"] = 1
+        sink.drop["/broken"] = -1
         write_workflows(root / "workflows", sink)
         broker_env = runtime_env(
             var_dir,

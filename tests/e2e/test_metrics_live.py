@@ -110,8 +110,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Wor
     metrics_dir = root / "prometheus"
     metrics_dir.mkdir()
     with Sink() as sink:
-        sink.fail["/flaky"] = 1
-        sink.fail["/broken"] = -1
+        sink.drop["/flaky"] = 1
+        sink.drop["/broken"] = -1
         write_workflows(root / "workflows", sink)
         broker_env = runtime_env(
             root / "var",

@@ -2,8 +2,9 @@
 
 ``/effect/<kind>`` applies each ``Idempotency-Key`` once (a repeated key is answered, not applied
 again); ``/flaky`` does the same but answers 503 to a share of first attempts, so the HTTP retry
-path runs all along; ``/hook`` records webhook deliveries by ``webhook-id``. Counts per key show
-an effect repeated under another key, which would be a duplicate.
+path (the activity's resilience strategy) runs all along; ``/hook`` records webhook deliveries
+by ``webhook-id``. Counts per key show an effect repeated under another key, which would be a
+duplicate.
 """
 
 from __future__ import annotations

@@ -10,7 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tests.support.workflows import activity, literal, obj, post_to, set_output, workflow
+from tests.support.workflows import (
+    activity,
+    literal,
+    obj,
+    post_to,
+    resilient,
+    set_output,
+    workflow,
+)
 
 EVENT = "soak-go"
 NEVER = "soak-never"
@@ -82,7 +90,15 @@ def documents(base: str) -> dict[str, dict[str, Any]]:
         "soak-child": workflow("soak-child", [post_to("call", base + "/effect/child")]),
         "soak-http": workflow(
             "soak-http",
-            [post_to("call", base + "/flaky"), done],
+            # a 503 is an answer: the activity's resilience strategy retries it (Elsa's way)
+            [
+                resilient(
+                    post_to("call", base + "/flaky"),
+                    maxRetryAttempts=8,
+                    delay="00:00:00.5",
+                ),
+                done,
+            ],
             request_type="SoakHttp",
             retry={"maxAttempts": 8, "initialDelay": 0.5, "maxDelay": 2},
         ),

@@ -181,6 +181,7 @@ def environment(var_dir: Path, pki: Pki, config: dict[str, str], **extra: str) -
         "BROKER_DATABASE_URL": f"sqlite:///{var_dir / 'broker.db'}",
         "BROKER_QUEUE_URL": "filesystem://",
         "BROKER_LOCK_URL": f"file://{var_dir / 'locks'}",
+        "BROKER_FILE_STORAGE_URL": f"file://{var_dir / 'files'}",
         "BROKER_TLS_CERT": str(pki.folder / "server.pem"),
         "BROKER_TLS_KEY": str(pki.folder / "server.key"),
         "BROKER_TLS_CLIENT_CA": str(pki.ca),

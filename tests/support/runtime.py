@@ -36,6 +36,7 @@ def runtime_env(
         "BROKER_WATCH_WORKFLOWS": "false",
         "BROKER_HTTP_ALLOWLIST": "127.0.0.1:*",
         "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
+        "BROKER_FILE_STORAGE_URL": f"file://{var_dir / 'files'}",
         "BROKER_CALLBACK_SECRET": "test-secret",
         "BROKER_LOG_FORMAT": "text",
         "BROKER_LOCK_TTL": "5",

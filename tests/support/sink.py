@@ -18,7 +18,9 @@ class Sink:
     """A local HTTP server that records calls and applies each Idempotency-Key's effect once.
 
     ``fail[path] = n`` answers 503 to the first ``n`` calls of each key on that path; ``n < 0``
-    answers 503 forever. ``answer[path] = status`` answers that status to every call instead.
+    answers 503 forever. ``drop[path] = n`` closes the connection without an answer instead (a
+    transport failure, which the broker's retry policy retries; a 503 is an answer a workflow
+    routes). ``answer[path] = status`` answers that status to every call instead.
     """
 
     def __init__(self) -> None:
@@ -28,6 +30,7 @@ class Sink:
         self.effects: dict[str, Counter[str]] = defaultdict(Counter)  # path -> key -> applied
         self.attempts: Counter[tuple[str, str | None]] = Counter()
         self.fail: dict[str, int] = {}
+        self.drop: dict[str, int] = {}
         self.answer: dict[str, int] = {}
         self.bodies: dict[str, list[Any]] = defaultdict(list)
         #: each call's headers (names lower-cased), by path
@@ -57,6 +60,9 @@ class Sink:
                 if pause:
                     time.sleep(pause)  # a slow downstream, so work is in flight when killed
                 status = sink.record(self.path, key)
+                if status is None:  # dropped: no answer at all
+                    self.close_connection = True
+                    return
                 body = json.dumps({"ok": status == 200}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -70,12 +76,15 @@ class Sink:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def record(self, path: str, key: str | None) -> int:
+    def record(self, path: str, key: str | None) -> int | None:
         with self.lock:
             self.calls.append((path, key))
             self.attempts[(path, key)] += 1
             if path in self.answer:
                 return self.answer[path]
+            dropped = self.drop.get(path, 0)
+            if dropped < 0 or self.attempts[(path, key)] <= dropped:
+                return None
             limit = self.fail.get(path, 0)
             if limit < 0 or self.attempts[(path, key)] <= limit:
                 return 503

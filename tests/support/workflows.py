@@ -17,7 +17,10 @@ def literal(value: Any) -> dict[str, Any]:
 
 
 def obj(value: Any) -> dict[str, Any]:
-    return {"typeName": "Object", "expression": {"type": "Object", "value": json.dumps(value)}}
+    return {
+        "typeName": "Object",
+        "expression": {"type": "Object", "value": json.dumps(value)},
+    }
 
 
 def activity(activity_id: str, kind: str, **inputs: Any) -> dict[str, Any]:
@@ -42,8 +45,44 @@ def workflow(
         "isPublished": True,
         "isLatest": True,
         "customProperties": properties,
-        "root": {"id": "root", "type": "Elsa.Sequence", "version": 1, "activities": activities},
+        "root": {
+            "id": "root",
+            "type": "Elsa.Sequence",
+            "version": 1,
+            "activities": activities,
+        },
     }
+
+
+def flowchart(
+    definition_id: str,
+    activities: list[dict[str, Any]],
+    connections: list[tuple[str, str, str]],
+    *,
+    request_type: str | None = None,
+    variables: tuple[str, ...] = (),
+    **custom: Any,
+) -> dict[str, Any]:
+    """A published workflow whose root is a flowchart; ``connections`` are (source activity,
+    its port, target activity)."""
+    document = workflow(definition_id, [], request_type=request_type, **custom)
+    document["variables"] = [{"id": v, "name": v, "typeName": "Object"} for v in variables]
+    document["root"] = {
+        "id": "flow",
+        "type": "Elsa.Flowchart",
+        "version": 1,
+        "activities": activities,
+        "connections": [
+            {"source": {"activity": s, "port": p}, "target": {"activity": t, "port": "In"}}
+            for s, p, t in connections
+        ],
+    }
+    return document
+
+
+def into(variable: str) -> dict[str, Any]:
+    """An output bound to the workflow variable ``variable``."""
+    return {"typeName": "Object", "memoryReference": {"id": variable}}
 
 
 def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
@@ -54,6 +93,24 @@ def post_to(activity_id: str, url: str, content: Any = None) -> dict[str, Any]:
         method=literal("POST"),
         content=obj(content or {"from": activity_id}),
     )
+
+
+def resilient(
+    node: dict[str, Any], strategy_id: str | None = None, **inline: Any
+) -> dict[str, Any]:
+    """``node`` with a resilience strategy (Elsa.Resilience): a configured one by id, or one
+    written inline (an Object expression holding an ``HttpResilienceStrategy``)."""
+    if strategy_id is not None:
+        config: dict[str, Any] = {"mode": "Identifier", "strategyId": strategy_id}
+    else:
+        body = {"$type": "HttpResilienceStrategy", "id": "inline", **inline}
+        config = {
+            "mode": "Expression",
+            "expression": {"type": "Object", "value": json.dumps(body)},
+        }
+    custom = dict(node.get("customProperties") or {})
+    custom["resilienceStrategy"] = config
+    return {**node, "customProperties": custom}
 
 
 def set_output(activity_id: str, name: str, value: Any) -> dict[str, Any]:

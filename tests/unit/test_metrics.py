@@ -284,7 +284,7 @@ def wired(tmp_path: Path) -> Iterator[Wired]:
     tag = uuid.uuid4().hex[:8]
     folder = tmp_path / "wf"
     with Sink() as sink:
-        sink.fail["/flaky"] = 1
+        sink.drop["/flaky"] = 1
         write_workflow(folder, sink_workflow("ok", f"Ok{tag}", sink.url("/ok")))
         write_workflow(
             folder,

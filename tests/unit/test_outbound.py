@@ -50,7 +50,12 @@ from broker.outbound.guard import (
     parse_allowlist,
     system_resolver,
 )
-from broker.outbound.http_client import OutboundHttp, decode_content, parse_retry_after
+from broker.outbound.http_client import (
+    OutboundHttp,
+    decode_content,
+    parse_retry_after,
+    transient,
+)
 from broker.outbound.urls import Target, parse_target
 from broker.settings import Settings
 
@@ -648,18 +653,33 @@ def test_a_refused_url_keeps_its_password_out_of_the_message() -> None:
 # Transient failures, timeouts and size ---------------------------------------------------------
 
 
-def test_service_unavailable_raises_retry_later(settings: Settings, sink: Sink) -> None:
-    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as err:
-        get(http, f"{base(sink)}/status?code=503")
-    assert "503" in str(err.value)
+def test_service_unavailable_is_an_answer_the_caller_routes(settings: Settings, sink: Sink) -> None:
+    # Given a server answering 503, when it is called, then the 503 comes back as a response
+    # (a workflow routes it; its resilience strategy, not the client, decides about retries)
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/status?code=503")
+    assert response.status_code == 503
+    # and for the broker's own calls it means "later"
+    retry = transient(response)
+    assert retry is not None
+    assert retry.status_code == 503
 
 
-def test_too_many_requests_raises_retry_later_with_retry_after(
+def test_too_many_requests_is_transient_with_its_retry_after(
     settings: Settings, sink: Sink
 ) -> None:
-    with client(settings, "127.0.0.1") as http, pytest.raises(RetryLater) as err:
-        get(http, f"{base(sink)}/status?code=429&retry=7")
-    assert err.value.delay == 7.0
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/status?code=429&retry=7")
+    assert response.status_code == 429
+    retry = transient(response)
+    assert retry is not None
+    assert retry.delay == 7.0
+
+
+def test_a_client_error_is_not_transient(settings: Settings, sink: Sink) -> None:
+    with client(settings, "127.0.0.1") as http:
+        response = get(http, f"{base(sink)}/status?code=404")
+    assert (response.status_code, transient(response)) == (404, None)
 
 
 def test_refused_connection_raises_retry_later(settings: Settings) -> None:

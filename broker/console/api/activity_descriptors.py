@@ -7,6 +7,7 @@ from typing import Any
 
 from broker.engine.activities.catalog import CATALOG, TYPE_ALIASES
 from broker.engine.activities.descriptors import spec_for
+from broker.engine.model.resilience import HTTP_CATEGORY
 from broker.engine.model.specs import ActivitySpec, InputSpec, OutputSpec, ui_hint_for
 from broker.errors import ConfigError
 
@@ -73,7 +74,11 @@ def output_descriptor(spec: OutputSpec, order: int) -> dict[str, Any]:
 
 
 def describe(
-    type_name: str, spec: ActivitySpec, *, browsable: bool | None = None
+    type_name: str,
+    spec: ActivitySpec,
+    *,
+    browsable: bool | None = None,
+    resilient: bool = False,
 ) -> dict[str, Any]:
     """One Elsa ``ActivityDescriptor`` (version 1, as every activity of the engine is)."""
     namespace, name = split_type(type_name)
@@ -93,7 +98,10 @@ def describe(
         "outputs": [output_descriptor(o, n) for n, o in enumerate(spec.outputs)],
         "kind": spec.kind,
         "ports": ports,
-        "customProperties": {},
+        # Elsa.Resilience's descriptor modifier: Studio shows the Resilience tab for these
+        "customProperties": (
+            {"Resilient": True, "ResilienceCategory": HTTP_CATEGORY} if resilient else {}
+        ),
         "constructionProperties": {},
         "isContainer": spec.container,
         "isBrowsable": spec.browsable if browsable is None else browsable,
@@ -113,7 +121,14 @@ def activity_descriptors() -> list[dict[str, Any]]:
             missing.append(type_name)
             continue
         alias = type_name in TYPE_ALIASES
-        found.append(describe(type_name, spec, browsable=False if alias else None))
+        found.append(
+            describe(
+                type_name,
+                spec,
+                browsable=False if alias else None,
+                resilient=getattr(behaviour, "resilient", False),
+            )
+        )
     if missing:
         raise ConfigError(f"activity types without a descriptor: {', '.join(sorted(missing))}")
     return found

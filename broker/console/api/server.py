@@ -49,6 +49,12 @@ FEATURES: tuple[tuple[str, str, str, str], ...] = (
         "HTTP endpoints and outbound HTTP requests.",
     ),
     ("Email", "Elsa.Email.Features", "Email", "Sending e-mail."),
+    (
+        "Resilience",
+        "Elsa.Resilience.Features",
+        "Resilience",
+        "Resilience strategies that retry HTTP activities' transient answers.",
+    ),
 )
 
 

@@ -11,10 +11,13 @@ from broker.engine.activities import (
     data,
     dispatch,
     email,
+    files,
     flow,
     http,
+    http_requests,
     statemachine,
     waits,
+    webhooks,
 )
 from broker.engine.activities.base import DECLARED, Behaviour
 from broker.engine.model.definition import Activity
@@ -35,7 +38,19 @@ __all__ = [
 ]
 
 #: The activity families, in the order the catalog (and Studio's activity list) shows them.
-FAMILIES = (control, flow, statemachine, data, waits, dispatch, http, email)
+FAMILIES = (
+    control,
+    flow,
+    statemachine,
+    data,
+    waits,
+    dispatch,
+    http,
+    http_requests,
+    files,
+    webhooks,
+    email,
+)
 
 
 def _declared() -> list[tuple[type[Behaviour], Declaration]]:

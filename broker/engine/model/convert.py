@@ -3,6 +3,8 @@ JSON-friendly values where .NET's differ (docs/design.md, section 1)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import functools
 import json
@@ -85,6 +87,13 @@ def convert(value: Any, type_name: str | None, *, is_array: bool = False) -> Any
     if value is None or not type_name:
         return value
     element, array = _parse_type_name(type_name)
+    if array and element == "byte" and isinstance(value, str):
+        # System.Text.Json writes a byte[] as base64 text; the state keeps it so (JSON)
+        try:
+            base64.b64decode(value, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"{_preview(value)} is not base64 for type {type_name!r}") from exc
+        return value
     if is_array or array:
         return _to_list(value, element, type_name)
     return _convert_scalar(value, element, type_name)

@@ -16,7 +16,7 @@ _DECISIONS = frozenset({"If", "FlowDecision", "Switch", "FlowSwitch", "Fork", "F
 _ROUNDED = frozenset(
     {"HttpEndpoint", "Start", "End", "Finish", "Delay", "Timer", "StartAt", "Cron"}
 )
-_WAITS = frozenset({"Event", "SignalReceived", "RunTask"})
+_WAITS = frozenset({"Event", "SignalReceived", "RunTask", "WebhookEventReceived"})
 _WAITS_WHEN_ASKED = frozenset({"DispatchWorkflow", "BulkDispatchWorkflows", "ExecuteWorkflow"})
 _SEQUENTIAL = frozenset({"Sequence"})
 # Properties that hold one activity, and the edge label to it.

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from broker.engine.model import log_persistence
-from broker.engine.model.convert import parse_timespan
+from broker.engine.model.resilience import EXPRESSION, IDENTIFIER, StrategyError, parse_strategy
 from broker.errors import WorkflowDefinitionError
 
 #: Elsa's incident strategies (``options.incidentStrategyType``), by class name.
@@ -74,82 +74,42 @@ def _refuse(file: str | None, reason: str, path: str) -> WorkflowDefinitionError
 
 
 def read_resilience(custom: dict[str, Any], path: str, file: str | None) -> None:
-    """Elsa's ``customProperties.resilienceStrategy`` becomes the activity's retry policy.
-
-    The strategy must be written inline (``{"mode": "Expression", "expression": {"type":
-    "Object", "value": {...HttpResilienceStrategy...}}}``): the broker has no catalog of named
-    strategies, so ``mode: Identifier`` is refused. ``maxRetryAttempts`` (3) retries after the
-    first attempt, ``delay`` ("00:00:01" or seconds) is the first wait; ``Exponential``
-    (default) doubles it up to the settings' maximum, ``Constant`` keeps it. The broker always
-    adds jitter.
-    """
+    """Check Elsa's ``customProperties.resilienceStrategy`` (``ResilienceStrategyConfig``): a
+    strategy named by id (``mode: Identifier``, resolved at run time from the configured ones,
+    as Elsa's catalog does), or chosen by an expression (``mode: Expression``); an inline
+    strategy (an Object, Json or Literal object) must be an ``HttpResilienceStrategy``. What it
+    retries is the HTTP activity's business (``broker.engine.activities.http_requests``)."""
     config = custom.get("resilienceStrategy")
     if config is None:
         return
     where = f"{path}.resilienceStrategy"
-    if "retry" in custom:
-        raise _refuse(file, "set resilienceStrategy or retry, not both", where)
     if not isinstance(config, Mapping):
         raise _refuse(file, "must be an object", where)
-    mode = str(config.get("mode", "Identifier"))
-    if mode.lower() != "expression":
-        raise _refuse(
-            file,
-            f"resilience strategy {config.get('strategyId')!r} by identifier is not "
-            "supported (the broker has no strategy catalog): write it inline with mode "
-            "Expression and an Object value",
-            f"{where}.mode",
-        )
-    expression = config.get("expression")
-    if not isinstance(expression, Mapping) or expression.get("type") not in (
-        "Object",
-        "Json",
-        "Literal",
-    ):
-        raise _refuse(
-            file,
-            "the strategy must be an Object, Json or Literal expression (known at load)",
-            f"{where}.expression",
-        )
+    fields = {str(k).lower(): v for k, v in config.items()}
+    mode = fields.get("mode", IDENTIFIER)
+    if mode in (0, "0") or str(mode).lower() == IDENTIFIER.lower():
+        strategy_id = fields.get("strategyid")
+        if not isinstance(strategy_id, str) or not strategy_id.strip():
+            raise _refuse(file, "strategyId must name a strategy", f"{where}.strategyId")
+        return
+    if not (mode in (1, "1") or str(mode).lower() == EXPRESSION.lower()):
+        raise _refuse(file, f"mode {mode!r} is not Identifier or Expression", f"{where}.mode")
+    expression = fields.get("expression")
+    if not isinstance(expression, Mapping) or not isinstance(expression.get("type"), str):
+        raise _refuse(file, "must be an expression object", f"{where}.expression")
+    if expression["type"] not in ("Object", "Json", "Literal"):
+        return  # evaluated at run time: a strategy object, or a configured strategy's id
     value = expression.get("value")
     try:
         strategy = json.loads(value) if isinstance(value, str) else value
-    except ValueError as exc:
-        raise _refuse(file, f"malformed JSON: {exc}", f"{where}.expression.value") from exc
-    if not isinstance(strategy, Mapping):
-        raise _refuse(file, "the strategy must be an object", f"{where}.expression.value")
-    custom["retry"] = _retry_from_strategy(strategy, f"{where}.expression.value", file)
-
-
-def _retry_from_strategy(
-    strategy: Mapping[str, Any], path: str, file: str | None
-) -> dict[str, Any]:
-    known = {"$type", "id", "displayName", "maxRetryAttempts", "delay", "backoffType"}
-    known |= {"useJitter"}
-    for key in strategy:
-        if key not in known:
-            raise _refuse(file, f"unsupported resilience setting {key!r}", f"{path}.{key}")
-    kind = strategy.get("$type", "HttpResilienceStrategy")
-    if kind != "HttpResilienceStrategy":
-        raise _refuse(file, f"resilience strategy type {kind!r} is not supported", path)
-    retries = strategy.get("maxRetryAttempts", 3)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise _refuse(file, "must be a whole number, 0 or more", f"{path}.maxRetryAttempts")
+    except ValueError:
+        strategy = value  # a Literal naming a configured strategy
+    if isinstance(strategy, str):
+        return
     try:
-        delay = parse_timespan(strategy.get("delay", 1))
-    except ValueError as exc:
-        raise _refuse(file, str(exc), f"{path}.delay") from exc
-    backoff = strategy.get("backoffType", "Exponential")
-    retry: dict[str, Any] = {"maxAttempts": retries + 1, "initialDelay": delay}
-    if backoff == "Constant":
-        retry["maxDelay"] = delay
-    elif backoff != "Exponential":
-        raise _refuse(
-            file,
-            f"backoffType {backoff!r} is not supported (Exponential or Constant)",
-            f"{path}.backoffType",
-        )
-    return retry
+        parse_strategy(strategy, where="strategy")
+    except StrategyError as exc:
+        raise _refuse(file, str(exc), f"{where}.expression.value") from exc
 
 
 def check_log_persistence(custom: Mapping[str, Any], path: str, file: str | None) -> None:

@@ -25,6 +25,9 @@ __all__ = ["WORKFLOW_TYPE", "Host", "Run"]
 
 logger = logging.getLogger(__name__)
 
+#: the runtime's attempt bound for a retry a resilience strategy asks for (the strategy stops first)
+STRATEGY_ATTEMPTS = 1_000_000
+
 
 class Run:
     """One pass of the interpreter over a state: executes, records, stops at waits or faults."""
@@ -156,12 +159,18 @@ class Run:
             self.queue.insert(0, ax.ctx["id"])
             ax.ctx["status"] = "Scheduled"
             policy = ax.node.custom_properties.get("retry")
+            if exc.strategy is not None:
+                # The activity's resilience strategy counts its own attempts and names the
+                # delay: the runtime waits exactly that long, whatever its own policy says.
+                policy = {"maxAttempts": STRATEGY_ATTEMPTS, "initialDelay": 0, "maxDelay": 0}
+                policy["maxDelay"] = exc.delay or 0
             self.retry = Retry(
                 activity_id=ax.node.id,
                 activity_instance_id=ax.ctx["id"],
                 error=exc.message,
                 delay=exc.delay,
                 policy=policy if isinstance(policy, Mapping) else None,
+                strategy=exc.strategy,
             )
             self.state["retry"] = dataclasses.asdict(self.retry)
             self.halted = True

@@ -115,6 +115,8 @@ class Retry:
     error: str
     delay: float | None
     policy: Mapping[str, Any] | None
+    #: the resilience strategy that retries (Elsa.Resilience), or None for the broker's policy
+    strategy: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

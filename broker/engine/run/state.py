@@ -53,6 +53,7 @@ def new_state(
         "activityOutputs": {},
         "output": {},
         "httpResponse": None,
+        "httpContext": None,
         "incidents": [],
         "fault": None,
         "retry": None,

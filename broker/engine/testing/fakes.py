@@ -1,4 +1,6 @@
-"""The authors' kit's fakes: HTTP answered from a table, mail kept in an outbox."""
+"""The authors' kit's fakes: HTTP answered from a table, mail kept in an outbox, files kept in
+memory. They keep the production contract: every status is an answer, only a missing
+connection raises (docs/design.md, "HTTP statuses and resilience")."""
 
 from __future__ import annotations
 
@@ -7,15 +9,16 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
-from broker.errors import RetryLater
+from broker.engine.run.ports import FILE_ID, EmailMessage, HttpRequest, HttpResponse, StoredFile
+from broker.errors import BadRequest, NotFound, PayloadTooLarge, RetryLater
 
 
 @dataclasses.dataclass(frozen=True)
 class HttpAnswer:
-    """What the table answers to one call: a status, a JSON (or text) body, headers (no body:
-    an empty one). ``error`` instead fails the call as a server that cannot be reached
-    (``"connect"``) or does not answer in time (``"timeout"``) would."""
+    """What the table answers to one call: a status (any, 5xx included: routing or retrying it
+    is the workflow's decision), a JSON (or text, or bytes) body, headers (no body: an empty
+    one). ``error`` instead fails the call as a server that cannot be reached (``"connect"``)
+    or does not answer in time (``"timeout"``) would."""
 
     status: int = 200
     body: Any = None
@@ -44,7 +47,10 @@ class HttpAnswer:
 class HttpTable:
     """An ``HttpClient`` that answers from a table keyed by ``"METHOD url"`` (or the URL alone
     for any method) and records every call; a call the table does not know fails the test, or
-    gets ``otherwise`` when one is given (e.g. ``HttpAnswer(error="connect")``: no server)."""
+    gets ``otherwise`` when one is given (e.g. ``HttpAnswer(error="connect")``: no server).
+
+    An entry may be a list of answers: the calls get them in turn, and the last one again once
+    the list is spent (a server that fails twice, then answers)."""
 
     def __init__(
         self,
@@ -52,17 +58,22 @@ class HttpTable:
         *,
         otherwise: HttpAnswer | None = None,
     ) -> None:
-        self.answers: dict[str, HttpAnswer] = {}
+        self.answers: dict[str, list[HttpAnswer]] = {}
         self.calls: list[HttpRequest] = []
         self.otherwise = otherwise
         for key, answer in (answers or {}).items():
-            self.answers[_http_key(key)] = _as_answer(answer)
+            sequence: list[Any] = (
+                answer if isinstance(answer, list) and _is_sequence(answer) else [answer]
+            )
+            self.answers[_http_key(key)] = [_as_answer(a) for a in sequence]
 
     def send(self, request: HttpRequest) -> HttpResponse:
         self.calls.append(request)
         for key in (f"{request.method.upper()} {request.url}", request.url):
             if key in self.answers:
-                return self.answers[key].response()
+                queue = self.answers[key]
+                answer = queue.pop(0) if len(queue) > 1 else queue[0]
+                return answer.response()
         if self.otherwise is not None:
             return self.otherwise.response()
         known = ", ".join(sorted(self.answers)) or "none"
@@ -81,9 +92,52 @@ class MailOutbox:
         self.messages.append(message)
 
 
+class MemoryFiles:
+    """A ``FileStore`` in memory, with the production store's id rule and size cap."""
+
+    def __init__(self, max_bytes: int = 10 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.files: dict[str, tuple[StoredFile, bytes]] = {}
+
+    def put(
+        self,
+        file_id: str,
+        data: bytes,
+        *,
+        filename: str,
+        content_type: str,
+        etag: str | None = None,
+    ) -> StoredFile:
+        if not FILE_ID.fullmatch(file_id):
+            raise BadRequest(f"file id {file_id!r} is not a plain name", field="fileId")
+        if len(data) > self.max_bytes:
+            raise PayloadTooLarge(f"file of {len(data)} bytes exceeds {self.max_bytes} bytes")
+        stored = StoredFile(file_id, filename, content_type, len(data), etag)
+        self.files[file_id] = (stored, bytes(data))
+        return stored
+
+    def read(self, file_id: str) -> tuple[StoredFile, bytes]:
+        if file_id not in self.files:
+            raise NotFound(f"file {file_id!r} is not stored")
+        return self.files[file_id]
+
+    def text(self, reference: Any) -> str:
+        """The stored text of a file reference (a ``StoredFile.to_json`` value)."""
+        found = StoredFile.from_json(reference)
+        assert found is not None, f"{reference!r} is not a file reference"
+        return self.read(found.file_id)[1].decode("utf-8")
+
+
 def _http_key(key: str) -> str:
     method, sep, url = key.strip().partition(" ")
     return f"{method.upper()} {url.strip()}" if sep else method
+
+
+def _is_sequence(answer: Any) -> bool:
+    """A list of ``HttpAnswer`` is a sequence of answers (any other list is a JSON body)."""
+    return (
+        isinstance(answer, list) and bool(answer) and all(isinstance(a, HttpAnswer) for a in answer)
+    )
 
 
 def _as_answer(answer: HttpAnswer | int | Any) -> HttpAnswer:

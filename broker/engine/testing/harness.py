@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -11,21 +10,25 @@ from typing import Any, Self
 from broker.engine.api import Engine, EngineServices
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
-from broker.engine.parser import parse_workflow
+from broker.engine.model.resilience import HttpStrategy
 from broker.engine.run.ports import EmailMessage, HttpRequest
 from broker.engine.run.results import (
     Bookmark,
     ChildInstance,
     DispatchWorkflow,
     JournalEntry,
+    Retry,
     RunResult,
     RunTask,
     WorkflowStatus,
     WorkflowSubStatus,
 )
-from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox
+from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox, MemoryFiles
+from broker.engine.testing.loading import endpoint_routes, load_definition
 
 EVENT_BOOKMARK = "Elsa.Event"
+HTTP_ENDPOINT = "Elsa.HttpEndpoint"
+WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
 #: the start of every clock in the harness, unless a test gives its own
 DEFAULT_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -36,7 +39,9 @@ class WorkflowTest:
     tables that stand in for the outside world: ``http`` (a table's answers, or the table itself),
     ``tasks``, the clock, which stays at ``now`` until timers fire, and ``standard_in``, the
     lines ReadLine reads. ``flowchart_mode`` (``CounterBased`` or ``TokenBased``) holds for every
-    instance, over what the files say."""
+    instance, over what the files say; ``strategies`` are the resilience strategies an HTTP
+    activity may name (by id), and ``files`` the in-memory file storage (``MemoryFiles``) the file
+    activities use."""
 
     def __init__(
         self,
@@ -48,6 +53,7 @@ class WorkflowTest:
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
         standard_in: Iterable[str] = (),
+        strategies: Iterable[HttpStrategy] = (),
     ) -> None:
         self.workflow = workflow
         used = list(uses)
@@ -56,6 +62,7 @@ class WorkflowTest:
         self.definitions = DefinitionIndex(used)
         self.http = http if isinstance(http, HttpTable) else HttpTable(http)
         self.mail = MailOutbox()
+        self.files = MemoryFiles()
         self.tasks = dict(tasks or {})
         self.now = now
         self.flowchart_mode = flowchart_mode
@@ -67,6 +74,8 @@ class WorkflowTest:
             clock=lambda: self.now,
             write_line=None,
             read_line=lambda: self.standard_in.pop(0) if self.standard_in else None,
+            files=self.files,
+            strategies={strategy.id: strategy for strategy in strategies},
         )
         self.engine = Engine(
             self.definitions, services, flowchart_mode=flowchart_mode or "CounterBased"
@@ -83,6 +92,7 @@ class WorkflowTest:
         now: dt.datetime = DEFAULT_NOW,
         flowchart_mode: str | None = None,
         standard_in: Iterable[str] = (),
+        strategies: Iterable[HttpStrategy] = (),
     ) -> WorkflowTest:
         """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
         return cls(
@@ -93,6 +103,7 @@ class WorkflowTest:
             now=now,
             flowchart_mode=flowchart_mode,
             standard_in=standard_in,
+            strategies=strategies,
         )
 
     def submit(
@@ -103,11 +114,13 @@ class WorkflowTest:
         request_id: str = "request-1",
     ) -> WorkflowRun:
         """Start the workflow as a request does (input ``{keys, payload}``, correlation id the
-        request id) and run it until it finishes or only waits remain."""
-        return self.start(
+        request id, the submission the HTTP request it answers) and run it until it finishes or
+        only waits remain."""
+        return self._start(
+            f"{request_id}-instance",
             input={"keys": dict(keys or {}), "payload": payload or {}},
             correlation_id=request_id,
-            instance_id=f"{request_id}-instance",
+            http_context={"id": request_id, "source": "request"},
         )
 
     def start(
@@ -116,9 +129,15 @@ class WorkflowTest:
         *,
         correlation_id: str | None = None,
         instance_id: str = "instance-1",
+        http_request: bool = False,
     ) -> WorkflowRun:
-        """Start the workflow with ``input`` and run it until it finishes or only waits remain."""
-        return self._start(instance_id, input=input, correlation_id=correlation_id)
+        """Start the workflow with ``input`` and run it until it finishes or only waits remain;
+        with ``http_request`` it runs inside an HTTP request it may answer (an HttpContext, for
+        WriteHttpResponse), else outside any (as a background start)."""
+        context = {"id": f"{instance_id}-http", "source": "test"} if http_request else None
+        return self._start(
+            instance_id, input=input, correlation_id=correlation_id, http_context=context
+        )
 
     def call_endpoint(
         self,
@@ -134,12 +153,13 @@ class WorkflowTest:
         does; the response it writes is ``run.latest.http_response``."""
         wanted = (method.upper(), path.strip("/").lower())
         for node in self.workflow.triggers():
-            if node.type == "Elsa.HttpEndpoint" and wanted in _endpoint_routes(node.inputs):
+            if node.type == "Elsa.HttpEndpoint" and wanted in endpoint_routes(node.inputs):
                 trigger = {
                     "activityId": node.id,
                     "method": method,
                     "path": path,
                     "body": body,
+                    "requestId": f"{instance_id}-http",
                 }
                 if headers is not None:
                     trigger["headers"] = dict(headers)
@@ -153,8 +173,12 @@ class WorkflowTest:
         input: Mapping[str, Any] | None = None,
         correlation_id: str | None = None,
         trigger: Mapping[str, Any] | None = None,
+        http_context: Mapping[str, Any] | None = None,
     ) -> WorkflowRun:
         run = WorkflowRun(self, instance_id)
+        options = self.options()
+        if http_context is not None:
+            options["httpContext"] = dict(http_context)
         run.absorb(
             self.engine.start(
                 self.workflow,
@@ -162,7 +186,7 @@ class WorkflowTest:
                 input=input,
                 correlation_id=correlation_id,
                 trigger=trigger,
-                options=self.options(),
+                options=options,
                 write_lines=run.lines,
             )
         )
@@ -192,6 +216,8 @@ class WorkflowRun:
         #: the parent run waiting for this one to finish, and the bookmark it waits on
         self.parent: WorkflowRun | None = None
         self.parent_bookmark: tuple[str, str] | None = None  # (bookmark id, bookmark name)
+        #: every retry a resilience strategy asked for, in order (run at once: no waiting)
+        self.strategy_retries: list[Retry] = []
 
     # What the run is now ------------------------------------------------------------------------
 
@@ -240,6 +266,12 @@ class WorkflowRun:
     def mail(self) -> list[EmailMessage]:
         return self.test.mail.messages
 
+    @property
+    def retry_pending(self) -> Retry | None:
+        """The retry the broker's own policy would schedule (a connection the workflow does not
+        handle), or None; ``retry()`` runs it."""
+        return self.latest.retry
+
     # Stimuli ------------------------------------------------------------------------------------
 
     def deliver_event(self, name: str, payload: Any = None) -> Self:
@@ -252,6 +284,58 @@ class WorkflowRun:
         assert waiting, f"no bookmark waits for the event {name!r} ({self._waits()})"
         for bookmark in waiting:
             self.resume(bookmark.id, payload)
+        return self
+
+    def call_endpoint(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Resume the HttpEndpoint waiting for ``method`` ``path`` (as ``METHOD
+        /workflows/{path}`` does for a waiting instance); the response it writes is
+        ``latest.http_response``."""
+        wanted = {"path": path.strip().strip("/").lower(), "method": method.strip().lower()}
+        waiting = [
+            b for b in self.bookmarks if b.name == HTTP_ENDPOINT and dict(b.payload) == wanted
+        ]
+        assert waiting, f"no HttpEndpoint waits for {method.upper()} {path} ({self._waits()})"
+        assert len(waiting) == 1, f"{method.upper()} {path} is ambiguous ({self._waits()})"
+        request = {
+            "method": method.upper(),
+            "path": "/" + wanted["path"],
+            "body": body,
+            "headers": dict(headers or {}),
+            "query": dict(query or {}),
+            "requestId": f"{self.instance_id}-http-{len(self.results)}",
+        }
+        return self.resume(waiting[0].id, request)
+
+    def deliver_webhook(self, event_type: str, payload: Any = None) -> Self:
+        """Resume every WebhookEventReceived waiting for ``event_type`` (as ``POST /webhooks``
+        does with ``{"eventType": ..., "payload": ...}``)."""
+        waiting = [
+            b
+            for b in self.bookmarks
+            if b.name == WEBHOOK_EVENT and b.payload.get("eventType") == event_type
+        ]
+        assert waiting, f"no bookmark waits for the webhook event {event_type!r} ({self._waits()})"
+        event = {
+            "eventType": event_type,
+            "payload": payload,
+            "timestamp": self.test.now.isoformat(),
+        }
+        for bookmark in waiting:
+            self.resume(bookmark.id, event)
+        return self
+
+    def retry(self) -> Self:
+        """Run again the activity the broker's retry policy would retry (``retry_pending``)."""
+        assert self.latest.retry is not None, "no retry is pending"
+        self.absorb(self.test.engine.retry(self.latest.state, write_lines=self.lines))
         return self
 
     def fire_timers(self) -> Self:
@@ -288,6 +372,11 @@ class WorkflowRun:
         for child in result.child_instances:
             if child.result is not None:
                 self._adopt(child)
+        if result.retry is not None and result.retry.strategy is not None:
+            # A resilience strategy's retry runs at once: the kit's clock does not wait.
+            self.strategy_retries.append(result.retry)
+            self.absorb(self.test.engine.retry(result.state, write_lines=self.lines))
+            return
         for command in result.commands:
             if isinstance(command, RunTask) and command.task_name in self.test.tasks:
                 answer = self.test.tasks[command.task_name](command.payload)
@@ -395,31 +484,3 @@ class WorkflowRun:
     def _waits(self) -> str:
         waits = [f"{b.activity_id} ({b.name})" for b in self.bookmarks]
         return f"waiting on: {', '.join(waits) or 'nothing'}"
-
-
-def load_definition(path: str | Path) -> WorkflowDefinition:
-    """A workflow file parsed and validated as the broker loads it."""
-    source = Path(path)
-    return parse_workflow(json.loads(source.read_text(encoding="utf-8-sig")), file=source.name)
-
-
-def _endpoint_routes(inputs: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """(METHOD, lower-cased path) pairs an HttpEndpoint serves, from its literal inputs."""
-    path = _literal(inputs.get("path"))
-    methods = _literal(inputs.get("supportedMethods"))
-    methods = [methods] if isinstance(methods, str) else methods or ["GET"]
-    if not isinstance(path, str) or not isinstance(methods, list):
-        return set()
-    route = path.strip("/").lower()
-    return {(str(method).upper(), route) for method in methods}
-
-
-def _literal(value: Any) -> Any:
-    """An input's value when it is written in the file (Literal, Object, Json), else None."""
-    expression = getattr(value, "expression", None)
-    if not isinstance(expression, Mapping):
-        return None
-    kind, found = expression.get("type"), expression.get("value")
-    if kind in ("Object", "Json") and isinstance(found, str):
-        return json.loads(found)
-    return found if kind in ("Literal", "Object", "Json") else None

@@ -151,6 +151,16 @@ SCHEMAS: dict[str, Any] = {
             "payload": nullable({"type": "object"}),
         },
     },
+    "InboundWebhookEvent": {
+        "type": "object",
+        "required": ["eventType"],
+        "additionalProperties": False,
+        "properties": {
+            "eventType": {**NAME, "pattern": "\\S"},
+            "payload": {},
+            "timestamp": nullable({"type": "string", "format": "date-time"}),
+        },
+    },
     "QueueItem": {
         "type": "object",
         "required": ["queueItemId"],

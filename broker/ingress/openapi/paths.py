@@ -197,6 +197,18 @@ PATHS: dict[str, Any] = {
             ),
         }
     },
+    "/webhook-events": {
+        "post": {
+            "summary": "Receive a webhook event (Elsa.Webhooks): resume the workflows waiting for "
+            "its type; start those it triggers",
+            "tags": ["events"],
+            "requestBody": {
+                "required": True,
+                "content": {JSON: {"schema": ref("InboundWebhookEvent")}},
+            },
+            "responses": _responses({202: body(ref("QueueItem"), "Queued")}, 400, 413, 415, 429),
+        }
+    },
     "/request-types": {
         "get": {
             "summary": "The request types this client may submit",

@@ -7,5 +7,6 @@ __all__ = [
     "internal",
     "request_types",
     "requests",
+    "webhook_events",
     "webhooks",
 ]

@@ -1,9 +1,9 @@
-"""``GET|POST /workflows/{path}``: a call to a workflow's ``HttpEndpoint`` trigger
-(docs/design.md, section 1)."""
+"""``/workflows/{path}``: a call to a workflow's ``HttpEndpoint`` trigger starts a request; one
+that no trigger serves resumes the instance of this client waiting at that endpoint
+(docs/design.md, "HTTP endpoints in the middle of a workflow")."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -15,9 +15,11 @@ from broker.engine.parser import parse_workflow
 from broker.errors import Forbidden, MissingKeys, NotFound
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
+from broker.ingress.http_responses import render
 from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
 from broker.runtime.admin.enums import RequestStatus
+from broker.runtime.bookmarks.endpoints import Resumed, resume_endpoint, resumed_response
 from broker.runtime.bookmarks.triggers import Start, current_triggers, http_response, start_workflow
 
 logger = logging.getLogger(__name__)
@@ -27,10 +29,14 @@ bp = Blueprint("http_triggers", __name__)
 POLL = 0.1
 #: request headers never handed to a workflow (secrets, hop-by-hop)
 _HIDDEN_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "connection"})
-_RESPONDS: dict[str, bool] = {}  # by version id: has a WriteHttpResponse
+_RESPONDS: dict[str, bool] = {}  # by version id: has a response activity
+#: the activities that answer the call
+RESPONSE_TYPES = frozenset({"Elsa.WriteHttpResponse", "Elsa.WriteFileHttpResponse"})
+#: the methods an HttpEndpoint may accept (Studio's options)
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH"]
 
 
-@bp.route("/workflows/<path:path>", methods=["GET", "POST"])
+@bp.route("/workflows/<path:path>", methods=METHODS)
 def call_workflow(
     path: str,
 ) -> Response | tuple[Response, int] | tuple[Response, int, dict[str, str]]:
@@ -46,7 +52,7 @@ def call_workflow(
             and (row.payload or {}).get("method") == method
         ]
     if not matches:
-        raise NotFound(f"No workflow serves {request.method} /workflows/{path}")
+        return _resume(path, client.client_id)
     current, row = matches[0]
     request_type = current.request_type
     rule = svc.client_directory().rule_for(client.client_id, request_type) if request_type else None
@@ -61,7 +67,6 @@ def call_workflow(
         raise MissingKeys(missing)
     wanted_keys = {ordinal_fold(k) for k in rule.required_keys}
     keys = {k: v for k, v in query.items() if ordinal_fold(k) in wanted_keys}
-    body = _body()
     with transaction() as session:
         started = start_workflow(
             session,
@@ -72,15 +77,9 @@ def call_workflow(
                 client_id=client.client_id,
                 key=("http", str(uuid.uuid4())),
                 keys=keys,
-                trigger={
-                    "method": request.method,
-                    "path": "/" + path.strip("/"),
-                    "query": query,
-                    "headers": {
-                        k: v for k, v in request.headers.items() if k.lower() not in _HIDDEN_HEADERS
-                    },
-                    "body": body,
-                },
+                # Elsa's correlation id selectors: the query string, then a header
+                correlation_id=_correlation_id(),
+                trigger=_call(path, query),
                 source="ingress",
             ),
             refuse=True,
@@ -96,6 +95,49 @@ def call_workflow(
     return jsonify(body_out), 202, {"Location": f"/requests/{request_id}"}
 
 
+def _resume(path: str, client_id: str) -> Response | tuple[Response, int]:
+    """Resume this client's instance waiting at the endpoint (Elsa's bookmark lookup, narrowed
+    by ``workflowInstanceId`` and ``correlationId``) and answer what it writes."""
+    svc = services()
+    item_id = str(uuid.uuid4())
+    with transaction() as session:
+        resumed = resume_endpoint(
+            session,
+            svc.settings,
+            item_id=item_id,
+            client_key=client_id.lower(),
+            method=request.method,
+            path=path,
+            request=_call(path, request.args.to_dict()),
+            instance_id=request.args.get("workflowInstanceId")
+            or request.headers.get("X-Workflow-Instance-ID"),
+            correlation_id=_correlation_id(),
+        )
+    if resumed is None:
+        raise NotFound(f"No workflow serves {request.method} /workflows/{path}")
+    svc.publisher.publish(list(resumed.outbox_ids))
+    answer = _wait_for_resume(resumed, svc.settings.http_trigger_wait)
+    if answer is not None:
+        return answer
+    status = "Processing" if resumed.request_id else None
+    return jsonify({"correlationId": resumed.request_id, "status": status}), 202
+
+
+def _call(path: str, query: dict[str, str]) -> dict[str, Any]:
+    """The HTTP request as the workflow sees it (HttpEndpoint's outputs)."""
+    return {
+        "method": request.method,
+        "path": "/" + path.strip("/"),
+        "query": query,
+        "headers": {k: v for k, v in request.headers.items() if k.lower() not in _HIDDEN_HEADERS},
+        "body": _body(),
+    }
+
+
+def _correlation_id() -> str | None:
+    return request.args.get("correlationId") or request.headers.get("X-Correlation-ID") or None
+
+
 def _body() -> Any:
     if not request.get_data(cache=True).strip():
         return None
@@ -108,20 +150,20 @@ def _responds(workflow: Any) -> bool:
     found = _RESPONDS.get(workflow.version_id)
     if found is None:
         types = parse_workflow(workflow.document).activity_types()
-        found = bool(types & {"Elsa.WriteHttpResponse"})
+        found = bool(types & RESPONSE_TYPES)
         _RESPONDS[workflow.version_id] = found
     return found
 
 
 def _wait_for_response(request_id: str, bound: float) -> Response | None:
-    """The workflow's WriteHttpResponse once its step is saved, or None after ``bound`` seconds
-    (or when the instance finished or faulted without one)."""
+    """The workflow's response once its step is saved, or None after ``bound`` seconds (or when
+    the instance finished or faulted without one)."""
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
         with transaction(write=False) as session:
             response, over = http_response(session, request_id)
         if response is not None:
-            return _render(response)
+            return render(services().settings, response, request)
         if over:
             return None
         time.sleep(POLL)
@@ -134,17 +176,24 @@ def _wait_for_response(request_id: str, bound: float) -> Response | None:
     return None
 
 
-def _render(response: dict[str, Any]) -> Response:
-    content = response.get("content")
-    content_type = response.get("contentType")
-    if isinstance(content, dict | list) or (content_type or "").endswith("json"):
-        text = content if isinstance(content, str) else json.dumps(content)
-        content_type = content_type or "application/json"
-    else:
-        text = "" if content is None else str(content)
-        content_type = content_type or "text/plain; charset=utf-8"
-    out = Response(text, status=int(response.get("statusCode") or 200), content_type=content_type)
-    for name, value in (response.get("headers") or {}).items():
-        if name.lower() not in ("content-length", "content-type", "transfer-encoding"):
-            out.headers[name] = value
-    return out
+def _wait_for_resume(resumed: Resumed, bound: float) -> Response | None:
+    """What the resumed workflow wrote for this call; ``200`` with the request's state when its
+    step ended without a response (as Elsa's middleware answers); None after ``bound``."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        with transaction(write=False) as session:
+            response, over = resumed_response(session, resumed)
+        if response is not None:
+            return render(services().settings, response, request)
+        if over:
+            return jsonify(
+                {"correlationId": resumed.request_id, "workflowInstanceId": resumed.instance_id}
+            )
+        time.sleep(POLL)
+    logger.info(
+        "instance %s: no response to the resuming call within %.0fs; answering 202",
+        resumed.instance_id,
+        bound,
+        extra={"instance_id": resumed.instance_id},
+    )
+    return None

@@ -183,16 +183,19 @@ class PurgeReport:
     states: int = 0
     webhook_deliveries: int = 0
     timers: int = 0
+    files: int = 0
 
 
 def purge(rt: Runtime) -> PurgeReport:
-    """One run of the purge job (beat)."""
+    """One run of the purge job (beat): old rows, then stored files past their retention."""
     lock = rt.locks.acquire(PURGE_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
     if lock is None:
         return PurgeReport()
     try:
         with transaction(rt.factory) as session:
-            return purge_old(session, rt.settings)
+            report = purge_old(session, rt.settings)
+        cutoff = utcnow() - dt.timedelta(seconds=rt.settings.file_retention)
+        return dataclasses.replace(report, files=rt.files.purge(cutoff))
     finally:
         lock.release()
 

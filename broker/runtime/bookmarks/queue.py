@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
+from broker.registry.triggers import trigger_hash
 from broker.runtime import ids
 from broker.runtime.bookmarks import schedules, triggers
 from broker.runtime.failures import dead_letters
@@ -48,13 +49,15 @@ class QueueReport:
 
 
 def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookmark]:
-    """The bookmarks a stimulus resumes: the one it names, or the event bookmarks waiting for its
-    name (same instance, correlation id and owning client when the item carries them; an event a
+    """The bookmarks a stimulus resumes: the one it names, the bookmarks of its name whose
+    stimulus hash is the item's (a webhook event), or the event bookmarks waiting for its name
+    (same instance, correlation id and owning client when the item carries them; an event a
     workflow published with ``isLocal`` carries its instance)."""
     if item.bookmark_id is not None:
         bookmark = session.get(Bookmark, item.bookmark_id)
         return [bookmark] if bookmark is not None else []
-    stmt = select(Bookmark).where(Bookmark.name == EVENT_BOOKMARK)
+    hashed = item.hash is not None
+    stmt = select(Bookmark).where(Bookmark.name == (item.name if hashed else EVENT_BOOKMARK))
     if item.instance_id is not None:
         stmt = stmt.where(Bookmark.instance_id == item.instance_id)
     if item.correlation_id is not None:
@@ -63,11 +66,10 @@ def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookma
         stmt = stmt.where(Bookmark.client_key == item.client_key)
     if not item.name:
         return []  # an event without a name resumes nothing (nor a bookmark without one)
-    return [
-        b
-        for b in session.scalars(stmt.order_by(Bookmark.created_at, Bookmark.id))
-        if triggers.event_matches(b.payload, item.name)
-    ]
+    found = session.scalars(stmt.order_by(Bookmark.created_at, Bookmark.id))
+    if hashed:
+        return [b for b in found if trigger_hash(b.name, b.payload or {}) == item.hash]
+    return [b for b in found if triggers.event_matches(b.payload, item.name)]
 
 
 def process_queue(rt: Runtime) -> QueueReport:
@@ -154,11 +156,7 @@ def process_due_items(
         if rows:
             matched += 1
             written += rows
-            item.delivery_attempts += 1
-            item.options = {**(item.options or {}), "dispatched": rows}
-            # Kept (not deleted) while its resumes run: they read the stimulus from it. The
-            # purge job removes it later.
-            item.next_attempt_at = now + dt.timedelta(seconds=settings.dead_letter_ttl)
+            _matched(settings, item, rows, now)
         elif item.created_at <= now - dt.timedelta(seconds=settings.bookmark_queue_ttl):
             expired += 1
             _bury(session, item, reason="Expired", error="no bookmark matched before the TTL")
@@ -175,6 +173,28 @@ def process_due_items(
             failed,
         )
     return QueueReport(matched=matched, waiting=waiting, expired=expired, failed=failed), written
+
+
+def _matched(
+    settings: Settings, item: BookmarkQueueItem, rows: list[str], now: dt.datetime
+) -> None:
+    item.delivery_attempts += 1
+    item.options = {**(item.options or {}), "dispatched": rows}
+    # Kept (not deleted) while its resumes run: they read the stimulus from it. The purge job
+    # removes it later.
+    item.next_attempt_at = now + dt.timedelta(seconds=settings.dead_letter_ttl)
+
+
+def dispatch_now(session: Session, settings: Settings, item: BookmarkQueueItem) -> list[str]:
+    """Match one queued stimulus at once, for a caller that waits for the result (an HTTP call
+    resuming its endpoint); answers its resume rows. One that matches nothing now stays queued,
+    as every stimulus does. Never commits."""
+    now = utcnow()
+    rows = _dispatch(session, item, now)
+    if rows:
+        _matched(settings, item, rows, now)
+    session.flush()
+    return rows
 
 
 def _dispatch(session: Session, item: BookmarkQueueItem, now: dt.datetime) -> list[str]:
@@ -266,8 +286,10 @@ def enqueue_stimulus(
     bookmark_id: str | None = None,
     correlation_id: str | None = None,
     client_key: str | None = None,
+    stimulus: dict[str, Any] | None = None,
 ) -> BookmarkQueueItem:
-    """Queue a stimulus (idempotent by ``item_id``)."""
+    """Queue a stimulus (idempotent by ``item_id``); ``stimulus``: the payload the bookmarks of
+    ``name`` must hold to match (its hash is kept), instead of an event name."""
     existing = session.get(BookmarkQueueItem, item_id)
     if existing is not None:
         return existing
@@ -280,6 +302,7 @@ def enqueue_stimulus(
         correlation_id=correlation_id,
         client_key=client_key,
         payload=payload,
+        hash=trigger_hash(name, stimulus) if stimulus is not None else None,
         created_at=now,
         next_attempt_at=now,
     )

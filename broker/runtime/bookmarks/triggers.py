@@ -196,20 +196,21 @@ def current_triggers(
 
 
 def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | None, bool]:
-    """(the ``WriteHttpResponse`` an HttpEndpoint-started request's instance saved, or None;
-    whether to stop waiting for one: the instance finished or the request is terminal)."""
+    """(the response an HttpEndpoint-started request's instance saved, or None; whether to stop
+    waiting for one: the instance finished or suspended without one (it waits for something
+    else first: the call is answered now, as Elsa's is), or the request is terminal)."""
     found = session.execute(
-        select(WorkflowInstance.state, WorkflowInstance.status).where(
+        select(WorkflowInstance.state, WorkflowInstance.status, WorkflowInstance.sub_status).where(
             WorkflowInstance.id == ids.instance_id_for_request(request_id)
         )
     ).first()
     status = session.scalar(select(Request.status).where(Request.id == request_id))
     if found is not None:
-        state, instance_status = found
+        state, instance_status, sub_status = found
         response = (state or {}).get("httpResponse")
         if response:
             return response, True
-        if instance_status == "Finished":
+        if instance_status == "Finished" or sub_status == "Suspended":
             return None, True
     return None, status in statuses.TERMINAL
 
@@ -217,7 +218,9 @@ def http_response(session: Session, request_id: str) -> tuple[dict[str, Any] | N
 def event_starts(
     session: Session, item: BookmarkQueueItem, registry: Any, clients: Any = None
 ) -> list[str]:
-    """Start the workflows whose Event trigger matches a queued event; answers outbox row ids.
+    """Start the workflows whose Event trigger matches a queued event (or, for an item with a
+    stimulus hash such as a webhook event, whose trigger of the item's name has that hash);
+    answers outbox row ids.
 
     An event a client sent starts only the workflows it may submit (``clients``: the merged
     allowlist, ``broker.clients.registry.ClientRegistry``; without it the database rows alone);
@@ -229,8 +232,11 @@ def event_starts(
     options = item.options or {}
     published_by = options.get("publishedBy")
     written: list[str] = []
-    for current, row in current_triggers(session, registry, EVENT):
-        if not event_matches(row.payload, item.name):
+    name = item.name if item.hash is not None else EVENT
+    for current, row in current_triggers(session, registry, name):
+        if item.hash is not None and row.hash != item.hash:
+            continue
+        if item.hash is None and not event_matches(row.payload, item.name):
             continue
         if published_by is not None:
             client_id = str(options.get("clientId") or SYSTEM_CLIENT)
@@ -252,7 +258,7 @@ def event_starts(
             Start(
                 workflow=current,
                 activity_id=row.activity_id,
-                trigger_name=EVENT,
+                trigger_name=name,
                 client_id=client_id,
                 key=("event", item.id, current.definition_id, row.activity_id),
                 payload=item.payload,

@@ -60,7 +60,10 @@ class RecordedHttp:
         self.recorder = _Recorder(factory, instance_id)
 
     def send(self, request: HttpRequest) -> HttpResponse:
-        key = _key(HTTP_KEY, request.idempotency_key)
+        identity = request.idempotency_key
+        if identity and request.attempt:  # a resilience retry is a call of its own
+            identity = f"{identity}#{request.attempt}"
+        key = _key(HTTP_KEY, identity)
         if key is None:
             return self.inner.send(request)
         found = self.recorder.recorded(key)

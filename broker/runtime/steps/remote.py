@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from broker.engine.run.ports import HttpRequest
 from broker.errors import BrokerError, RetryLater, WorkflowFault
-from broker.outbound.http_client import OutboundHttp, parse_retry_after
+from broker.outbound.http_client import OutboundHttp, transient
 from broker.redaction import redact_text, redact_url
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime.failures import dead_letters
@@ -35,8 +35,6 @@ logger = logging.getLogger(__name__)
 DISPATCHED_EVENT = "RequestDispatched"
 FAILED_EVENT = "RemoteDispatchFailed"
 REPLAYED_EVENT = statuses.TRANSITIONS[RequestStatus.FAULTED][RequestStatus.PROCESSING]
-#: answers below 500 that still mean "try again later"
-TRANSIENT_STATUSES = frozenset({408, 429})
 
 
 def dispatch_remote(
@@ -142,11 +140,9 @@ def post(settings: Settings, body: dict[str, Any]) -> None:
     if status < 300:
         return
     message = f"Elsa at {where} answered HTTP {status}"
-    if status in TRANSIENT_STATUSES:
-        retry_after = next(
-            (v for k, v in response.headers.items() if k.lower() == "retry-after"), None
-        )
-        raise RetryLater(message, delay=parse_retry_after(retry_after), status_code=status)
+    retry = transient(response)  # a busy or failing server: later; any other answer: refused
+    if retry is not None:
+        raise RetryLater(message, delay=retry.delay, status_code=status)
     raise WorkflowFault(message, category="Dispatch")
 
 

@@ -128,8 +128,11 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             submitted_at=request.submitted_at,
         )
         workflow_input = {"keys": dict(request.keys or {}), "payload": request.payload or {}}
+        # A submission is the HTTP request the workflow answers (WriteHttpResponse: the result).
+        options = {"httpContext": {"id": request_id, "source": "request"}}
         if trigger is not None:
             workflow_input = {}  # the trigger carries what started it (body, event payload)
+            options = {}  # an HTTP trigger brings its own request; an event or timer none
         return Step(
             target,
             lambda engine: engine.start(
@@ -138,6 +141,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 input=workflow_input,
                 correlation_id=correlation_id,
                 trigger=trigger,
+                options=options,
             ),
             start=opening,
         )

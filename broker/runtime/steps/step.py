@@ -181,6 +181,8 @@ def build_engine(rt: Runtime, instance_id: str) -> Engine:
         http=RecordedHttp(rt.http, rt.factory, instance_id),
         mailer=RecordedMailer(rt.mailer, rt.factory, instance_id),
         write_line=_write_line,
+        files=rt.files,
+        strategies=rt.strategies,
     )
     return Engine(
         rt.definitions,

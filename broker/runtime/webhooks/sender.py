@@ -13,6 +13,7 @@ from standardwebhooks.webhooks import Webhook
 
 from broker.engine.run.ports import HttpClient, HttpRequest
 from broker.errors import BrokerError, OutboundBlocked, RetryLater
+from broker.outbound.http_client import transient
 from broker.store.models import utcnow
 from broker.telemetry import tracing
 
@@ -85,6 +86,9 @@ def send(http: HttpClient, plan: Plan, *, timeout: float) -> Result:
         return Result(None, exc.message, _since(started), False)
     status = response.status_code
     error = None if 200 <= status < 300 else f"the receiver answered {status}"
+    retry = transient(response)  # busy or failing: tried again, after its Retry-After
+    if retry is not None:
+        return Result(status, error, _since(started), True, retry.delay)
     return Result(status, error, _since(started), False)
 
 

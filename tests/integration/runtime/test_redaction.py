@@ -2,7 +2,8 @@
 
 The remote-dispatch URL and the HTTP activities' URLs below carry a password, an ``api_key`` and
 an ``access_token``, and one activity sends an ``Authorization`` header. Requests are driven
-through success, 503s until the retries run out, and a refused connection; then every place a URL
+through success, 503s (remote dispatch) and dropped connections (activities) until the
+retries run out, and a refused connection; then every place a URL
 is written is read back: audit events, ``errorDetail``, the client's views, the journal, dead
 letters, outbox errors, instance faults, and every log record (raw for the broker's own loggers,
 formatted for all of them, third-party libraries included).
@@ -138,8 +139,9 @@ def test_no_credential_from_a_url_or_header_is_written_anywhere(
     sink.answer[DISPATCH_PATH] = 503
     failed_dispatch = submit_request(rt.factory, rt.registry, "Remote")
     drain(rt)
-    # And HTTP activities that get 503 until their retries run out, or cannot connect at all
-    sink.answer[CALL_PATH] = 503
+    # And HTTP activities whose connection drops until their retries run out, or cannot
+    # connect at all
+    sink.drop[CALL_PATH] = -1
     leaky = submit_request(rt.factory, rt.registry, "Leaky")
     drain(rt)
     refused = submit_request(rt.factory, rt.registry, "Refused")

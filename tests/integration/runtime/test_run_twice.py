@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,18 +189,27 @@ def test_the_purge_run_twice_removes_once_and_then_finds_nothing(rt: Runtime) ->
             .where(DeadLetter.id == "old")
             .values(created_at=utcnow() - dt.timedelta(seconds=rt.settings.dead_letter_ttl + 5))
         )
+    # And a stored file past its retention, and a fresh one
+    rt.files.put("old-file", b"o", filename="o.txt", content_type="text/plain")
+    rt.files.put("new-file", b"n", filename="n.txt", content_type="text/plain")
+    aged = (utcnow() - dt.timedelta(seconds=rt.settings.file_retention + 5)).timestamp()
+    for part in ("old-file.bin", "old-file.json"):
+        os.utime(rt.files.folder / part, (aged, aged))
     before = counts(rt)
     # When the purge job runs twice (two beats, or a redelivery)
     first = recovery.purge(rt)
     after_first = counts(rt)
     second = recovery.purge(rt)
-    # Then the first run removed the old letter and the old state, the second removed nothing
-    assert (first.dead_letters, first.states) == (1, 1)
+    # Then the first run removed the old letter, the old state and the old file, the second
+    # removed nothing
+    assert (first.dead_letters, first.states, first.files) == (1, 1, 1)
     assert (second.dead_letters, second.states, second.outbox_rows, second.queue_items) == (
         0,
         0,
         0,
         0,
     )
+    assert second.files == 0
+    assert rt.files.read("new-file")[1] == b"n"
     assert after_first == Counts(before.letters - 1, before.states - 1)
     assert counts(rt) == after_first

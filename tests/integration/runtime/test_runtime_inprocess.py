@@ -347,7 +347,7 @@ def test_recovery_redispatches_stalled_instances_and_forgotten_requests(
     # Given a queued request whose row was lost
     forgotten, forgotten_row = submit(rt, "Call")
     # And an instance with a retry scheduled, whose retry row was lost
-    sink.fail["/effect"] = 1
+    sink.drop["/effect"] = 1
     retrying, retrying_row = submit(rt, "Call")
     runner.run_request(rt, retrying, retrying_row)
     retrying_instance = ids.instance_id_for_request(retrying)
@@ -371,7 +371,7 @@ def test_recovery_redispatches_stalled_instances_and_forgotten_requests(
     assert rows["broker.resume_instance"].args == {"instance_id": retrying_instance, "retry": 2}
     assert second == []
     # And both complete from their new rows (the sink works again)
-    sink.fail["/effect"] = 0
+    sink.drop["/effect"] = 0
     runner.run_request(rt, forgotten, rows["broker.run_request"].id)
     resume = rows["broker.resume_instance"]
     runner.resume_instance(rt, retrying_instance, resume.id, retry=2)

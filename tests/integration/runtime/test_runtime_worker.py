@@ -86,7 +86,7 @@ def test_relay_publishes_rows_the_fast_path_never_sent(stack: Stack) -> None:
 
 def test_transient_failures_are_retried_until_the_call_succeeds(stack: Stack) -> None:
     # Given a sink that fails twice per key before it succeeds
-    stack.sink.fail["/flaky"] = 2
+    stack.sink.drop["/flaky"] = 2
     request_id = submit_request(
         stack.factory, stack.registry, "FlakyCall", publisher=stack.publisher
     )
@@ -100,7 +100,7 @@ def test_transient_failures_are_retried_until_the_call_succeeds(stack: Stack) ->
 
 def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stack) -> None:
     # Given a sink that always fails
-    stack.sink.fail["/broken"] = -1
+    stack.sink.drop["/broken"] = -1
     request_id = submit_request(
         stack.factory, stack.registry, "BrokenCall", publisher=stack.publisher
     )
@@ -114,7 +114,7 @@ def test_exhausted_retries_fault_the_request_and_replay_completes_it(stack: Stac
         assert (letter.kind, letter.activity_id, letter.replayable) == ("request", "call", True)
         assert letter.attempts == 3
     # When the sink is fixed and an operator replays the dead letter
-    stack.sink.fail["/broken"] = 0
+    stack.sink.drop["/broken"] = 0
     with transaction(stack.factory) as session:
         replayed = dead_letter_admin.replay(session, letter.id)
     stack.publisher.publish([replayed.new_id])

@@ -264,7 +264,7 @@ def test_stuck_scripts_fault_within_the_ceiling_and_the_worker_takes_the_next_re
             wait_status(factory, warm_up, "Completed", timeout=120)
             for request_type, expected in (
                 ("Redos", "exceeded its time limit of 3s"),
-                ("Escape", "SyntaxError"),
+                ("Escape", "unexpected token"),
                 ("Loop", "exceeded its time limit of 3s"),
             ):
                 # When a stuck (or escaping) script is submitted

@@ -302,3 +302,88 @@ def test_an_event_a_workflow_publishes_starts_the_matching_workflow_for_its_clie
             select(RequestEvent).where(RequestEvent.request_id == started.id)
         ).one()
         assert event.source == "workflow"
+
+
+def test_a_webhook_event_starts_its_workflow_and_resumes_a_waiting_one(rt: Runtime) -> None:
+    # Given ClientA may submit WebhookOrders (started by order.shipped) and has an instance of
+    # another workflow waiting, mid-way, for an order.shipped webhook event
+    with transaction(rt.factory) as session:
+        session.add(
+            RequestTypeRule(
+                client_key="clienta",
+                request_type_key="webhookorders",
+                client_id="ClientA",
+                request_type="WebhookOrders",
+                required_keys=[],
+                allow_additional_keys=True,
+                enabled=True,
+            )
+        )
+    waiting_doc = workflow(
+        "webhook-wait",
+        [activity("hook", "Elsa.WebhookEventReceived", eventType="order.shipped")],
+        request_type="WebhookWait",
+    )
+    write_workflow(Path(rt.settings.workflow_paths[0]), waiting_doc)
+    rt.registry.load()
+    waiting = submit_request(rt.factory, rt.registry, "WebhookWait", client_id="ClientA")
+    run(rt, waiting)
+    assert request_status(rt.factory, waiting) == "Processing"
+    # When ClientA's webhook event is queued and the queue job runs (twice)
+    event = {"eventType": "order.shipped", "payload": {"id": 7}, "timestamp": None}
+    with transaction(rt.factory) as session:
+        bookmarks.enqueue_stimulus(
+            session,
+            item_id="hook-1",
+            name="Elsa.WebhookEventReceived",
+            payload=event,
+            client_key="clienta",
+            stimulus={"eventType": "order.shipped"},
+        )
+    with transaction(rt.factory) as session:
+        _, written = bookmarks.process_due_items(session, rt.settings, registry=rt.registry)
+    with transaction(rt.factory) as session:
+        _, again = bookmarks.process_due_items(session, rt.settings, registry=rt.registry)
+    # Then one resume and one start were written, once
+    assert len(written) == 2
+    assert again == []
+    [started] = requests_of(rt, "webhook-trigger")
+    assert (started.client_id, started.request_type) == ("ClientA", "WebhookOrders")
+    run(rt, started.id)
+    with transaction(rt.factory, write=False) as session:
+        assert session.get_one(Request, started.id).result == {"shipment": {"id": 7}}
+        resume = session.scalars(
+            select(OutboxRow).where(
+                OutboxRow.request_id == waiting, OutboxRow.task_name == "broker.resume_instance"
+            )
+        ).one()
+        args = dict(resume.args or {})
+    runner.resume_instance(
+        rt,
+        args["instance_id"],
+        resume.id,
+        bookmark_id=args["bookmark_id"],
+        queue_item_id=args["queue_item_id"],
+    )
+    assert request_status(rt.factory, waiting) == "Completed"
+
+
+def test_an_event_of_another_type_or_client_starts_and_resumes_nothing(rt: Runtime) -> None:
+    # An order.created event, and an order.shipped one from a client without the request type
+    with transaction(rt.factory) as session:
+        for item_id, kind, client in (
+            ("a", "order.created", "clienta"),
+            ("b", "order.shipped", "x"),
+        ):
+            bookmarks.enqueue_stimulus(
+                session,
+                item_id=item_id,
+                name="Elsa.WebhookEventReceived",
+                payload={"eventType": kind},
+                client_key=client,
+                stimulus={"eventType": kind},
+            )
+    with transaction(rt.factory) as session:
+        _, written = bookmarks.process_due_items(session, rt.settings, registry=rt.registry)
+    assert written == []
+    assert requests_of(rt, "webhook-trigger") == []

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 
 from broker.engine.activities.catalog import CATALOG
 from broker.engine.activities.descriptors import spec_for
 from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.engine.model.log_persistence import mode_of, policy_for
+from broker.ingress.context import EXTENSION
 
 Client = Callable[[str | None], FlaskClient]
 
@@ -132,3 +135,39 @@ def test_log_persistence_strategies_start_with_what_the_journal_does_by_default(
     assert saved == names
     assert policy_for({}, {}).keeps("inputs", "anything")
     assert sorted(names) == ["Exclude", "Include", "Inherit"]
+
+
+def test_the_resilience_strategies_are_listed_for_studios_resilience_tab(
+    api_app: Flask, client_as: Client
+) -> None:
+    # Given two configured strategies
+    strategies = (
+        '[{"$type": "HttpResilienceStrategy", "id": "fast", "displayName": "Fast",'
+        ' "maxRetryAttempts": 2, "delay": "00:00:00.5", "backoffType": "Constant"},'
+        ' {"id": "slow", "delay": 60}]'
+    )
+    services = api_app.extensions[EXTENSION]
+    api_app.extensions[EXTENSION] = dataclasses.replace(
+        services, settings=services.settings.replace(resilience_strategies=strategies)
+    )
+    # When Studio lists them, then it gets Elsa's serialized strategies
+    body = client_as("viewer").get("/elsa/api/resilience/strategies").get_json()
+    assert body["count"] == 2
+    assert body["items"][0] == {
+        "$type": "HttpResilienceStrategy",
+        "id": "fast",
+        "displayName": "Fast",
+        "maxRetryAttempts": 2,
+        "useJitter": False,
+        "delay": "00:00:00.5000000",
+        "backoffType": "Constant",
+    }
+    assert body["items"][1]["delay"] == "00:01:00"
+    # And the HTTP request activities are described as resilient, in category HTTP
+    descriptors = client_as("viewer").get("/elsa/api/descriptors/activities").get_json()["items"]
+    resilient = {d["typeName"] for d in descriptors if d["customProperties"].get("Resilient")}
+    assert resilient == {
+        "Elsa.SendHttpRequest",
+        "Elsa.FlowSendHttpRequest",
+        "Elsa.Http.SendHttpRequest",
+    }

@@ -7,6 +7,7 @@ import json
 from broker.engine.api import Engine, EngineServices
 from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.parser import parse_workflow
+from broker.engine.testing import HttpAnswer, WorkflowTest
 from tests.support.services import PROJECT_ROOT
 from tests.unit.engine.conftest import NOW, FakeHttp, FakeMailer
 
@@ -104,3 +105,21 @@ def test_a_ledger_that_rejects_the_invoice_faults_the_workflow() -> None:
     assert result.fault is not None
     assert result.fault.code == "ledger_rejected"
     assert result.output != {"status": "Completed", "decision": "auto-approved"}
+
+
+def test_a_busy_ledger_is_retried_by_the_posting_activitys_resilience_strategy() -> None:
+    # Given a ledger that answers 503 twice, then accepts (the kit, as an author tests it)
+    ledger = "POST http://127.0.0.1:8099/ledger"
+    answers = [HttpAnswer(503), HttpAnswer(503), HttpAnswer(201)]
+    run = WorkflowTest.from_file(INVOICE, http={ledger: answers}).submit(
+        {"InvoiceNumber": "INV-1", "VendorCode": "V-9"}, {"amount": 250}
+    )
+    # Then the strategy retried the 503s (not the broker's policy) and the invoice was posted
+    run.assert_finished().assert_output(decision="auto-approved")
+    assert [r.strategy for r in run.strategy_retries] == ["ledger", "ledger"]
+    # And a ledger that keeps answering 503 routes its last answer: rejected, not retried forever
+    refused = WorkflowTest.from_file(INVOICE, http={ledger: [HttpAnswer(503)]}).submit(
+        {"InvoiceNumber": "INV-2", "VendorCode": "V-9"}, {"amount": 250}
+    )
+    refused.assert_faulted()
+    assert len(refused.strategy_retries) == 4

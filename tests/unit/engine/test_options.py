@@ -20,46 +20,79 @@ def document(name: str) -> dict[str, Any]:
     return loaded
 
 
-def test_an_inline_resilience_strategy_becomes_the_retry_policy_of_the_retry_row(
+def test_an_inline_resilience_strategy_retries_a_transient_status_and_waits_its_delay(
     harness: Harness,
 ) -> None:
-    # Given an HTTP call with Elsa's HttpResilienceStrategy: 2 retries, 5 s apart (Constant)
-    harness.http.failures.append(RetryLater("connect refused", delay=1))
-    # When the call fails transiently
+    # Given an HTTP call with Elsa's HttpResilienceStrategy: 2 retries, 5 s apart (Constant,
+    # with jitter), and a server answering 503
+    harness.http.status = 503
+    # When the call is answered
     first = harness.start("http-resilience")
-    # Then the retry carries the mapped policy: 3 attempts in all, 5 s each
+    # Then the strategy asks for a retry of the call, about 5 s later (jitter: 3.75 to 6.25 s),
+    # which the runtime waits exactly (its own policy does not count it)
     assert first.retry is not None
-    assert first.retry.policy == {"maxAttempts": 3, "initialDelay": 5.0, "maxDelay": 5.0}
-    # And without a strategy the settings' policy applies (no per-activity policy)
-    harness.http.failures.append(RetryLater("connect refused", delay=1))
-    assert harness.start("http-call").retry.policy is None  # type: ignore[union-attr]
+    assert first.retry.strategy == "fast"
+    assert first.retry.activity_id == "call"
+    assert first.retry.delay is not None
+    assert 3.75 <= first.retry.delay <= 6.25
+    assert first.retry.policy == {
+        "maxAttempts": 1_000_000,
+        "initialDelay": 0,
+        "maxDelay": first.retry.delay,
+    }
+    # And once its retries are spent, the last 503 is routed (Unmatched status code, Done)
+    second = harness.engine.retry(first.state)
+    assert second.retry is not None
+    third = harness.engine.retry(second.state)
+    assert third.retry is None
+    assert third.status == "Finished"
+    assert len(harness.http.requests) == 3
+    assert [r.attempt for r in harness.http.requests] == [0, 1, 2]
+
+
+def test_without_a_strategy_a_status_is_routed_and_a_refused_connection_left_to_the_policy(
+    harness: Harness,
+) -> None:
+    # Given the call without its strategy
+    plain = document("http-resilience")
+    del plain["root"]["activities"][1]["customProperties"]["resilienceStrategy"]
+    definition = parse_workflow(plain)
+    # When the server answers 503, then nothing retries: the answer is routed
+    harness.http.status = 503
+    routed = harness.engine.start(definition, instance_id="plain-1")
+    assert (routed.status, routed.retry) == ("Finished", None)
+    # And when the connection is refused (no Failed to connect port), the broker's retry policy
+    # (the settings' one: no per-activity policy) retries it
+    harness.http.failures.append(RetryLater("connect refused", reason="connect"))
+    refused = harness.engine.start(definition, instance_id="plain-2")
+    assert refused.retry is not None
+    assert (refused.retry.strategy, refused.retry.policy) == (None, None)
 
 
 @pytest.mark.parametrize(
     ("strategy", "path", "reason"),
     [
-        ({"mode": "Identifier", "strategyId": "fast"}, ".mode", "by identifier is not supported"),
+        ({"mode": "Identifier"}, ".strategyId", "strategyId must name a strategy"),
+        ({"mode": "Sometimes", "strategyId": "x"}, ".mode", "is not Identifier or Expression"),
         (
-            {"mode": "Expression", "expression": {"type": "JavaScript", "value": "x"}},
-            ".expression",
-            "known at load",
+            {
+                "mode": "Expression",
+                "expression": {"type": "Object", "value": {"id": "x", "backoffType": "Cubic"}},
+            },
+            ".expression.value",
+            "backoffType must be one of Constant, Linear, Exponential",
         ),
         (
             {
                 "mode": "Expression",
-                "expression": {"type": "Object", "value": {"backoffType": "Linear"}},
+                "expression": {"type": "Object", "value": {"$type": "Acme", "id": "x"}},
             },
-            ".expression.value.backoffType",
-            "'Linear' is not supported",
-        ),
-        (
-            {"mode": "Expression", "expression": {"type": "Object", "value": {"maxDelay": "1"}}},
-            ".expression.value.maxDelay",
-            "unsupported resilience setting",
+            ".expression.value",
+            "is not 'HttpResilienceStrategy'",
         ),
     ],
 )
-def test_a_resilience_strategy_the_broker_cannot_honour_is_refused_at_load(
+def test_a_resilience_strategy_elsa_would_not_read_is_refused_at_load(
     strategy: dict[str, Any], path: str, reason: str
 ) -> None:
     changed = document("http-resilience")
@@ -69,6 +102,20 @@ def test_a_resilience_strategy_the_broker_cannot_honour_is_refused_at_load(
     where = "$.root.activities[1].customProperties.resilienceStrategy"
     assert caught.value.path == where + path
     assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"mode": "Identifier", "strategyId": "fast"},
+        {"mode": 1, "expression": {"type": "JavaScript", "value": "'fast'"}},
+        {"mode": "Expression", "expression": {"type": "Literal", "value": "fast"}},
+    ],
+)
+def test_a_strategy_by_id_or_by_a_run_time_expression_loads(strategy: dict[str, Any]) -> None:
+    changed = document("http-resilience")
+    changed["root"]["activities"][1]["customProperties"]["resilienceStrategy"] = strategy
+    parse_workflow(changed)
 
 
 def test_a_memory_variable_is_not_kept_across_a_suspension(harness: Harness) -> None:
