@@ -11,15 +11,12 @@ from broker.engine.activities import (
     data,
     dispatch,
     email,
-    files,
     flow,
-    http,
-    http_requests,
     statemachine,
     waits,
-    webhooks,
 )
 from broker.engine.activities.base import DECLARED, Behaviour
+from broker.engine.activities.http import endpoint, files, outbound, webhooks
 from broker.engine.model.definition import Activity
 from broker.engine.model.lookup import DefinitionLookup
 from broker.engine.model.specs import Declaration
@@ -45,8 +42,8 @@ FAMILIES = (
     data,
     waits,
     dispatch,
-    http,
-    http_requests,
+    endpoint,
+    outbound,
     files,
     webhooks,
     email,

@@ -78,7 +78,7 @@ def read_resilience(custom: dict[str, Any], path: str, file: str | None) -> None
     strategy named by id (``mode: Identifier``, resolved at run time from the configured ones,
     as Elsa's catalog does), or chosen by an expression (``mode: Expression``); an inline
     strategy (an Object, Json or Literal object) must be an ``HttpResilienceStrategy``. What it
-    retries is the HTTP activity's business (``broker.engine.activities.http_requests``)."""
+    retries is the HTTP activity's business (``broker.engine.activities.http.outbound``)."""
     config = custom.get("resilienceStrategy")
     if config is None:
         return

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.engine.activities import base, composite, control, http_requests
+from broker.engine.activities import base, composite, control
 from broker.engine.activities.base import DECLARED, Behaviour, activity
 from broker.engine.activities.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES, declaration_for
 from broker.engine.activities.descriptors import spec_for
+from broker.engine.activities.http import outbound
 from broker.engine.model.specs import ActivitySpec
 
 
@@ -45,5 +46,5 @@ def test_the_tables_come_from_the_declarations() -> None:
 def test_a_subclass_never_borrows_its_bases_declaration() -> None:
     assert declaration_for(composite.Composite()) is None  # a WorkflowScope, not declared itself
     flow_send = CATALOG["Elsa.FlowSendHttpRequest"]
-    assert isinstance(flow_send, http_requests.SendHttpRequest)
+    assert isinstance(flow_send, outbound.SendHttpRequest)
     assert spec_for(flow_send) is not spec_for(CATALOG["Elsa.SendHttpRequest"])

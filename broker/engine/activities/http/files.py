@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from broker.engine.activities.base import Behaviour, activity
-from broker.engine.activities.http import answering
-from broker.engine.activities.http_requests import (
+from broker.engine.activities.http.endpoint import answering
+from broker.engine.activities.http.outbound import (
     FAILURE_OUTCOMES,
     REQUEST_INPUTS,
     build_request,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.engine.activities.base import Behaviour, CompletedChild, activity
-from broker.engine.activities.http import headers_of
+from broker.engine.activities.http.endpoint import headers_of
 from broker.engine.model.convert import format_timespan
 from broker.engine.model.resilience import (
     EXPRESSION,
