@@ -20,9 +20,8 @@ from broker.engine.run.results import (
     Retry,
     RunResult,
     RunTask,
-    WorkflowStatus,
-    WorkflowSubStatus,
 )
+from broker.engine.testing.assertions import RunAssertions
 from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox, MemoryFiles
 from broker.engine.testing.loading import endpoint_routes, load_definition
 
@@ -197,7 +196,7 @@ class WorkflowTest:
         return {"flowchartMode": self.flowchart_mode} if self.flowchart_mode else {}
 
 
-class WorkflowRun:
+class WorkflowRun(RunAssertions):
     """One instance of the workflow under test: its latest result, and everything it wrote, called
     and recorded along the way."""
 
@@ -435,52 +434,3 @@ class WorkflowRun:
                 write_lines=child.lines,
             )
         )
-
-    # Assertions ---------------------------------------------------------------------------------
-
-    def assert_finished(self) -> Self:
-        """The workflow ended well (Finished, not Faulted or Cancelled)."""
-        fault = self.latest.fault.message if self.latest.fault else None
-        assert (self.status, self.sub_status) == (
-            WorkflowStatus.FINISHED,
-            WorkflowSubStatus.FINISHED,
-        ), f"{self.status}/{self.sub_status}, fault: {fault}"
-        return self
-
-    def assert_faulted(self, message: str | None = None) -> Self:
-        """The workflow faulted, with ``message`` in the fault's message when one is given."""
-        assert self.sub_status == WorkflowSubStatus.FAULTED, f"{self.status}/{self.sub_status}"
-        if message is not None:
-            fault = self.latest.fault.message if self.latest.fault else ""
-            assert message in fault, f"fault {fault!r} does not mention {message!r}"
-        return self
-
-    def assert_waiting_for(self, *activity_ids: str) -> Self:
-        """The workflow is suspended on exactly these activities' bookmarks."""
-        assert self.sub_status == WorkflowSubStatus.SUSPENDED, f"{self.status}/{self.sub_status}"
-        assert sorted(b.activity_id for b in self.bookmarks) == sorted(activity_ids), self._waits()
-        return self
-
-    def assert_output(self, **expected: Any) -> Self:
-        """Each named workflow output has the given value."""
-        output = self.output if isinstance(self.output, Mapping) else {}
-        for name, value in expected.items():
-            assert output.get(name) == value, f"output {name!r} is {output.get(name)!r}"
-        return self
-
-    def assert_journal(self, *records: str) -> Self:
-        """These ``"activityId:Event"`` records appear in the journal, in this order."""
-        seen = [f"{e.activity_id}:{e.event_name}" for e in self.journal]
-        position = 0
-        for record in records:
-            try:
-                position = seen.index(record, position) + 1
-            except ValueError:
-                raise AssertionError(
-                    f"{record!r} is not in the journal after {position}: {seen}"
-                ) from None
-        return self
-
-    def _waits(self) -> str:
-        waits = [f"{b.activity_id} ({b.name})" for b in self.bookmarks]
-        return f"waiting on: {', '.join(waits) or 'nothing'}"
