@@ -30,6 +30,15 @@ _DEFINITION = InputSpec(
 MAX_COMPOSITE_DEPTH = 32
 
 
+def require_published(ax: ActivityContext, definition_id: str) -> None:
+    """Like Elsa, a dispatch faults at once when no published workflow has the definition id."""
+    if ax.definitions.by_definition_id(definition_id) is None:
+        raise WorkflowFault(
+            f"No published version of workflow definition with ID {definition_id} found.",
+            activity_id=ax.node.id,
+        )
+
+
 def child_input(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -60,6 +69,7 @@ class DispatchWorkflow(Waiting):
             raise WorkflowFault(
                 f"activity {ax.node.id!r} names no workflow to dispatch", activity_id=ax.node.id
             )
+        require_published(ax, definition_id)
         wait = as_bool(ax.get("waitForCompletion", False))
         child_id = child_instance_id(ax.instance_id, ax.id)
         correlation = ax.get("correlationId")
@@ -111,6 +121,7 @@ class BulkDispatchWorkflows(Waiting):
 
     def execute(self, ax: ActivityContext) -> None:
         definition_id = as_text(ax.get("workflowDefinitionId"))
+        require_published(ax, definition_id)
         wait = as_bool(ax.get("waitForCompletion", True))
         correlation = ax.get("correlationId")
         items = as_list(ax.get("items"))
