@@ -26,6 +26,7 @@ from broker.engine.run.results import (
 from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox
 
 EVENT_BOOKMARK = "Elsa.Event"
+BULK_DISPATCH_BOOKMARK = "Elsa.BulkDispatchWorkflows"
 #: the start of every clock in the harness, unless a test gives its own
 DEFAULT_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -282,7 +283,19 @@ class WorkflowRun:
         )
         self.children.append(child)
         if command.wait_for_completion and command.bookmark_id and child.status == "Finished":
-            self.resume(command.bookmark_id, child.output)
+            self.resume(command.bookmark_id, self._completion_input(command.bookmark_id, child))
+
+    def _completion_input(self, bookmark_id: str, child: WorkflowRun) -> Any:
+        """What the runtime resumes a waiting parent with: for BulkDispatchWorkflows, Elsa's
+        child-completed input (its port is chosen by the child's sub-status); else the output."""
+        bookmark = next((b for b in self.bookmarks if b.id == bookmark_id), None)
+        if bookmark is None or bookmark.name != BULK_DISPATCH_BOOKMARK:
+            return child.output
+        return {
+            "WorkflowInstanceId": child.instance_id,
+            "WorkflowSubStatus": child.sub_status,
+            "WorkflowOutput": child.output,
+        }
 
     # Assertions ---------------------------------------------------------------------------------
 
