@@ -203,6 +203,23 @@ def check_activity_inputs(run: WorkflowRun, value: Any, expect: Mapping[str, Any
             assert recorded[name] == wanted, f"{activity_id}.{name} is {recorded[name]!r}"
 
 
+def check_dispatched_children(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[{"definitionId", "count", "correlationId", "subStatus"}]``: the instances the run
+    dispatched (DispatchWorkflow, BulkDispatchWorkflows), which the kit runs in-process."""
+    children = [(c.latest.state, c.sub_status) for c in run.children]
+    seen = [(s.get("definitionId"), s.get("correlationId"), sub) for s, sub in children]
+    for wanted in value:
+        matches = [c for c in seen if c[0] == wanted["definitionId"]]
+        if "count" in wanted:
+            assert len(matches) == wanted["count"], f"dispatched {seen}"
+        else:
+            assert matches, f"no dispatched instance of {wanted['definitionId']}: {seen}"
+        if "correlationId" in wanted:
+            assert all(c[1] == wanted["correlationId"] for c in matches), f"dispatched {seen}"
+        if "subStatus" in wanted:
+            assert all(c[2] == wanted["subStatus"] for c in matches), f"dispatched {seen}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -227,6 +244,7 @@ CHECKS: dict[str, Checker] = {
     "httpCallHeaders": check_http_call_headers,
     "httpResponseEmpty": check_http_response_empty,
     "activityInputs": check_activity_inputs,
+    "dispatchedChildren": check_dispatched_children,
 }
 
 

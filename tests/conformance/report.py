@@ -82,7 +82,10 @@ records), `journal` (`"activityId:Event"` records in this order, a subsequence),
 (`{activityId: {input: value}}`: the evaluated inputs its journal records, Elsa's
 `ActivityState`), `instanceName`, `faultCode`, `faultCategory`, `bookmarkDueAt`
 (`{activityId: ISO 8601 time}`), `httpResponseHeaders` (`{name: value}`), `httpCallHeaders`
-(`[{name: value}]` per call, in order), `httpResponseEmpty`. An unknown key fails the case.
+(`[{name: value}]` per call, in order), `httpResponseEmpty`, `dispatchedChildren`
+(`[{"definitionId", "count", "correlationId", "subStatus"}]`: instances the run dispatched). An
+unknown key fails the case. A case's engine calls together may make at most `maxActivityRuns`
+activity executions (20,000 unless it says otherwise): a loop that never ends fails its case.
 
 A ledger `tests/conformance/upstream/<suite>.tsv` has one row per upstream `[Fact]` or `[Theory]`
 (`file`, `test`, `status` = `ported`, `not_implemented` or `not_portable`, `case` ids,
