@@ -56,7 +56,8 @@ class HttpEndpoint(Behaviour):
         ax.set_output("headers", dict(trigger.get("headers") or data.get("headers") or {}))
         ax.set_output("queryStringData", dict(trigger.get("query") or {}))
         ax.set_output("routeData", dict(trigger.get("route") or {}))
-        ax.set_output("result", {"method": trigger.get("method"), "path": trigger.get("path")})
+        # Elsa's Result is the ASP.NET HttpRequest: a script reads its properties by their names
+        ax.set_output("result", {"Method": trigger.get("method"), "Path": trigger.get("path")})
         ax.complete()
 
 
