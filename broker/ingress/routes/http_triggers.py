@@ -12,9 +12,10 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from broker.engine.parser import parse_workflow
-from broker.errors import Forbidden, MissingKeys, NotFound
+from broker.errors import Forbidden, MissingKeys, NotFound, PayloadTooLarge
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
+from broker.ingress.http_routes import best_matches, request_size_limit
 from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
 from broker.runtime.admin.enums import RequestStatus
@@ -28,26 +29,31 @@ POLL = 0.1
 #: request headers never handed to a workflow (secrets, hop-by-hop)
 _HIDDEN_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "connection"})
 _RESPONDS: dict[str, bool] = {}  # by version id: has a WriteHttpResponse
+#: the methods an HttpEndpoint may accept (Studio's options)
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+_FORM = "application/x-www-form-urlencoded"
 
 
-@bp.route("/workflows/<path:path>", methods=["GET", "POST"])
+@bp.route("/workflows/<path:path>", methods=METHODS)
 def call_workflow(
     path: str,
 ) -> Response | tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     svc = services()
     client = authenticate()
-    wanted, method = path.strip("/").lower(), request.method.lower()
+    method = request.method.lower()
     registry = svc.workflow_directory()
     with transaction(write=False) as session:
-        matches = [
-            (current, row)
-            for current, row in current_triggers(session, registry, HTTP_ENDPOINT)
-            if str((row.payload or {}).get("path", "")).strip("/") == wanted
-            and (row.payload or {}).get("method") == method
-        ]
+        matches = best_matches(
+            (
+                ((current, row), str((row.payload or {}).get("path", "")))
+                for current, row in current_triggers(session, registry, HTTP_ENDPOINT)
+                if (row.payload or {}).get("method") == method
+            ),
+            path,
+        )
     if not matches:
         raise NotFound(f"No workflow serves {request.method} /workflows/{path}")
-    current, row = matches[0]
+    (current, row), route = matches[0]
     request_type = current.request_type
     rule = svc.client_directory().rule_for(client.client_id, request_type) if request_type else None
     if rule is None:
@@ -61,6 +67,9 @@ def call_workflow(
         raise MissingKeys(missing)
     wanted_keys = {ordinal_fold(k) for k in rule.required_keys}
     keys = {k: v for k, v in query.items() if ordinal_fold(k) in wanted_keys}
+    limit = request_size_limit(current.document, row.activity_id)
+    if limit is not None and len(request.get_data(cache=True)) > limit:
+        raise PayloadTooLarge(f"The request body is over this endpoint's limit of {limit} bytes")
     body = _body()
     with transaction() as session:
         started = start_workflow(
@@ -76,6 +85,7 @@ def call_workflow(
                     "method": request.method,
                     "path": "/" + path.strip("/"),
                     "query": query,
+                    "route": route,
                     "headers": {
                         k: v for k, v in request.headers.items() if k.lower() not in _HIDDEN_HEADERS
                     },
@@ -97,6 +107,8 @@ def call_workflow(
 
 
 def _body() -> Any:
+    if request.mimetype == _FORM:
+        return request.form.to_dict() or None
     if not request.get_data(cache=True).strip():
         return None
     if request.is_json:
