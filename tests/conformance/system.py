@@ -6,8 +6,9 @@ stimulus run in process, as workers and beat would, before a call returns.
 
 A case's ``steps`` are calls, each with the ``expect`` its response must meet:
 
-- ``{"http": {"method", "path", "query", "headers", "body", "json", "contentType"}}``: a call to
-  the ingress (``path`` under ``/workflows/``, or a path of its own when it starts with ``/``);
+- ``{"http": {"method", "path", "query" | "rawQuery", "headers", "body" | "json",
+  "contentType", "noContentLength"}}``: a call to the ingress (``path`` under ``/workflows/``, or
+  a path of its own when it starts with ``/``);
 - ``{"api": {...}}``: the same to the Elsa API (``path`` under ``/elsa/api``);
 - ``{"fireTimers": true}``: every timer fires as when due.
 
@@ -246,6 +247,9 @@ class BrokerSystem:
             kwargs["data"] = call["body"]
         if "contentType" in call:
             kwargs["content_type"] = call["contentType"]
+        if call.get("noContentLength"):
+            # a body streamed without a length (chunked), as an HttpContent that cannot compute one
+            kwargs["environ_overrides"] = {"CONTENT_LENGTH": "", "wsgi.input_terminated": True}
         return client.open(url, **kwargs)
 
     def substitute(self, value: Any) -> Any:
