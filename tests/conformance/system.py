@@ -16,7 +16,8 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
 a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP status), ``body``
 (the exact text), ``bodyContains`` (texts), ``contentType`` (the media type), ``headers``
 (``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index;
-``{"$len": n}`` for a length, ``{"$absent": true}`` for a missing key)."""
+``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a list or object with an item,
+``{"$absent": true}`` for a missing key)."""
 
 from __future__ import annotations
 
@@ -366,6 +367,10 @@ def _json(response: TestResponse, text: str, value: Any) -> None:
             assert (found is _ABSENT) == bool(wanted["$absent"]), f"{path} is {found!r}"
             continue
         assert found is not _ABSENT, f"no {path} in {json.dumps(document)[:400]}"
+        if isinstance(wanted, Mapping) and "$nonEmpty" in wanted:
+            assert isinstance(found, list | Mapping), f"{path} is {found!r}"
+            assert bool(found) == bool(wanted["$nonEmpty"]), f"{path} is {found!r}"
+            continue
         if isinstance(wanted, Mapping) and "$len" in wanted:
             assert isinstance(found, list | Mapping), f"{path} is {found!r}"
             assert len(found) == wanted["$len"], f"{path} has {len(found)} items"
