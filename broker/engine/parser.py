@@ -157,11 +157,16 @@ class _Parser:
                     f"(supported: {', '.join(STORAGE_DRIVERS)})",
                     f"{where}.storageDriverTypeName",
                 )
+            type_name = item.get("typeName")
+            if item.get("isArray") is True and isinstance(type_name, str) and type_name:
+                # Elsa's "typeName": "String", "isArray": true is a String[] (its default value
+                # JSON array text)
+                type_name = type_name if type_name.endswith("[]") else type_name + "[]"
             result.append(
                 Variable(
                     id=str(var_id),
                     name=item["name"],
-                    type_name=item.get("typeName"),
+                    type_name=type_name,
                     value=shapes.plain_value(item.get("value")),
                     storage=storage,
                 )
