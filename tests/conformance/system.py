@@ -12,7 +12,8 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
 - ``{"api": {...}}``: the same to the Elsa API (``path`` under ``/elsa/api``);
 - ``{"fireTimers": true}``: every timer fires as when due.
 
-``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
+``requestTypes: [file, ...]``: workflows served as request types besides those with a trigger
+(started by ``POST /requests``). ``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
 a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP status), ``body``
 (the exact text), ``bodyContains`` (texts), ``contentType`` (the media type), ``headers``
 (``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index;
@@ -130,13 +131,16 @@ def _has_trigger(node: Any) -> bool:
 
 def _publish_files(case: Case, folder: Path) -> list[str]:
     """Copy the case's workflow files into ``folder``; a workflow with an HttpEndpoint or Event
-    trigger is served as a request type (the ingress starts only those); answers the types."""
+    trigger, or one the case names in ``requestTypes``, is served as a request type (the ingress
+    starts only those, and a client's events resume only its requests); answers the types."""
     folder.mkdir(parents=True)
     types = []
+    named = case.expected.get("requestTypes") or []
     for path in workflow_files(case):
         document = read_json(path)
         properties = document.setdefault("customProperties", {})
-        if _has_trigger(document.get("root")) and not properties.get("requestType"):
+        wanted = path.name in named or _has_trigger(document.get("root"))
+        if wanted and not properties.get("requestType"):
             properties["requestType"] = _request_type(str(document.get("definitionId")))
         if properties.get("requestType"):
             types.append(str(properties["requestType"]))
@@ -225,6 +229,8 @@ class BrokerSystem:
             response = self.call(client, step["api"], API + "/", headers)
         else:
             raise StepError(f"{label}: a step is one of http, api, fireTimers")
+        # what the call queued for beat (a stimulus, a timer) runs before the next step
+        self.runs.settle()
         check_response(response, step.get("expect") or {}, label)
         for name, source in (step.get("save") or {}).items():
             self.saved[name] = extract(response, str(source), label)
