@@ -16,7 +16,8 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
 (started by ``POST /requests``). ``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
 a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP status), ``body``
 (the exact text), ``bodyContains`` (texts), ``contentType`` (the media type), ``headers``
-(``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index;
+(``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index, ``name=X`` the list's item
+whose ``name`` is ``X``;
 ``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a list or object with an item,
 ``{"$absent": true}`` for a missing key)."""
 
@@ -299,10 +300,17 @@ _ABSENT = object()
 
 
 def json_at(document: Any, path: str) -> Any:
-    """The value at a dotted path (a number is a list index); ``_ABSENT`` when there is none."""
+    """The value at a dotted path (a number is a list index, ``key=value`` the first list item
+    whose ``key`` is ``value``); ``_ABSENT`` when there is none."""
     found = document
     for part in path.split(".") if path else ():
-        if isinstance(found, list) and part.lstrip("-").isdigit():
+        if isinstance(found, list) and "=" in part:
+            key, _, wanted = part.partition("=")
+            matches = [i for i in found if isinstance(i, Mapping) and str(i.get(key)) == wanted]
+            if not matches:
+                return _ABSENT
+            found = matches[0]
+        elif isinstance(found, list) and part.lstrip("-").isdigit():
             index = int(part)
             if not -len(found) <= index < len(found):
                 return _ABSENT
