@@ -144,11 +144,17 @@ class _Parser:
         if not isinstance(value, list):
             raise self.error("variables must be a list", path)
         result = []
+        unnamed = 0
         for index, item in enumerate(value):
             where = f"{path}[{index}]"
             if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
                 raise self.error("a variable needs a name", where)
-            var_id = item.get("id") or item["name"]
+            name = item["name"]
+            if not name.strip():
+                # Elsa's container names a variable without one by its place among them
+                unnamed += 1
+                name = f"Variable{unnamed}"
+            var_id = item.get("id") or name
             driver = item.get("storageDriverTypeName")
             storage = STORAGE_DRIVERS.get(class_name(driver)) if driver else "instance"
             if storage is None:
@@ -165,7 +171,7 @@ class _Parser:
             result.append(
                 Variable(
                     id=str(var_id),
-                    name=item["name"],
+                    name=name,
                     type_name=type_name,
                     value=shapes.plain_value(item.get("value")),
                     storage=storage,

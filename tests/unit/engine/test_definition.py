@@ -121,3 +121,16 @@ def test_an_array_variable_is_read_as_its_element_type_array() -> None:
     # When it is parsed, Then the variable's type is the array type (its value converts to a list)
     found = {v.name: v.type_name for v in parse_workflow(document).variables}
     assert found == {"Items": "String[]", "Name": "String"}
+
+
+def test_a_variable_without_a_name_is_named_by_its_place_among_the_unnamed() -> None:
+    # Given a container's variables, two of them without a name
+    document = flowchart([])
+    document["variables"] = [
+        {"id": "a", "name": "First", "typeName": "Int32"},
+        {"id": "b", "name": "", "typeName": "Int32"},
+        {"id": "c", "name": "  ", "typeName": "String"},
+    ]
+    # Then they are Variable1 and Variable2, as Elsa's container names them
+    names = [v.name for v in parse_workflow(document).variables]
+    assert names == ["First", "Variable1", "Variable2"]
