@@ -29,7 +29,9 @@ def declare_locals(ax: ActivityContext) -> None:
         ax.ctx["scope"] = new_scope(ax.node.variables, kind="local")
         for variable in ax.node.variables:
             if variable.value is not None:
-                ax.ctx["scope"]["vars"][variable.name] = variable.value
+                # as a workflow's variable: the default value converted to the variable's type
+                literal = {"type": "Literal", "value": variable.value}
+                ax.ctx["scope"]["vars"][variable.name] = ax.evaluate(literal, variable.type_name)
 
 
 @activity(
