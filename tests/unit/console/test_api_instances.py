@@ -300,6 +300,9 @@ def test_bookmark_dead_letters_and_runtime_pause(
     assert viewer.post("/elsa/api/workflow-runtime/pause").status_code == 403
     paused = operator.post("/elsa/api/admin/workflow-runtime/pause").get_json()
     assert paused["state"]["isAcceptingNewWork"] is False
+    # a second pause changes nothing: paused since the first
+    again = operator.post("/elsa/api/admin/workflow-runtime/pause").get_json()
+    assert again["state"]["pausedAt"] == paused["state"]["pausedAt"]
     assert viewer.get("/elsa/api/workflow-runtime/status").get_json()["paused"] is True
     resumed = operator.post("/elsa/api/workflow-runtime/resume").get_json()
     assert resumed["paused"] is False
