@@ -70,10 +70,12 @@ class Engine:
         trigger: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         write_lines: list[str] | None = None,
+        name: str | None = None,
     ) -> RunResult:
         """Start a new instance. ``trigger`` names the activity that starts it
         (``{"activityId": ..., "headers": {...}}``); ``options`` may set ``flowchartMode``,
-        ``incidentStrategy`` and instance ``properties``."""
+        ``incidentStrategy`` and instance ``properties``; ``name``: the instance's name when its
+        starter gave one (else the definition's)."""
         options = options or {}
         mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
         strategy = (
@@ -90,7 +92,7 @@ class Engine:
             definition_id=definition.definition_id,
             definition_version_id=definition.id,
             version=definition.version,
-            name=definition.name,
+            name=name or definition.name,
             input=input,
             correlation_id=correlation_id,
             parent_id=parent_id,

@@ -186,6 +186,8 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
                 input=start.get("input") or {},
                 correlation_id=start.get("correlationId"),
                 parent_id=start.get("parentId"),
+                # the name its starter gave (the console's execute/dispatch), kept as Elsa does
+                name=instance.name,
             ),
         )
 

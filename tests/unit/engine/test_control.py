@@ -206,3 +206,26 @@ def test_a_containers_variable_starts_at_its_default_converted_to_its_type() -> 
     # When it runs, Then the script reads a boolean and a number, not their text
     result = Engine(DefinitionIndex([definition])).start(definition, instance_id="i")
     assert result.write_lines == ("boolean 42",)
+
+
+def test_an_instance_started_with_a_name_keeps_it() -> None:
+    # Given a workflow writing its instance's name, When it starts with a name of its starter's
+    document = {
+        "definitionId": "named",
+        "id": "named-v1",
+        "name": "Definition name",
+        "root": {
+            "id": "w",
+            "type": "Elsa.WriteLine",
+            "text": {
+                "expression": {"type": "JavaScript", "value": "return getWorkflowInstanceName();"}
+            },
+        },
+    }
+    definition = parse_workflow(document)
+    engine = Engine(DefinitionIndex([definition]))
+    given = engine.start(definition, instance_id="i", name="Chosen")
+    # Then the script reads it and the state keeps it; without one, the definition's name
+    assert given.write_lines == ("Chosen",)
+    assert given.state["name"] == "Chosen"
+    assert engine.start(definition, instance_id="j").write_lines == ("Definition name",)
