@@ -10,10 +10,12 @@ import re
 import tempfile
 import threading
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from broker.errors import DefinitionRefused, WorkflowDefinitionError
 from broker.registry.files import WorkflowFile, parse_workflow_document, scan_folder
+from broker.registry.triggers import HTTP_ENDPOINT, index_triggers
 from broker.registry.versions import PublishedWorkflow
 from broker.registry.workflows import WorkflowRegistry
 
@@ -35,7 +37,10 @@ def target_path(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
     current = registry.get_definition(definition_id, published=False)
     if current is not None and current.source_path:
         path = Path(current.source_path)
-        if path.resolve().parent == folder.resolve() or folder.resolve() in path.resolve().parents:
+        if (
+            path.resolve().parent == folder.resolve()
+            or folder.resolve() in path.resolve().parents
+        ):
             return path
     candidate = folder / file_name_for(definition_id)
     stem, n = candidate.stem, 2
@@ -45,7 +50,9 @@ def target_path(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
     return candidate
 
 
-def check(registry: WorkflowRegistry, document: dict[str, Any], path: Path) -> WorkflowFile:
+def check(
+    registry: WorkflowRegistry, document: dict[str, Any], path: Path
+) -> WorkflowFile:
     """The document as the registry would read it from ``path``, or ``DefinitionRefused``."""
     try:
         wf = parse_workflow_document(document, file=str(path))
@@ -60,7 +67,39 @@ def check(registry: WorkflowRegistry, document: dict[str, Any], path: Path) -> W
                     f"'{owner.definition_id}'"
                 ]
             )
+    clashes = _endpoint_clashes(registry, document)
+    if clashes:
+        raise DefinitionRefused(clashes)
     return wf
+
+
+def _endpoints(document: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The (path, method) pairs the document's HttpEndpoint triggers serve, as Elsa indexes them."""
+    found = set()
+    for spec in index_triggers(document):
+        if spec.name == HTTP_ENDPOINT and spec.payload is not None:
+            path = "/" + str(spec.payload.get("path", "")).strip("/")
+            found.add((path, str(spec.payload.get("method", ""))))
+    return found
+
+
+def _endpoint_clashes(
+    registry: WorkflowRegistry, document: Mapping[str, Any]
+) -> list[str]:
+    """Elsa's publish validation: an HttpEndpoint path and method another published workflow
+    already serves is refused (a call could not know which workflow to start)."""
+    wanted = _endpoints(document)
+    if not wanted:
+        return []
+    definition_id = document.get("definitionId")
+    taken: set[tuple[str, str]] = set()
+    for loaded in registry.definitions():
+        if loaded.definition_id != definition_id:
+            taken |= _endpoints(loaded.document)
+    return [
+        f"The {path} path and {method} method are already in use by another workflow!"
+        for path, method in sorted(wanted & taken)
+    ]
 
 
 def _others_in(folder: Path, definition_id: str, path: Path) -> list[str]:
@@ -102,7 +141,9 @@ def publish_document(
         clashes = _others_in(folder, definition_id, path)
         if clashes:
             raise DefinitionRefused(
-                [f"definitionId '{definition_id}' is also defined by {', '.join(clashes)}"]
+                [
+                    f"definitionId '{definition_id}' is also defined by {', '.join(clashes)}"
+                ]
             )
         previous = path.read_bytes() if path.exists() else None
         write_atomically(path, document)
@@ -112,7 +153,9 @@ def publish_document(
             reasons = [p.reason for p in registry.problems if Path(p.file) == path]
             _restore(path, previous)
             registry.load()
-            raise DefinitionRefused(reasons or [f"the registry did not load {path.name}"])
+            raise DefinitionRefused(
+                reasons or [f"the registry did not load {path.name}"]
+            )
     logger.info(
         "definition %s published from the console as version %d (%s) in %s",
         definition_id,
@@ -135,7 +178,9 @@ def remove_file(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
             return False
         path.unlink(missing_ok=True)
         registry.load()
-    logger.info("definition %s unpublished from the console: %s removed", definition_id, path)
+    logger.info(
+        "definition %s unpublished from the console: %s removed", definition_id, path
+    )
     return True
 
 

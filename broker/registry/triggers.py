@@ -41,7 +41,9 @@ PLACEHOLDER_REASON = "Trigger should have a payload"
 
 # Keys under which an activity never holds a nested activity; skipping them keeps expression
 # objects (which also carry a "type") from being mistaken for activities.
-_NOT_ACTIVITIES = frozenset({"expression", "metadata", "memoryReference", "customProperties"})
+_NOT_ACTIVITIES = frozenset(
+    {"expression", "metadata", "memoryReference", "customProperties"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,8 @@ def _activity_triggers(activity: Mapping[str, Any], path: str) -> list[TriggerSp
     legacy = activity.get("applicationProperties")  # where older exports kept the flag
     legacy = legacy if isinstance(legacy, Mapping) else {}
     can_start = props.get(
-        "canStartWorkflow", activity.get("canStartWorkflow", legacy.get("canStartWorkflow"))
+        "canStartWorkflow",
+        activity.get("canStartWorkflow", legacy.get("canStartWorkflow")),
     )
     name = TRIGGER_NAMES.get(str(activity["type"]))
     if name is None or not _truthy(can_start):
@@ -122,7 +125,9 @@ def _activity_triggers(activity: Mapping[str, Any], path: str) -> list[TriggerSp
     }
     if not payloads:
         return [TriggerSpec(payload=None, hash=None, **base)]
-    return [TriggerSpec(payload=p, hash=trigger_hash(name, p), **base) for p in payloads]
+    return [
+        TriggerSpec(payload=p, hash=trigger_hash(name, p), **base) for p in payloads
+    ]
 
 
 # Input values ------------------------------------------------------------------------------------
@@ -146,7 +151,10 @@ def literal_input(activity: Mapping[str, Any], *names: str) -> Any:
     if isinstance(legacy, list):
         wanted = {n.lower() for n in names}
         for prop in legacy:
-            if isinstance(prop, Mapping) and str(prop.get("name", "")).lower() in wanted:
+            if (
+                isinstance(prop, Mapping)
+                and str(prop.get("name", "")).lower() in wanted
+            ):
                 return _legacy_value(prop)
     return None
 
@@ -195,6 +203,12 @@ def _http_payloads(activity: Mapping[str, Any]) -> list[dict[str, Any]]:
     methods = literal_input(activity, "supportedMethods", "methods", "method")
     if methods is None:
         methods = ["GET"]  # Elsa's default for HttpEndpoint
+    if isinstance(methods, str) and methods.strip().startswith("["):
+        # a literal list written as JSON text ("[\"GET\"]"), which Elsa converts to the list
+        try:
+            methods = json.loads(methods)
+        except ValueError as exc:
+            raise ValueError("supportedMethods must be a JSON list of methods") from exc
     if isinstance(methods, str):
         methods = [methods]
     if not isinstance(methods, list) or not methods:
