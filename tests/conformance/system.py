@@ -10,14 +10,15 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
   "contentType", "noContentLength"}}``: a call to the ingress (``path`` under ``/workflows/``, or
   a path of its own when it starts with ``/``);
 - ``{"api": {...}}``: the same to the Elsa API (``path`` under ``/elsa/api``);
-- ``{"fireTimers": true}``: every timer fires as when due.
+- ``{"fireTimers": true}``: every timer and schedule trigger (Timer, Cron, StartAt) fires as
+  when due.
 
 ``requestTypes: [file, ...]``: workflows served as request types besides those with a trigger
 (started by ``POST /requests``). ``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
 a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP status), ``body``
 (the exact text), ``bodyContains`` (texts), ``contentType`` (the media type), ``headers``
-(``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index, ``name=X`` the list's item
-whose ``name`` is ``X``;
+(``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index, ``name=X`` (``&`` more) the list's
+first item with those values;
 ``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a list or object with an item,
 ``{"$absent": true}`` for a missing key)."""
 
@@ -39,6 +40,7 @@ from werkzeug.test import TestResponse
 from broker.console.app import create_app
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
+from broker.runtime.bookmarks import schedules
 from broker.runtime.bookmarks.queue import fire_due_timers, process_queue
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
@@ -109,9 +111,13 @@ class InlineRuns:
     def fire_timers(self) -> None:
         import datetime as dt
 
+        # beat's timer job with its clock far ahead: every timer and schedule trigger is due
         far = dt.datetime.now(dt.UTC) + dt.timedelta(days=3650)
+        registry = self.runtime.registry
         with db.transaction(self.runtime.factory) as session:
             fire_due_timers(session, now=far)
+            schedules.sync(session, registry, dt.datetime.now(dt.UTC))
+            schedules.fire_due(session, registry, far)
         self.settle()
 
 
@@ -300,13 +306,17 @@ _ABSENT = object()
 
 
 def json_at(document: Any, path: str) -> Any:
-    """The value at a dotted path (a number is a list index, ``key=value`` the first list item
-    whose ``key`` is ``value``); ``_ABSENT`` when there is none."""
+    """The value at a dotted path (a number is a list index, ``key=value`` (``&`` more) the first
+    list item with those values); ``_ABSENT`` when there is none."""
     found = document
     for part in path.split(".") if path else ():
         if isinstance(found, list) and "=" in part:
-            key, _, wanted = part.partition("=")
-            matches = [i for i in found if isinstance(i, Mapping) and str(i.get(key)) == wanted]
+            wanted = [c.partition("=")[::2] for c in part.split("&")]
+            matches = [
+                i
+                for i in found
+                if isinstance(i, Mapping) and all(str(i.get(k)) == v for k, v in wanted)
+            ]
             if not matches:
                 return _ABSENT
             found = matches[0]
