@@ -1,9 +1,16 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``
 (docs/design.md, section 1)."""
 
-from broker.console.api import activity_tests, descriptors, runs, runtime_admin, scripting, server
+from broker.console.api import (
+    activity_tests,
+    descriptors,
+    runs,
+    runtime_admin,
+    scripting,
+    server,
+)
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import bulk, versions
+from broker.console.api.definitions import bulk, consumers, versions
 from broker.console.api.definitions import routes as definitions
 from broker.console.api.instances import (
     alterations,
@@ -21,6 +28,7 @@ __all__ = [
     "alterations",
     "blueprint",
     "bulk",
+    "consumers",
     "definitions",
     "descriptors",
     "executions",

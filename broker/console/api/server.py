@@ -52,7 +52,9 @@ FEATURES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def feature(name: str, namespace: str, display_name: str, description: str) -> dict[str, Any]:
+def feature(
+    name: str, namespace: str, display_name: str, description: str
+) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": namespace,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -357,3 +359,60 @@ def endpoint_workflow(definition_id: str) -> dict[str, Any]:
             "connections": [],
         },
     }
+
+
+def graph_file(definition_id: str, *, uses: str | None = None) -> dict[str, Any]:
+    """A definition usable as an activity; ``uses``: a definition it runs as an activity."""
+    activities: list[dict[str, Any]] = []
+    if uses is not None:
+        activities.append({"id": "use", "type": "Used", "workflowDefinitionId": uses})
+    return {
+        "id": f"{definition_id}-v1",
+        "definitionId": definition_id,
+        "name": definition_id,
+        "version": 1,
+        "isPublished": True,
+        "options": {"usableAsActivity": True},
+        "root": {"id": "flow", "type": "Elsa.Flowchart", "activities": activities},
+    }
+
+
+def test_consumers_are_the_workflows_using_a_definition_directly_or_through_others(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    # Given leaf <- middle <- top (each uses the one before as an activity)
+    for name, uses in (("leaf", None), ("middle", "leaf"), ("top", "middle")):
+        (workflow_dir / f"{name}.json").write_text(json.dumps(graph_file(name, uses=uses)))
+    registry.load()
+    viewer = client_as("viewer")
+    # Then the leaf's consumers are both, the top's none, and an unknown definition is 404
+    found = viewer.get(f"{API}/leaf/consumers").get_json()
+    assert found == {"consumingWorkflowDefinitionIds": ["middle", "top"]}
+    assert viewer.get(f"{API}/top/consumers").get_json()["consumingWorkflowDefinitionIds"] == []
+    assert viewer.get(f"{API}/nowhere/consumers").status_code == 404
+    # And an export with consumers is a zip of the three, without them the leaf's JSON alone
+    zipped = viewer.get(f"{API}/leaf/export?includeConsumingWorkflows=true")
+    assert zipped.mimetype == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(zipped.data)) as archive:
+        ids = sorted(json.loads(archive.read(n))["definitionId"] for n in archive.namelist())
+    assert ids == ["leaf", "middle", "top"]
+    assert viewer.get(f"{API}/leaf/export").get_json()["definitionId"] == "leaf"
+
+
+def test_a_read_only_definition_is_neither_imported_over_nor_saved(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    # Given a read-only definition's file
+    document = {**graph_file("locked"), "isReadonly": True}
+    (workflow_dir / "locked.json").write_text(json.dumps(document))
+    registry.load()
+    designer = client_as("designer")
+    before = (workflow_dir / "locked.json").read_bytes()
+    # When it is imported over or saved, Then 403 and nothing changes
+    imported = designer.post(f"{API}/import", json={"definitionId": "locked", "name": "New"})
+    assert imported.status_code == 403
+    saved = designer.post(API, json={"model": {"definitionId": "locked", "name": "New"}})
+    assert saved.status_code == 403
+    assert (workflow_dir / "locked.json").read_bytes() == before
+    model = designer.get(f"{API}/by-definition-id/locked").get_json()
+    assert (model["name"], model["isReadonly"]) == ("locked", True)

@@ -3,14 +3,16 @@ instances."""
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from typing import Any
 
 from flask import Response
 
 from broker.console.api.base import blueprint
+from broker.console.api.definitions.consumers import (
+    versions_by_id,
+    with_consumers,
+    zip_response,
+)
 from broker.console.api.definitions.routes import (
     body_object,
     by_version_id,
@@ -18,7 +20,6 @@ from broker.console.api.definitions.routes import (
     publish_definition,
     retract_definition,
 )
-from broker.console.api.definitions.views import export_document, export_file_name
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction
@@ -34,7 +35,9 @@ MAX_BULK = 1000
 def id_list(name: str) -> list[str]:
     """A list of ids from the JSON body's ``name`` (each a non-empty string), duplicates once."""
     raw = body_object().get(name)
-    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+    if not isinstance(raw, list) or not all(
+        isinstance(i, str) and i.strip() for i in raw
+    ):
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
     return list(dict.fromkeys(i.strip() for i in raw))
 
@@ -84,7 +87,9 @@ def bulk_retract() -> dict[str, Any]:
             continue
         except BadRequest as exc:
             # not published, or published from a folder the console does not manage
-            (already if "not published" in exc.message else skipped).append(definition_id)
+            (already if "not published" in exc.message else skipped).append(
+                definition_id
+            )
             continue
         retracted.append(definition_id)
     return {
@@ -123,19 +128,14 @@ def bulk_delete_versions() -> dict[str, Any]:
 @blueprint.post(f"{BULK}/export/workflow-definitions")
 @require("viewer")
 def bulk_export() -> Response:
-    """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``)."""
+    """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``),
+    with every workflow that uses one of them when ``includeConsumingWorkflows`` is true."""
     ids = id_list("ids")
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for version_id in ids:
-            v = by_version_id(version_id)
-            body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
-            archive.writestr(export_file_name(v), body)
-    return Response(
-        buffer.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": 'attachment; filename="workflow-definitions.zip"'},
-    )
+    include = body_object().get("includeConsumingWorkflows", False)
+    if not isinstance(include, bool):
+        raise BadRequest("'includeConsumingWorkflows' must be true or false")
+    chosen = versions_by_id(ids)
+    return zip_response(with_consumers(chosen) if include else chosen)
 
 
 # Instances ---------------------------------------------------------------------------------------
@@ -145,7 +145,9 @@ def _optional_ids(body: dict[str, Any], name: str) -> list[str]:
     raw = body.get(name)
     if raw is None:
         return []
-    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+    if not isinstance(raw, list) or not all(
+        isinstance(i, str) and i.strip() for i in raw
+    ):
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
     return list(dict.fromkeys(i.strip() for i in raw))
 
@@ -157,7 +159,9 @@ def _text(body: dict[str, Any], name: str) -> str | None:
     return value.strip() if isinstance(value, str) else None
 
 
-def _instances_of(definition_ids: list[str], version: int | None, status: str) -> list[str]:
+def _instances_of(
+    definition_ids: list[str], version: int | None, status: str
+) -> list[str]:
     """The ids of the instances of these definitions (one ``version``) in ``status``."""
     found: list[str] = []
     with transaction(write=False) as session:

@@ -20,9 +20,9 @@ from broker.console.api.definitions.views import (
     list_links,
     summary,
 )
-from broker.console.api.params import VersionOptions, arg, args, page_args
+from broker.console.api.params import VersionOptions, arg, args, bool_arg, page_args
 from broker.console.roles import allows, current, require
-from broker.errors import BadRequest, ConfigError, NotFound
+from broker.errors import BadRequest, ConfigError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
 from broker.registry.publishing import check, publish_document, remove_file, target_path
@@ -60,19 +60,25 @@ def select(versions: list[Version], options: VersionOptions) -> list[Version]:
     return [
         v
         for v in versions
-        if options.matches(version=v.version, is_latest=v.is_latest, is_published=v.is_published)
+        if options.matches(
+            version=v.version, is_latest=v.is_latest, is_published=v.is_published
+        )
     ]
 
 
 def one(definition_id: str, options: VersionOptions) -> Version:
     with transaction(write=False) as session:
-        versions = all_versions(session, registry(), {definition_id}).get(definition_id, [])
+        versions = all_versions(session, registry(), {definition_id}).get(
+            definition_id, []
+        )
     chosen = select(versions, options)
     if options.name == "LatestOrPublished":
         latest = [v for v in chosen if v.is_latest]
         chosen = latest or chosen
     if not chosen:
-        raise NotFound(f"Workflow definition '{definition_id}' ({options.name}) not found")
+        raise NotFound(
+            f"Workflow definition '{definition_id}' ({options.name}) not found"
+        )
     return max(chosen, key=lambda v: v.version)
 
 
@@ -111,7 +117,9 @@ def list_definitions() -> dict[str, Any]:
         ]
     order = (arg("orderBy") or "Name").lower()
     if order not in ORDER_KEYS:
-        raise BadRequest(f"'orderBy' must be Created, Name or Version, not {arg('orderBy')!r}")
+        raise BadRequest(
+            f"'orderBy' must be Created, Name or Version, not {arg('orderBy')!r}"
+        )
     direction = (
         arg("orderDirection") or ("Ascending" if order == "name" else "Descending")
     ).lower()
@@ -130,14 +138,19 @@ def list_definitions() -> dict[str, Any]:
     if arg("page") is not None or arg("pageSize") is not None:
         paging = page_args()
         found = found[paging.offset : paging.offset + paging.page_size]
-    items = [{**summary(v), "links": links(v.definition_id, writable=writable())} for v in found]
+    items = [
+        {**summary(v), "links": links(v.definition_id, writable=writable())}
+        for v in found
+    ]
     return {"items": items, "totalCount": total, "links": page_links}
 
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
 @require("viewer")
 def get_by_definition_id(definition_id: str) -> dict[str, Any]:
-    return model(one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest")))
+    return model(
+        one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
+    )
 
 
 @blueprint.get("/workflow-definitions/by-id/<version_id>")
@@ -160,7 +173,9 @@ def get_many_by_id() -> dict[str, Any]:
 @require("viewer")
 def list_versions(definition_id: str) -> Response:
     with transaction(write=False) as session:
-        versions = all_versions(session, registry(), {definition_id}).get(definition_id, [])
+        versions = all_versions(session, registry(), {definition_id}).get(
+            definition_id, []
+        )
     if not versions:
         raise NotFound(f"Workflow definition '{definition_id}' not found")
     body = [model(v) for v in sorted(versions, key=lambda v: v.version, reverse=True)]
@@ -264,10 +279,20 @@ def publish_definition(definition_id: str) -> tuple[Version, bool]:
         return latest, latest.is_published
     with transaction(write=False) as session:
         number = store.highest_version(session, definition_id) + 1
-    published = publish_document(registry(), first_folder(), file_document(latest, number))
+    published = publish_document(
+        registry(), first_folder(), file_document(latest, number)
+    )
     with transaction() as session:
         store.delete_draft_txn(session, definition_id)
     return one(published.definition_id, VersionOptions("Published")), False
+
+
+def refuse_read_only(definition_id: str) -> None:
+    """Elsa's read-only definitions (``isReadonly`` in their file) are not changed by a save or
+    an import: ``403``, and nothing is stored."""
+    current_version = registry().get_definition(definition_id, published=False)
+    if current_version is not None and current_version.document.get("isReadonly") is True:
+        raise Forbidden(f"Workflow definition '{definition_id}' is read-only")
 
 
 def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
@@ -291,13 +316,16 @@ def save_definition() -> dict[str, Any]:
         raise BadRequest("'publish' must be true or false")
     doc = draft_document(raw_model)
     definition_id = doc["definitionId"]
+    refuse_read_only(definition_id)
     principal = current()
     if publish:
         # Checked before anything is stored: a refused publish changes nothing.
         path = target_path(registry(), first_folder(), definition_id)
         check(registry(), {**doc, "version": 1}, path)
     with transaction() as session:
-        store.save_draft_txn(session, definition_id, doc, principal.name if principal else None)
+        store.save_draft_txn(
+            session, definition_id, doc, principal.name if principal else None
+        )
     if publish:
         v, _ = publish_definition(definition_id)
         return save_response(v)
@@ -320,7 +348,9 @@ def retract_definition(definition_id: str) -> Version:
         has_draft = store.draft(session, definition_id) is not None
     if not has_draft:
         # The content stays editable as a draft once its file is gone.
-        doc = {k: v for k, v in published.document.items() if k not in ("id", "version")}
+        doc = {
+            k: v for k, v in published.document.items() if k not in ("id", "version")
+        }
         with transaction() as session:
             store.save_draft_txn(session, definition_id, doc, _who())
     if not remove_file(registry(), first_folder(), definition_id):
@@ -345,7 +375,9 @@ def delete_one(definition_id: str) -> None:
     """Remove a definition: its file from the console's folder and its draft (404 when unknown)."""
     one(definition_id, VersionOptions("AllVersions"))  # 404 when unknown
     current_file = registry().get_definition(definition_id, published=False)
-    if current_file is not None and not remove_file(registry(), first_folder(), definition_id):
+    if current_file is not None and not remove_file(
+        registry(), first_folder(), definition_id
+    ):
         raise BadRequest(
             f"Workflow {definition_id} is published from a folder the console does not manage"
         )
@@ -364,16 +396,28 @@ def delete_definition(definition_id: str) -> tuple[str, int]:
 @require("viewer")
 def export(definition_id: str) -> Response:
     v = one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
+    if bool_arg("includeConsumingWorkflows"):
+        # Elsa's export with consumers: a zip of the definition and every workflow using it
+        from broker.console.api.definitions.consumers import (
+            with_consumers,
+            zip_response,
+        )
+
+        return zip_response(with_consumers([v]))
     body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
     return Response(
         body,
         mimetype="application/json",
-        headers={"Content-Disposition": f'attachment; filename="{export_file_name(v)}"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{export_file_name(v)}"'
+        },
     )
 
 
 @blueprint.route("/workflow-definitions/import", methods=["POST", "PUT"])
-@blueprint.route("/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"])
+@blueprint.route(
+    "/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"]
+)
 @require("designer")
 def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
     """Elsa's import: the model becomes the draft, and is published when it says
@@ -385,6 +429,7 @@ def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any],
     is_new = not data.get("definitionId")
     publish_it = data.get("isPublished") is True
     doc = draft_document(data)
+    refuse_read_only(doc["definitionId"])
     if publish_it:
         # Checked before anything is stored: a refused import changes nothing.
         path = target_path(registry(), first_folder(), doc["definitionId"])

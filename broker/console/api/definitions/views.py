@@ -54,8 +54,12 @@ def all_versions(
         stored.setdefault(row.definition_id, []).append(row)
     found: dict[str, list[Version]] = {}
     for definition_id in sorted(ids):
-        served = registry.get_definition(definition_id) if definition_id in loaded else None
-        published_id = served.version_id if served is not None and served.published else None
+        served = (
+            registry.get_definition(definition_id) if definition_id in loaded else None
+        )
+        published_id = (
+            served.version_id if served is not None and served.published else None
+        )
         draft = drafts.get(definition_id)
         rows = stored.get(definition_id, [])
         versions = [
@@ -105,7 +109,7 @@ def summary(v: Version) -> dict[str, Any]:
         "providerName": None,
         "materializerName": "Json",
         "createdAt": iso(v.created_at),
-        "isReadonly": False,
+        "isReadonly": v.document.get("isReadonly") is True,
     }
 
 
@@ -144,7 +148,11 @@ def list_links(*, writable: bool) -> list[dict[str, str]]:
             "method": "GET",
         },
         {"href": "/workflow-definitions/query/count", "rel": "count", "method": "GET"},
-        {"href": "/workflow-definitions/many-by-id", "rel": "many-by-id", "method": "GET"},
+        {
+            "href": "/workflow-definitions/many-by-id",
+            "rel": "many-by-id",
+            "method": "GET",
+        },
     ]
     if writable:
         bulk = "/bulk-actions"
@@ -170,7 +178,11 @@ def list_links(*, writable: bool) -> list[dict[str, str]]:
                 "method": "POST",
             },
             {"href": "/workflow-definitions/import", "rel": "import", "method": "POST"},
-            {"href": "/workflow-definitions/import-files", "rel": "import-files", "method": "POST"},
+            {
+                "href": "/workflow-definitions/import-files",
+                "rel": "import-files",
+                "method": "POST",
+            },
             {"href": "/workflow-definitions", "rel": "create", "method": "POST"},
         ]
     return found
@@ -199,7 +211,7 @@ def model(v: Version) -> dict[str, Any]:
         "outputs": doc.get("outputs") or [],
         "outcomes": doc.get("outcomes") or [],
         "customProperties": doc.get("customProperties") or {},
-        "isReadonly": False,
+        "isReadonly": doc.get("isReadonly") is True,
         "isSystem": False,
         "isLatest": v.is_latest,
         "isPublished": v.is_published,
