@@ -20,7 +20,8 @@ a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP stat
 (``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index, ``name=X`` (``&`` more) the list's
 first item with those values;
 ``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a list or object with an item,
-``{"$absent": true}`` for a missing key)."""
+``{"$absent": true}`` for a missing key), ``zipDefinitionIds`` (``{"contains", "excludes"}``:
+the definition ids of a zip's JSON files)."""
 
 from __future__ import annotations
 
@@ -346,7 +347,7 @@ def extract(response: TestResponse, source: str, label: str) -> Any:
 
 
 def check_response(response: TestResponse, expect: Mapping[str, Any], label: str) -> None:
-    text = response.get_data(as_text=True)
+    text = response.get_data().decode("utf-8", errors="replace")
     shown = f"{response.status_code} {text[:400]!r}"
     unknown = sorted(set(expect) - set(_RESPONSE_CHECKS) - {"notes"})
     if unknown:
@@ -402,6 +403,19 @@ def _json(response: TestResponse, text: str, value: Any) -> None:
         assert found == wanted, f"{path} is {found!r}"
 
 
+def _zip_definition_ids(response: TestResponse, text: str, value: Any) -> None:
+    """``{"contains": [...], "excludes": [...]}``: the definition ids of the JSON files of a zip
+    response."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(response.get_data())) as archive:
+        found = [json.loads(archive.read(name)).get("definitionId") for name in archive.namelist()]
+    missing = [d for d in value.get("contains", []) if d not in found]
+    unwanted = [d for d in value.get("excludes", []) if d in found]
+    assert not missing and not unwanted, f"zip holds {found}"
+
+
 _RESPONSE_CHECKS = {
     "status": _status,
     "body": _body,
@@ -409,4 +423,5 @@ _RESPONSE_CHECKS = {
     "contentType": _content_type,
     "headers": _headers,
     "json": _json,
+    "zipDefinitionIds": _zip_definition_ids,
 }
