@@ -189,6 +189,17 @@ KEYS: tuple[Key, ...] = (
     K("BROKER_HTTP_TRIGGER_WAIT", "http_trigger_wait", "30", _float,
       "seconds `/workflows/{path}` waits for the workflow's WriteHttpResponse before it answers "
       "`202` with the request's Location"),
+    K("BROKER_SIMULATE_RESPONSE_SESSIONS", "simulate_response_sessions", "1000", _int,
+      "most open sessions of the console's `/elsa/api/simulate-response` (Elsa.Resilience's "
+      "endpoint for trying a resilience strategy); past it a new session is `429`"),
+    K("BROKER_SIMULATE_RESPONSE_SESSION_TTL", "simulate_response_session_ttl", "900", _float,
+      "seconds a simulate-response session lives after its last call"),
+    K("BROKER_SIMULATE_RESPONSE_MAX_CODES", "simulate_response_max_codes", "32", _int,
+      "most status codes one simulate-response call may name"),
+    K("BROKER_SIMULATE_RESPONSE_MAX_CODES_LENGTH", "simulate_response_max_codes_length", "1024", _int,
+      "longest `codes` query text of a simulate-response call"),
+    K("BROKER_SIMULATE_RESPONSE_MAX_SESSION_ID", "simulate_response_max_session_id", "128", _int,
+      "longest `sessionId` of a simulate-response call"),
     K("BROKER_SMTP_URL", "smtp_url", "file://var/mail", _str,
       "where SendEmail delivers: `smtp://host:port`, `file://DIR` or `console://`"),
     K("BROKER_SMTP_FROM", "smtp_from", "broker@localhost", _str, "default sender of SendEmail"),

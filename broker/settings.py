@@ -74,6 +74,11 @@ class Settings:
     http_timeout: float
     http_max_response_bytes: int
     http_trigger_wait: float
+    simulate_response_sessions: int
+    simulate_response_session_ttl: float
+    simulate_response_max_codes: int
+    simulate_response_max_codes_length: int
+    simulate_response_max_session_id: int
     smtp_url: str
     smtp_from: str
     flowchart_mode: str

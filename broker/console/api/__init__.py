@@ -38,5 +38,6 @@ __all__ = [
     "runtime_admin",
     "scripting",
     "server",
+    "simulate_response",
     "versions",
 ]

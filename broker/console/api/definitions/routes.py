@@ -291,7 +291,10 @@ def refuse_read_only(definition_id: str) -> None:
     """Elsa's read-only definitions (``isReadonly`` in their file) are not changed by a save or
     an import: ``403``, and nothing is stored."""
     current_version = registry().get_definition(definition_id, published=False)
-    if current_version is not None and current_version.document.get("isReadonly") is True:
+    if (
+        current_version is not None
+        and current_version.document.get("isReadonly") is True
+    ):
         raise Forbidden(f"Workflow definition '{definition_id}' is read-only")
 
 
