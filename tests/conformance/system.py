@@ -9,9 +9,13 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
 - ``{"http": {"method", "path", "query" | "rawQuery", "headers", "body" | "json",
   "contentType", "noContentLength"}}``: a call to the ingress (``path`` under ``/workflows/``, or
   a path of its own when it starts with ``/``);
-- ``{"api": {...}}``: the same to the Elsa API (``path`` under ``/elsa/api``);
+- ``{"api": {...}}``: the same to the Elsa API (``path`` under ``/elsa/api``), as an operator's
+  API key (``"as": name``: another key's; ``"anonymous": true``: none);
 - ``{"fireTimers": true}``: every timer and schedule trigger (Timer, Cron, StartAt) fires as
-  when due.
+  when due;
+- ``{"advanceClock": seconds}``: the console's clock moves ahead (its sessions expire).
+
+``settings: {BROKER_...: value}``: settings of the case's broker.
 
 ``requestTypes: [file, ...]``: workflows served as request types besides those with a trigger
 (started by ``POST /requests``). ``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
@@ -31,6 +35,7 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ from typing import Any
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
+from broker.console.api import simulate_response
 from broker.console.app import create_app
 from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
@@ -176,6 +182,7 @@ class BrokerSystem:
         workflows = root / "workflows"
         _write_rules(Path(config["BROKER_REQUEST_TYPES_FILE"]), _publish_files(case, workflows))
         config["BROKER_WORKFLOW_PATHS"] = str(workflows)
+        overrides = {str(k): str(v) for k, v in (case.expected.get("settings") or {}).items()}
         self.settings: Settings = settings_for(
             root / "var",
             pki,
@@ -183,6 +190,7 @@ class BrokerSystem:
             BROKER_HTTP_TRIGGER_WAIT="5",
             BROKER_CONSOLE_SECRET="conformance-" + "x" * 32,
             BROKER_HTTP_ALLOWLIST="127.0.0.1:*",
+            **overrides,
         )
         from tests.support.doubles import NoSender
 
@@ -193,6 +201,8 @@ class BrokerSystem:
         self.runs = InlineRuns(self.runtime)
         self.pki = pki
         self.saved: dict[str, Any] = {}
+        self.clock_offset = 0.0  # seconds the console's clock is ahead (advanceClock)
+        self._keys: dict[str, str] = {}
 
     @functools.cached_property
     def ingress(self) -> FlaskClient:
@@ -210,8 +220,8 @@ class BrokerSystem:
         return client
 
     @functools.cached_property
-    def console(self) -> tuple[FlaskClient, dict[str, str]]:
-        """The console's test client and the headers of an operator's API key."""
+    def console(self) -> FlaskClient:
+        """The console's test client (its simulate-response sessions on the case's clock)."""
         app = create_app(
             self.settings,
             session_factory=self.runtime.factory,
@@ -219,9 +229,19 @@ class BrokerSystem:
             publisher=self.runs,
             runtime=self.runtime,
         )
-        with db.transaction(self.runtime.factory) as session:
-            key = credentials.create_key(session, "conformance", "operator")
-        return app.test_client(), {"Authorization": f"ApiKey {key}"}
+        app.extensions[simulate_response.EXTENSION] = simulate_response.Sessions(
+            capacity=self.settings.simulate_response_sessions,
+            ttl=self.settings.simulate_response_session_ttl,
+            clock=lambda: time.monotonic() + self.clock_offset,
+        )
+        return app.test_client()
+
+    def api_headers(self, name: str) -> dict[str, str]:
+        """The Authorization header of an operator's API key named ``name`` (made once)."""
+        if name not in self._keys:
+            with db.transaction(self.runtime.factory) as session:
+                self._keys[name] = credentials.create_key(session, name, "operator")
+        return {"Authorization": f"ApiKey {self._keys[name]}"}
 
     # Steps --------------------------------------------------------------------------------------
 
@@ -230,11 +250,16 @@ class BrokerSystem:
         if step.get("fireTimers"):
             self.runs.fire_timers()
             return
+        if "advanceClock" in step:
+            self.clock_offset += float(step["advanceClock"])
+            return
         if "http" in step:
             response = self.call(self.ingress, step["http"], "/workflows/", {})
         elif "api" in step:
-            client, headers = self.console
-            response = self.call(client, step["api"], API + "/", headers)
+            call = step["api"]
+            anonymous = call.get("anonymous") is True
+            headers = {} if anonymous else self.api_headers(str(call.get("as", "conformance")))
+            response = self.call(self.console, call, API + "/", headers)
         else:
             raise StepError(f"{label}: a step is one of http, api, fireTimers")
         # what the call queued for beat (a stimulus, a timer) runs before the next step
