@@ -49,8 +49,14 @@ The second compares the broker's activities with Studio's toolbox under elsa-cor
 modules (see "The toolbox" below); whether the broker has an activity is read from the engine's
 catalog, never kept by hand.
 
-Each case runs in-process on the workflow authors' testing kit, `broker.engine.testing`
-(workflows/README.md, "Testing a workflow"): the same `WorkflowTest` an author's tests use.
+A case runs in one of two ways. Most run in-process on the workflow authors' testing kit,
+`broker.engine.testing` (workflows/README.md, "Testing a workflow"): the same `WorkflowTest` an
+author's tests use. A case with `"driver": "broker"` runs on the broker itself, as elsa-core's
+component tests run on a whole server (`tests/conformance/system.py`): its workflow files are
+published from a folder into a migrated SQLite database, its steps call the ingress
+(`/workflows/{path}`, `/events/{name}`, `/requests`) and the console's Elsa API (`/elsa/api`)
+through their Flask test clients, and every outbox row and queued stimulus runs in process, as
+workers and beat would, before the next step.
 
 ## The case format
 
@@ -83,9 +89,25 @@ records), `journal` (`"activityId:Event"` records in this order, a subsequence),
 `ActivityState`), `instanceName`, `faultCode`, `faultCategory`, `bookmarkDueAt`
 (`{activityId: ISO 8601 time}`), `httpResponseHeaders` (`{name: value}`), `httpCallHeaders`
 (`[{name: value}]` per call, in order), `httpResponseEmpty`, `dispatchedChildren`
-(`[{"definitionId", "count", "correlationId", "subStatus"}]`: instances the run dispatched). An
-unknown key fails the case. A case's engine calls together may make at most `maxActivityRuns`
-activity executions (20,000 unless it says otherwise): a loop that never ends fails its case.
+(`[{"definitionId", "count", "correlationId", "subStatus"}]`: instances the run dispatched),
+`startedActivities` (exactly the activities that started, in order), `publishedEvents`
+(`[{"name", "correlationId", "instanceId", "payload"}]`: the events the run published, as Elsa's
+event publisher receives them), `dispatchedInputs` (`{"definitionId", "key", "values", "shared"}`:
+each dispatched child's own input). An unknown key fails the case. A case's engine calls together
+may make at most `maxActivityRuns` activity executions (20,000 unless it says otherwise): a loop
+that never ends fails its case.
+
+A broker case (`"driver": "broker"`) has `steps` instead of `expect`: `{"http": {...}}` (a call to
+the ingress: `method`, `path`, `query` or `rawQuery`, `headers`, `body` or `json`, `contentType`,
+`noContentLength`), `{"api": {...}}` (a call to the Elsa API as an operator's API key; `as`:
+another key's name, `anonymous`: none), `{"fireTimers": true}` (every timer and schedule trigger
+due) or `{"advanceClock": seconds}`; each with an `expect` on the response: `status`, `body`,
+`bodyContains`, `contentType`, `headers`, `json` (`{dotted.path: value}`; a number is a list
+index, `key=value` the first list item with that value; `{"$len": n}`, `{"$nonEmpty": true}`,
+`{"$absent": true}`), `zipDefinitionIds` (`{"contains", "excludes"}`). `save` keeps a value of a
+response (`json:<path>` or `header:<name>`) that `${name}` stands for in later steps;
+`requestTypes` lists workflow files served as request types besides those with a trigger;
+`settings` sets the case broker's settings.
 
 A ledger `tests/conformance/upstream/<suite>.tsv` has one row per upstream `[Fact]` or `[Theory]`
 (`file`, `test`, `status` = `ported`, `not_implemented` or `not_portable`, `case` ids,
