@@ -56,9 +56,7 @@ def match_route(template: str, path: str) -> dict[str, str] | None:
     return values if len(given) <= len(wanted) else None
 
 
-def best_matches(
-    candidates: Iterable[tuple[T, str]], path: str
-) -> list[tuple[T, dict[str, str]]]:
+def best_matches(candidates: Iterable[tuple[T, str]], path: str) -> list[tuple[T, dict[str, str]]]:
     """The candidates (each with its route template) whose template matches ``path``, with their
     route values; a template without parameters (an exact path) comes before one with them."""
     found = []

@@ -9,8 +9,8 @@ import os
 import re
 import tempfile
 import threading
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from broker.errors import DefinitionRefused, WorkflowDefinitionError
@@ -37,10 +37,7 @@ def target_path(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
     current = registry.get_definition(definition_id, published=False)
     if current is not None and current.source_path:
         path = Path(current.source_path)
-        if (
-            path.resolve().parent == folder.resolve()
-            or folder.resolve() in path.resolve().parents
-        ):
+        if path.resolve().parent == folder.resolve() or folder.resolve() in path.resolve().parents:
             return path
     candidate = folder / file_name_for(definition_id)
     stem, n = candidate.stem, 2
@@ -50,9 +47,7 @@ def target_path(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
     return candidate
 
 
-def check(
-    registry: WorkflowRegistry, document: dict[str, Any], path: Path
-) -> WorkflowFile:
+def check(registry: WorkflowRegistry, document: dict[str, Any], path: Path) -> WorkflowFile:
     """The document as the registry would read it from ``path``, or ``DefinitionRefused``."""
     try:
         wf = parse_workflow_document(document, file=str(path))
@@ -83,9 +78,7 @@ def _endpoints(document: Mapping[str, Any]) -> set[tuple[str, str]]:
     return found
 
 
-def _endpoint_clashes(
-    registry: WorkflowRegistry, document: Mapping[str, Any]
-) -> list[str]:
+def _endpoint_clashes(registry: WorkflowRegistry, document: Mapping[str, Any]) -> list[str]:
     """Elsa's publish validation: an HttpEndpoint path and method another published workflow
     already serves is refused (a call could not know which workflow to start)."""
     wanted = _endpoints(document)
@@ -141,9 +134,7 @@ def publish_document(
         clashes = _others_in(folder, definition_id, path)
         if clashes:
             raise DefinitionRefused(
-                [
-                    f"definitionId '{definition_id}' is also defined by {', '.join(clashes)}"
-                ]
+                [f"definitionId '{definition_id}' is also defined by {', '.join(clashes)}"]
             )
         previous = path.read_bytes() if path.exists() else None
         write_atomically(path, document)
@@ -153,9 +144,7 @@ def publish_document(
             reasons = [p.reason for p in registry.problems if Path(p.file) == path]
             _restore(path, previous)
             registry.load()
-            raise DefinitionRefused(
-                reasons or [f"the registry did not load {path.name}"]
-            )
+            raise DefinitionRefused(reasons or [f"the registry did not load {path.name}"])
     logger.info(
         "definition %s published from the console as version %d (%s) in %s",
         definition_id,
@@ -178,9 +167,7 @@ def remove_file(registry: WorkflowRegistry, folder: Path, definition_id: str) ->
             return False
         path.unlink(missing_ok=True)
         registry.load()
-    logger.info(
-        "definition %s unpublished from the console: %s removed", definition_id, path
-    )
+    logger.info("definition %s unpublished from the console: %s removed", definition_id, path)
     return True
 
 

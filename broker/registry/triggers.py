@@ -41,9 +41,7 @@ PLACEHOLDER_REASON = "Trigger should have a payload"
 
 # Keys under which an activity never holds a nested activity; skipping them keeps expression
 # objects (which also carry a "type") from being mistaken for activities.
-_NOT_ACTIVITIES = frozenset(
-    {"expression", "metadata", "memoryReference", "customProperties"}
-)
+_NOT_ACTIVITIES = frozenset({"expression", "metadata", "memoryReference", "customProperties"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +103,7 @@ def _activity_triggers(activity: Mapping[str, Any], path: str) -> list[TriggerSp
     legacy = activity.get("applicationProperties")  # where older exports kept the flag
     legacy = legacy if isinstance(legacy, Mapping) else {}
     can_start = props.get(
-        "canStartWorkflow",
-        activity.get("canStartWorkflow", legacy.get("canStartWorkflow")),
+        "canStartWorkflow", activity.get("canStartWorkflow", legacy.get("canStartWorkflow"))
     )
     name = TRIGGER_NAMES.get(str(activity["type"]))
     if name is None or not _truthy(can_start):
@@ -125,9 +122,7 @@ def _activity_triggers(activity: Mapping[str, Any], path: str) -> list[TriggerSp
     }
     if not payloads:
         return [TriggerSpec(payload=None, hash=None, **base)]
-    return [
-        TriggerSpec(payload=p, hash=trigger_hash(name, p), **base) for p in payloads
-    ]
+    return [TriggerSpec(payload=p, hash=trigger_hash(name, p), **base) for p in payloads]
 
 
 # Input values ------------------------------------------------------------------------------------
@@ -151,10 +146,7 @@ def literal_input(activity: Mapping[str, Any], *names: str) -> Any:
     if isinstance(legacy, list):
         wanted = {n.lower() for n in names}
         for prop in legacy:
-            if (
-                isinstance(prop, Mapping)
-                and str(prop.get("name", "")).lower() in wanted
-            ):
+            if isinstance(prop, Mapping) and str(prop.get("name", "")).lower() in wanted:
                 return _legacy_value(prop)
     return None
 

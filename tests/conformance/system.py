@@ -15,17 +15,17 @@ A case's ``steps`` are calls, each with the ``expect`` its response must meet:
   when due;
 - ``{"advanceClock": seconds}``: the console's clock moves ahead (its sessions expire).
 
-``settings: {BROKER_...: value}``: settings of the case's broker.
+``settings: {BROKER_...: value}``: settings of the case's broker. ``requestTypes: [file, ...]``:
+workflows served as request types besides those with a trigger (started by ``POST /requests``).
+``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in a
+later step's strings stands for it.
 
-``requestTypes: [file, ...]``: workflows served as request types besides those with a trigger
-(started by ``POST /requests``). ``save: {name: "json:<path>" | "header:<name>"}`` keeps a value of the response; ``${name}`` in
-a later step's strings stands for it. ``expect`` keys: ``status`` (the HTTP status), ``body``
-(the exact text), ``bodyContains`` (texts), ``contentType`` (the media type), ``headers``
-(``{name: value}``), ``json`` (``{dotted.path: value}``; a number in the path is a list index, ``name=X`` (``&`` more) the list's
-first item with those values;
-``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a list or object with an item,
-``{"$absent": true}`` for a missing key), ``zipDefinitionIds`` (``{"contains", "excludes"}``:
-the definition ids of a zip's JSON files)."""
+``expect`` keys: ``status`` (the HTTP status), ``body`` (the exact text), ``bodyContains``
+(texts), ``contentType`` (the media type), ``headers`` (``{name: value}``), ``json``
+(``{dotted.path: value}``; a number in the path is a list index, ``name=X`` (``&`` more) the
+list's first item with those values; ``{"$len": n}`` for a length, ``{"$nonEmpty": true}`` for a
+list or object with an item, ``{"$absent": true}`` for a missing key), ``zipDefinitionIds``
+(``{"contains", "excludes"}``: the definition ids of a zip's JSON files)."""
 
 from __future__ import annotations
 
@@ -277,7 +277,10 @@ class BrokerSystem:
             url += "?" + str(call["rawQuery"])
         kwargs: dict[str, Any] = {
             "method": str(call.get("method", "GET")).upper(),
-            "headers": {**headers, **{str(k): str(v) for k, v in (call.get("headers") or {}).items()}},
+            "headers": {
+                **headers,
+                **{str(k): str(v) for k, v in (call.get("headers") or {}).items()},
+            },
         }
         if "query" in call:
             kwargs["query_string"] = call["query"]
@@ -438,7 +441,8 @@ def _zip_definition_ids(response: TestResponse, text: str, value: Any) -> None:
         found = [json.loads(archive.read(name)).get("definitionId") for name in archive.namelist()]
     missing = [d for d in value.get("contains", []) if d not in found]
     unwanted = [d for d in value.get("excludes", []) if d in found]
-    assert not missing and not unwanted, f"zip holds {found}"
+    assert not missing, f"zip holds {found}"
+    assert not unwanted, f"zip holds {found}"
 
 
 _RESPONSE_CHECKS = {

@@ -8,6 +8,7 @@ from broker.console.api import (
     runtime_admin,
     scripting,
     server,
+    simulate_response,
 )
 from broker.console.api.base import blueprint
 from broker.console.api.definitions import bulk, consumers, versions

@@ -30,16 +30,10 @@ def ui_specifications(spec: InputSpec, hint: str) -> dict[str, Any] | None:
         return None
     if hint == "checklist":
         checked = set(spec.default or ()) if isinstance(spec.default, list) else set()
-        items = [
-            {"text": o, "value": o, "isChecked": o in checked} for o in spec.options
-        ]
+        items = [{"text": o, "value": o, "isChecked": o in checked} for o in spec.options]
         return {"checklist": {"checkList": {"items": items, "isFlagsEnum": False}}}
     items = [{"text": o, "value": o} for o in spec.options]
-    return {
-        "dropdown": {
-            "selectList": {"items": items, "isFlagsEnum": False, "sortItems": False}
-        }
-    }
+    return {"dropdown": {"selectList": {"items": items, "isFlagsEnum": False, "sortItems": False}}}
 
 
 def input_descriptor(spec: InputSpec, order: int) -> dict[str, Any]:
@@ -86,10 +80,7 @@ def describe(
     ports = [
         {"name": p, "displayName": humanize(p), "type": "Embedded", "isBrowsable": True}
         for p in spec.ports
-    ] + [
-        {"name": o, "displayName": o, "type": "Flow", "isBrowsable": True}
-        for o in spec.outcomes
-    ]
+    ] + [{"name": o, "displayName": o, "type": "Flow", "isBrowsable": True} for o in spec.outcomes]
     return {
         "typeName": type_name,
         "namespace": namespace,
@@ -124,7 +115,5 @@ def activity_descriptors() -> list[dict[str, Any]]:
         alias = type_name in TYPE_ALIASES
         found.append(describe(type_name, spec, browsable=False if alias else None))
     if missing:
-        raise ConfigError(
-            f"activity types without a descriptor: {', '.join(sorted(missing))}"
-        )
+        raise ConfigError(f"activity types without a descriptor: {', '.join(sorted(missing))}")
     return found

@@ -26,11 +26,7 @@ def error_body(status: int, messages: list[str]) -> dict[str, Any]:
 @blueprint.errorhandler(BrokerError)
 def error_response(exc: BrokerError) -> tuple[Response, int, dict[str, str]]:
     """A refusal as Elsa answers it (``Retry-After`` while the store is down)."""
-    messages = (
-        exc.details.get("errors")
-        if isinstance(exc.details.get("errors"), list)
-        else None
-    )
+    messages = exc.details.get("errors") if isinstance(exc.details.get("errors"), list) else None
     body = error_body(exc.status, list(messages or [exc.message]))
     headers = {"Retry-After": "5"} if isinstance(exc, StoreUnavailable) else {}
     return jsonify(body), exc.status, headers

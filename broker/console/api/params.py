@@ -34,16 +34,10 @@ def arg(name: str) -> str | None:
 def args(name: str) -> list[str]:
     """Every value of a repeated query parameter (case-insensitive name)."""
     lowered = name.lower()
-    return [
-        v
-        for k, v in request.args.items(multi=True)
-        if k.lower() == lowered and v.strip()
-    ]
+    return [v for k, v in request.args.items(multi=True) if k.lower() == lowered and v.strip()]
 
 
-def int_arg(
-    name: str, default: int | None, *, low: int = 0, high: int | None = None
-) -> int | None:
+def int_arg(name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:
     raw = arg(name)
     if raw is None:
         return default

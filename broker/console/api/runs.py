@@ -72,9 +72,7 @@ def chosen_version(definition_id: str, options: dict[str, Any]) -> PublishedWork
     raw = options.get("versionOptions")
     if raw is not None and not isinstance(raw, str | int):
         raise BadRequest("'versionOptions' must be a string or a version number")
-    version_options = VersionOptions.parse(
-        str(raw) if raw is not None else None, "Published"
-    )
+    version_options = VersionOptions.parse(str(raw) if raw is not None else None, "Published")
     v = one(definition_id, version_options)
     if v.is_draft:
         raise BadRequest(
@@ -88,9 +86,7 @@ def chosen_version(definition_id: str, options: dict[str, Any]) -> PublishedWork
     return published
 
 
-def start(
-    definition_id: str, *, dispatch: bool
-) -> tuple[starts.Started, PublishedWorkflow]:
+def start(definition_id: str, *, dispatch: bool) -> tuple[starts.Started, PublishedWorkflow]:
     """Record the start (one transaction), then publish its outbox row."""
     options = start_options(dispatch=dispatch)
     workflow = chosen_version(definition_id, options)
@@ -139,18 +135,14 @@ def dispatch(definition_id: str) -> dict[str, Any]:
     return {"workflowInstanceId": started.instance_id}
 
 
-@blueprint.route(
-    "/workflow-definitions/<definition_id>/execute", methods=["GET", "POST"]
-)
+@blueprint.route("/workflow-definitions/<definition_id>/execute", methods=["GET", "POST"])
 @require("viewer")
 def execute(definition_id: str) -> tuple[Response, int, dict[str, str]]:
     try:
         principal = current()
         if principal is None or not allows(principal.role, "designer"):
             # Studio offers Run to every role; this header makes it say the run was refused.
-            raise Forbidden(
-                f"Your role ({getattr(principal, 'role', '?')}) cannot run workflows"
-            )
+            raise Forbidden(f"Your role ({getattr(principal, 'role', '?')}) cannot run workflows")
         started, workflow = start(definition_id, dispatch=False)
     except BrokerError as exc:
         # Studio reads only this header (its client does not raise on an error status): without

@@ -49,8 +49,7 @@ def replay_dead_letter(letter_id: str) -> dict[str, Any]:
             services().publisher.publish(outcome.outbox_ids)
         except Exception:
             logger.exception(
-                "fast-path publish of replayed %s failed; the relay will retry",
-                letter_id,
+                "fast-path publish of replayed %s failed; the relay will retry", letter_id
             )
     return {"replayed": True, "queueItemId": outcome.new_id, "reason": outcome.reason}
 

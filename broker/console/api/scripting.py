@@ -23,9 +23,7 @@ def variables_of(document: dict[str, Any]) -> list[tuple[str, str | None]]:
     for variable in document.get("variables") or []:
         if isinstance(variable, dict) and isinstance(variable.get("name"), str):
             type_name = variable.get("typeName")
-            found.append(
-                (variable["name"], type_name if isinstance(type_name, str) else None)
-            )
+            found.append((variable["name"], type_name if isinstance(type_name, str) else None))
     return found
 
 
@@ -40,11 +38,7 @@ def type_definitions(definition_id: str) -> Response:
         raise BadRequest("'activityTypeName' must be a string")
     # Elsa reads the latest version: a draft saved from Studio included
     version = one(definition_id, VersionOptions.parse("Latest", "Latest"))
-    text = typescript_declarations(
-        variables_of(version.document), activity_type=activity_type
-    )
+    text = typescript_declarations(variables_of(version.document), activity_type=activity_type)
     response = Response(text, content_type=f"{TYPESCRIPT}; charset=utf-8")
-    response.headers["Content-Disposition"] = (
-        f'attachment; filename="elsa.{definition_id}.d.ts"'
-    )
+    response.headers["Content-Disposition"] = f'attachment; filename="elsa.{definition_id}.d.ts"'
     return response

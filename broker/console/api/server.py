@@ -52,9 +52,7 @@ FEATURES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def feature(
-    name: str, namespace: str, display_name: str, description: str
-) -> dict[str, Any]:
+def feature(name: str, namespace: str, display_name: str, description: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": namespace,

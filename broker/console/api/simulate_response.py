@@ -42,9 +42,7 @@ class Sessions:
         code); None when a new session would pass the capacity."""
         now = self.clock()
         with self._lock:
-            for stale in [
-                k for k, (_, expires) in self._open.items() if expires <= now
-            ]:
+            for stale in [k for k, (_, expires) in self._open.items() if expires <= now]:
                 del self._open[stale]
             index = min(self._open[key][0], count - 1) if key in self._open else 0
             if index + 1 >= count:
@@ -72,29 +70,18 @@ def _codes(raw: str | None, max_length: int, max_count: int) -> tuple[int, ...]:
     if raw is None or not raw.strip():
         return DEFAULT_CODES
     if len(raw) > max_length:
-        raise BadRequest(
-            f"'codes' must be {max_length} characters or fewer", field="codes"
-        )
+        raise BadRequest(f"'codes' must be {max_length} characters or fewer", field="codes")
     try:
         parsed: Any = json.loads(raw)
     except ValueError:
         raise BadRequest("'codes' must be valid JSON", field="codes") from None
     if not isinstance(parsed, list):
-        raise BadRequest(
-            "'codes' must be a JSON array of HTTP status codes", field="codes"
-        )
+        raise BadRequest("'codes' must be a JSON array of HTTP status codes", field="codes")
     if len(parsed) > max_count:
-        raise BadRequest(
-            f"'codes' may name at most {max_count} status codes", field="codes"
-        )
-    valid = all(
-        isinstance(c, int) and not isinstance(c, bool) and 100 <= c <= 599
-        for c in parsed
-    )
+        raise BadRequest(f"'codes' may name at most {max_count} status codes", field="codes")
+    valid = all(isinstance(c, int) and not isinstance(c, bool) and 100 <= c <= 599 for c in parsed)
     if not valid:
-        raise BadRequest(
-            "'codes' must hold HTTP status codes from 100 to 599", field="codes"
-        )
+        raise BadRequest("'codes' must hold HTTP status codes from 100 to 599", field="codes")
     if not parsed:
         raise BadRequest("'codes' must name at least one status code", field="codes")
     return tuple(parsed)
@@ -121,8 +108,7 @@ def simulate_response() -> ResponseReturnValue:
     session_id = request.args.get("sessionId") or "default"
     if len(session_id) > settings.simulate_response_max_session_id:
         raise BadRequest(
-            f"'sessionId' must be {settings.simulate_response_max_session_id} characters or "
-            "fewer",
+            f"'sessionId' must be {settings.simulate_response_max_session_id} characters or fewer",
             field="sessionId",
         )
     codes = _codes(

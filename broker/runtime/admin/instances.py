@@ -121,4 +121,3 @@ def delete(session: Session, instance_id: str) -> None:
     if get(session, instance_id).status != InstanceStatus.FINISHED:
         cancel(session, instance_id)
     instance_queries.delete_finished(session, instance_id)
-

@@ -27,9 +27,7 @@ def console_database(database_url: str) -> str:
 def test_list_shows_the_shipped_workflows_with_latest_and_published(
     client_as: Client,
 ) -> None:
-    response = client_as("viewer").get(
-        f"{API}?versionOptions=Latest&Page=0&PageSize=10"
-    )
+    response = client_as("viewer").get(f"{API}?versionOptions=Latest&Page=0&PageSize=10")
     assert response.status_code == 200
     body = response.get_json()
     assert set(body) >= {"items", "totalCount"}
@@ -51,9 +49,7 @@ def test_by_definition_id_answers_the_model_with_its_root(client_as: Client) -> 
 
 
 def studio_model(client: FlaskClient) -> dict[str, Any]:
-    found: dict[str, Any] = client.get(
-        f"{API}/by-definition-id/invoice-process"
-    ).get_json()
+    found: dict[str, Any] = client.get(f"{API}/by-definition-id/invoice-process").get_json()
     return found
 
 
@@ -107,10 +103,7 @@ def test_a_publish_taking_another_request_type_is_refused_and_changes_nothing(
     assert response.status_code == 400
     body = response.get_json()
     assert body["statusCode"] == 400
-    assert (
-        "already served by definition 'invoice-process'"
-        in body["errors"]["generalErrors"][0]
-    )
+    assert "already served by definition 'invoice-process'" in body["errors"]["generalErrors"][0]
     assert sorted(p.name for p in workflow_dir.iterdir()) == before
     assert designer.get(f"{API}/by-definition-id/copy-of-invoice").status_code == 404
 
@@ -130,11 +123,7 @@ def test_export_is_the_file_elsa_exports(client_as: Client) -> None:
 
 def test_the_designer_gets_node_ids_versions_and_positions(client_as: Client) -> None:
     # Given the shipped file, which has no designer metadata
-    root = (
-        client_as("viewer")
-        .get(f"{API}/by-definition-id/invoice-process")
-        .get_json()["root"]
-    )
+    root = client_as("viewer").get(f"{API}/by-definition-id/invoice-process").get_json()["root"]
     nodes = root["activities"]
     # Then every node has a node id under its flowchart, a version and a distinct position
     assert all(n["nodeId"] == f"flow:{n['id']}" for n in nodes)
@@ -220,10 +209,7 @@ def test_import_of_an_exported_published_file_publishes_the_next_version(
         True,
         "Imported",
     )
-    assert (
-        json.loads((workflow_dir / "invoice-process.json").read_text())["version"]
-        == n + 1
-    )
+    assert json.loads((workflow_dir / "invoice-process.json").read_text())["version"] == n + 1
     assert registry.get_definition("invoice-process").version == n + 1  # type: ignore[union-attr]
 
 
@@ -236,9 +222,7 @@ def test_import_of_an_unpublished_model_is_a_draft_and_a_new_one_is_created(
     before = designer.get(f"{API}/query/count").get_json()["count"]
     document.update(isPublished=False, name="Draft via PUT")
     # PUT {definitionId}/import: the path names the definition
-    put = designer.put(
-        f"{API}/invoice-process/import", json={**document, "definitionId": "x"}
-    )
+    put = designer.put(f"{API}/invoice-process/import", json={**document, "definitionId": "x"})
     assert put.status_code == 200, put.get_json()
     assert (put.get_json()["version"], put.get_json()["isPublished"]) == (n + 1, False)
     assert put.get_json()["definitionId"] == "invoice-process"
@@ -259,9 +243,7 @@ def test_an_import_that_would_not_register_is_refused_and_changes_nothing(
 ) -> None:
     designer = client_as("designer")
     document = exported(designer)
-    document["definitionId"] = (
-        "other-invoices"  # the same request type, another definition
-    )
+    document["definitionId"] = "other-invoices"  # the same request type, another definition
     before = sorted(p.name for p in workflow_dir.iterdir())
     response = designer.post(f"{API}/import", json=document)
     assert response.status_code == 400
@@ -285,9 +267,7 @@ def test_versions_and_many_by_id(client_as: Client) -> None:
     assert [v["isPublished"] for v in listed] == [False, True]
     assert designer.get(f"{API}/nope/versions").status_code == 404
     ids = [v["id"] for v in listed]
-    many = designer.get(
-        f"{API}/many-by-id?ids={ids[0]}&ids={ids[1]}&ids=unknown"
-    ).get_json()
+    many = designer.get(f"{API}/many-by-id?ids={ids[0]}&ids={ids[1]}&ids=unknown").get_json()
     assert many["count"] == 2
     assert {m["id"] for m in many["items"]} == set(ids)
 
@@ -296,9 +276,7 @@ def test_is_name_unique_and_count(client_as: Client, workflow_dir: Path) -> None
     viewer = client_as("viewer")
     url = f"{API}/validation/is-name-unique"
     assert viewer.get(f"{url}?name=Invoice%20process").get_json() == {"isUnique": False}
-    assert viewer.get(f"{url}?name=invoice%20PROCESS%20").get_json() == {
-        "isUnique": False
-    }
+    assert viewer.get(f"{url}?name=invoice%20PROCESS%20").get_json() == {"isUnique": False}
     own = viewer.get(f"{url}?name=Invoice%20process&definitionId=invoice-process")
     assert own.get_json() == {"isUnique": True}
     assert viewer.get(f"{url}?name=Something%20new").get_json() == {"isUnique": True}
@@ -315,22 +293,16 @@ def test_a_publish_taking_another_workflows_http_endpoint_is_refused_as_elsa_wor
 ) -> None:
     # Given a new definition whose HttpEndpoint serves a path and method a published one serves
     designer = client_as("designer")
-    first = designer.post(
-        f"{API}/import", json=endpoint_workflow("first-endpoint")
-    ).get_json()
+    first = designer.post(f"{API}/import", json=endpoint_workflow("first-endpoint")).get_json()
     assert designer.post(f"{API}/{first['definitionId']}/publish").status_code == 200
-    second = designer.post(
-        f"{API}/import", json=endpoint_workflow("second-endpoint")
-    ).get_json()
+    second = designer.post(f"{API}/import", json=endpoint_workflow("second-endpoint")).get_json()
     # When it is published, Then it is refused with Elsa's message and stays unpublished
     refused = designer.post(f"{API}/{second['definitionId']}/publish")
     assert refused.status_code == 400
     assert refused.get_json()["errors"]["generalErrors"] == [
         "The /same/path path and get method are already in use by another workflow!"
     ]
-    published = designer.get(
-        f"{API}/by-definition-id/second-endpoint?versionOptions=Published"
-    )
+    published = designer.get(f"{API}/by-definition-id/second-endpoint?versionOptions=Published")
     assert published.status_code == 404
 
 

@@ -8,17 +8,14 @@ from typing import Any
 from flask import Response
 
 from broker.console.api.base import blueprint
-from broker.console.api.definitions.consumers import (
-    versions_by_id,
-    with_consumers,
-    zip_response,
-)
+from broker.console.api.definitions import graph
 from broker.console.api.definitions.routes import (
     body_object,
     by_version_id,
     delete_one,
     publish_definition,
     retract_definition,
+    with_consumers,
 )
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
@@ -35,9 +32,7 @@ MAX_BULK = 1000
 def id_list(name: str) -> list[str]:
     """A list of ids from the JSON body's ``name`` (each a non-empty string), duplicates once."""
     raw = body_object().get(name)
-    if not isinstance(raw, list) or not all(
-        isinstance(i, str) and i.strip() for i in raw
-    ):
+    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
     return list(dict.fromkeys(i.strip() for i in raw))
 
@@ -87,9 +82,7 @@ def bulk_retract() -> dict[str, Any]:
             continue
         except BadRequest as exc:
             # not published, or published from a folder the console does not manage
-            (already if "not published" in exc.message else skipped).append(
-                definition_id
-            )
+            (already if "not published" in exc.message else skipped).append(definition_id)
             continue
         retracted.append(definition_id)
     return {
@@ -134,8 +127,8 @@ def bulk_export() -> Response:
     include = body_object().get("includeConsumingWorkflows", False)
     if not isinstance(include, bool):
         raise BadRequest("'includeConsumingWorkflows' must be true or false")
-    chosen = versions_by_id(ids)
-    return zip_response(with_consumers(chosen) if include else chosen)
+    chosen = [by_version_id(version_id) for version_id in ids]
+    return graph.zip_response(with_consumers(chosen) if include else chosen)
 
 
 # Instances ---------------------------------------------------------------------------------------
@@ -145,9 +138,7 @@ def _optional_ids(body: dict[str, Any], name: str) -> list[str]:
     raw = body.get(name)
     if raw is None:
         return []
-    if not isinstance(raw, list) or not all(
-        isinstance(i, str) and i.strip() for i in raw
-    ):
+    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
     return list(dict.fromkeys(i.strip() for i in raw))
 
@@ -159,9 +150,7 @@ def _text(body: dict[str, Any], name: str) -> str | None:
     return value.strip() if isinstance(value, str) else None
 
 
-def _instances_of(
-    definition_ids: list[str], version: int | None, status: str
-) -> list[str]:
+def _instances_of(definition_ids: list[str], version: int | None, status: str) -> list[str]:
     """The ids of the instances of these definitions (one ``version``) in ``status``."""
     found: list[str] = []
     with transaction(write=False) as session:

@@ -55,18 +55,14 @@ def node_ids(root: Any) -> dict[str, str]:
 
 
 def _is_input(value: Any) -> bool:
-    return isinstance(value, dict) and (
-        "expression" in value or "memoryReference" in value
-    )
+    return isinstance(value, dict) and ("expression" in value or "memoryReference" in value)
 
 
 def _connection_ends(connection: Any) -> tuple[str, str] | None:
     if not isinstance(connection, dict):
         return None
     source, target = connection.get("source"), connection.get("target")
-    if isinstance(source, dict) and isinstance(
-        target, dict
-    ):  # {"activity", "port"} form
+    if isinstance(source, dict) and isinstance(target, dict):  # {"activity", "port"} form
         source, target = source.get("activity"), target.get("activity")
     if isinstance(source, str) and isinstance(target, str):
         return source, target
@@ -86,14 +82,10 @@ def _lay_out(flowchart: dict[str, Any]) -> None:
             outbound[ends[0]].append(ends[1])
             inbound[ends[1]] += 1
     start = flowchart.get("start")
-    roots = (
-        [start] if start in outbound else [i for i in ids if inbound[i] == 0] or ids[:1]
-    )
+    roots = [start] if start in outbound else [i for i in ids if inbound[i] == 0] or ids[:1]
     depth: dict[str, int] = {}
     queue = [(r, 0) for r in roots]
-    while (
-        queue
-    ):  # breadth first: each node in the column of its shortest path from the start
+    while queue:  # breadth first: each node in the column of its shortest path from the start
         current, level = queue.pop(0)
         if current in depth:
             continue

@@ -10,6 +10,7 @@ from typing import Any
 from flask import Response, request
 
 from broker.console.api.base import blueprint, workflow_registry
+from broker.console.api.definitions import graph
 from broker.console.api.definitions.views import (
     Version,
     all_versions,
@@ -60,25 +61,19 @@ def select(versions: list[Version], options: VersionOptions) -> list[Version]:
     return [
         v
         for v in versions
-        if options.matches(
-            version=v.version, is_latest=v.is_latest, is_published=v.is_published
-        )
+        if options.matches(version=v.version, is_latest=v.is_latest, is_published=v.is_published)
     ]
 
 
 def one(definition_id: str, options: VersionOptions) -> Version:
     with transaction(write=False) as session:
-        versions = all_versions(session, registry(), {definition_id}).get(
-            definition_id, []
-        )
+        versions = all_versions(session, registry(), {definition_id}).get(definition_id, [])
     chosen = select(versions, options)
     if options.name == "LatestOrPublished":
         latest = [v for v in chosen if v.is_latest]
         chosen = latest or chosen
     if not chosen:
-        raise NotFound(
-            f"Workflow definition '{definition_id}' ({options.name}) not found"
-        )
+        raise NotFound(f"Workflow definition '{definition_id}' ({options.name}) not found")
     return max(chosen, key=lambda v: v.version)
 
 
@@ -117,9 +112,7 @@ def list_definitions() -> dict[str, Any]:
         ]
     order = (arg("orderBy") or "Name").lower()
     if order not in ORDER_KEYS:
-        raise BadRequest(
-            f"'orderBy' must be Created, Name or Version, not {arg('orderBy')!r}"
-        )
+        raise BadRequest(f"'orderBy' must be Created, Name or Version, not {arg('orderBy')!r}")
     direction = (
         arg("orderDirection") or ("Ascending" if order == "name" else "Descending")
     ).lower()
@@ -138,19 +131,14 @@ def list_definitions() -> dict[str, Any]:
     if arg("page") is not None or arg("pageSize") is not None:
         paging = page_args()
         found = found[paging.offset : paging.offset + paging.page_size]
-    items = [
-        {**summary(v), "links": links(v.definition_id, writable=writable())}
-        for v in found
-    ]
+    items = [{**summary(v), "links": links(v.definition_id, writable=writable())} for v in found]
     return {"items": items, "totalCount": total, "links": page_links}
 
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
 @require("viewer")
 def get_by_definition_id(definition_id: str) -> dict[str, Any]:
-    return model(
-        one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
-    )
+    return model(one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest")))
 
 
 @blueprint.get("/workflow-definitions/by-id/<version_id>")
@@ -173,9 +161,7 @@ def get_many_by_id() -> dict[str, Any]:
 @require("viewer")
 def list_versions(definition_id: str) -> Response:
     with transaction(write=False) as session:
-        versions = all_versions(session, registry(), {definition_id}).get(
-            definition_id, []
-        )
+        versions = all_versions(session, registry(), {definition_id}).get(definition_id, [])
     if not versions:
         raise NotFound(f"Workflow definition '{definition_id}' not found")
     body = [model(v) for v in sorted(versions, key=lambda v: v.version, reverse=True)]
@@ -279,22 +265,35 @@ def publish_definition(definition_id: str) -> tuple[Version, bool]:
         return latest, latest.is_published
     with transaction(write=False) as session:
         number = store.highest_version(session, definition_id) + 1
-    published = publish_document(
-        registry(), first_folder(), file_document(latest, number)
-    )
+    published = publish_document(registry(), first_folder(), file_document(latest, number))
     with transaction() as session:
         store.delete_draft_txn(session, definition_id)
     return one(published.definition_id, VersionOptions("Published")), False
+
+
+def latest_documents() -> dict[str, dict[str, Any]]:
+    """Each definition's latest version (a draft included), by definition id."""
+    with transaction(write=False) as session:
+        versions = all_versions(session, registry())
+    return {
+        definition_id: max(found, key=lambda v: v.version).document
+        for definition_id, found in versions.items()
+        if found
+    }
+
+
+def with_consumers(versions: list[Version]) -> list[Version]:
+    """The versions, then the latest version of each definition that consumes one of them."""
+    known = {v.definition_id for v in versions}
+    found = graph.consumers_of(latest_documents(), known)
+    return versions + [one(d, VersionOptions("Latest")) for d in found if d not in known]
 
 
 def refuse_read_only(definition_id: str) -> None:
     """Elsa's read-only definitions (``isReadonly`` in their file) are not changed by a save or
     an import: ``403``, and nothing is stored."""
     current_version = registry().get_definition(definition_id, published=False)
-    if (
-        current_version is not None
-        and current_version.document.get("isReadonly") is True
-    ):
+    if current_version is not None and current_version.document.get("isReadonly") is True:
         raise Forbidden(f"Workflow definition '{definition_id}' is read-only")
 
 
@@ -326,9 +325,7 @@ def save_definition() -> dict[str, Any]:
         path = target_path(registry(), first_folder(), definition_id)
         check(registry(), {**doc, "version": 1}, path)
     with transaction() as session:
-        store.save_draft_txn(
-            session, definition_id, doc, principal.name if principal else None
-        )
+        store.save_draft_txn(session, definition_id, doc, principal.name if principal else None)
     if publish:
         v, _ = publish_definition(definition_id)
         return save_response(v)
@@ -351,9 +348,7 @@ def retract_definition(definition_id: str) -> Version:
         has_draft = store.draft(session, definition_id) is not None
     if not has_draft:
         # The content stays editable as a draft once its file is gone.
-        doc = {
-            k: v for k, v in published.document.items() if k not in ("id", "version")
-        }
+        doc = {k: v for k, v in published.document.items() if k not in ("id", "version")}
         with transaction() as session:
             store.save_draft_txn(session, definition_id, doc, _who())
     if not remove_file(registry(), first_folder(), definition_id):
@@ -378,9 +373,7 @@ def delete_one(definition_id: str) -> None:
     """Remove a definition: its file from the console's folder and its draft (404 when unknown)."""
     one(definition_id, VersionOptions("AllVersions"))  # 404 when unknown
     current_file = registry().get_definition(definition_id, published=False)
-    if current_file is not None and not remove_file(
-        registry(), first_folder(), definition_id
-    ):
+    if current_file is not None and not remove_file(registry(), first_folder(), definition_id):
         raise BadRequest(
             f"Workflow {definition_id} is published from a folder the console does not manage"
         )
@@ -401,26 +394,17 @@ def export(definition_id: str) -> Response:
     v = one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
     if bool_arg("includeConsumingWorkflows"):
         # Elsa's export with consumers: a zip of the definition and every workflow using it
-        from broker.console.api.definitions.consumers import (
-            with_consumers,
-            zip_response,
-        )
-
-        return zip_response(with_consumers([v]))
+        return graph.zip_response(with_consumers([v]))
     body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
     return Response(
         body,
         mimetype="application/json",
-        headers={
-            "Content-Disposition": f'attachment; filename="{export_file_name(v)}"'
-        },
+        headers={"Content-Disposition": f'attachment; filename="{export_file_name(v)}"'},
     )
 
 
 @blueprint.route("/workflow-definitions/import", methods=["POST", "PUT"])
-@blueprint.route(
-    "/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"]
-)
+@blueprint.route("/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"])
 @require("designer")
 def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
     """Elsa's import: the model becomes the draft, and is published when it says

@@ -46,13 +46,9 @@ def revert(definition_id: str, version: int) -> tuple[dict[str, Any], int]:
     """Elsa's revert: version ``version``'s content becomes the new draft (201, its summary)."""
     chosen = one(definition_id, VersionOptions.parse(str(version), "Latest"))
     if chosen.version != version:
-        raise NotFound(
-            f"Workflow definition '{definition_id}' has no version {version}"
-        )
+        raise NotFound(f"Workflow definition '{definition_id}' has no version {version}")
     doc = {k: v for k, v in chosen.document.items() if k not in ("id", "version")}
     principal = current()
     with transaction() as session:
-        store.save_draft_txn(
-            session, definition_id, doc, principal.name if principal else None
-        )
+        store.save_draft_txn(session, definition_id, doc, principal.name if principal else None)
     return summary(one(definition_id, VersionOptions("Latest"))), 201

@@ -54,12 +54,8 @@ def all_versions(
         stored.setdefault(row.definition_id, []).append(row)
     found: dict[str, list[Version]] = {}
     for definition_id in sorted(ids):
-        served = (
-            registry.get_definition(definition_id) if definition_id in loaded else None
-        )
-        published_id = (
-            served.version_id if served is not None and served.published else None
-        )
+        served = registry.get_definition(definition_id) if definition_id in loaded else None
+        published_id = served.version_id if served is not None and served.published else None
         draft = drafts.get(definition_id)
         rows = stored.get(definition_id, [])
         versions = [
@@ -148,11 +144,7 @@ def list_links(*, writable: bool) -> list[dict[str, str]]:
             "method": "GET",
         },
         {"href": "/workflow-definitions/query/count", "rel": "count", "method": "GET"},
-        {
-            "href": "/workflow-definitions/many-by-id",
-            "rel": "many-by-id",
-            "method": "GET",
-        },
+        {"href": "/workflow-definitions/many-by-id", "rel": "many-by-id", "method": "GET"},
     ]
     if writable:
         bulk = "/bulk-actions"
@@ -178,11 +170,7 @@ def list_links(*, writable: bool) -> list[dict[str, str]]:
                 "method": "POST",
             },
             {"href": "/workflow-definitions/import", "rel": "import", "method": "POST"},
-            {
-                "href": "/workflow-definitions/import-files",
-                "rel": "import-files",
-                "method": "POST",
-            },
+            {"href": "/workflow-definitions/import-files", "rel": "import-files", "method": "POST"},
             {"href": "/workflow-definitions", "rel": "create", "method": "POST"},
         ]
     return found

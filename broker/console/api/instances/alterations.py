@@ -29,9 +29,7 @@ def runtime() -> Runtime:
     found = current_app.extensions.get(_RUNTIME)
     if not isinstance(found, Runtime):
         svc = services()
-        found = Runtime(
-            svc.settings, factory=svc.session_factory, registry=workflow_registry()
-        )
+        found = Runtime(svc.settings, factory=svc.session_factory, registry=workflow_registry())
         current_app.extensions[_RUNTIME] = found
     return found
 
@@ -67,9 +65,7 @@ def publish(outbox_ids: Sequence[str]) -> None:
     try:
         services().publisher.publish(list(outbox_ids))
     except Exception:
-        logger.exception(
-            "fast-path publish of altered instances failed; the relay will retry"
-        )
+        logger.exception("fast-path publish of altered instances failed; the relay will retry")
 
 
 def results(found: list[alteration_jobs.Result]) -> dict[str, Any]:
@@ -90,9 +86,7 @@ def retry() -> dict[str, Any]:
         raw = body()
     instance_ids = strings(raw, "workflowInstanceIds", required=True) or []
     activity_ids = strings(raw, "activityIds", required=False)
-    return results(
-        alteration_jobs.retry(runtime(), instance_ids, activity_ids, actor=actor())
-    )
+    return results(alteration_jobs.retry(runtime(), instance_ids, activity_ids, actor=actor()))
 
 
 @blueprint.post("/alterations/run")
@@ -102,9 +96,7 @@ def run() -> dict[str, Any]:
     raw = body()
     instance_ids = strings(raw, "workflowInstanceIds", required=True) or []
     alterations = raw.get("alterations", raw.get("Alterations"))
-    return results(
-        alteration_jobs.run(runtime(), instance_ids, alterations, actor=actor())
-    )
+    return results(alteration_jobs.run(runtime(), instance_ids, alterations, actor=actor()))
 
 
 @blueprint.post("/alterations/submit")

@@ -58,10 +58,7 @@ def records(instance_id: str) -> list[dict[str, Any]]:
         values = row.payload or {}
         for kind, field in (("inputs", "activityState"), ("outputs", "outputs")):
             if isinstance(values.get(kind), dict):
-                record[field] = {
-                    **(record[field] or {}),
-                    **descriptor_names(values[kind]),
-                }
+                record[field] = {**(record[field] or {}), **descriptor_names(values[kind])}
         if row.event_name in END_STATUS:
             record["status"] = END_STATUS[row.event_name]
             record["completedAt"] = row.timestamp.isoformat()
@@ -165,9 +162,7 @@ def get_record(record_id: str | None = None) -> dict[str, Any]:
 @require("viewer")
 def report() -> dict[str, Any]:
     body = request.get_json(silent=True)
-    if not isinstance(body, dict) or not isinstance(
-        body.get("workflowInstanceId"), str
-    ):
+    if not isinstance(body, dict) or not isinstance(body.get("workflowInstanceId"), str):
         raise BadRequest("'workflowInstanceId' is required")
     stats: dict[str, dict[str, Any]] = {}
     for record in records(body["workflowInstanceId"]):

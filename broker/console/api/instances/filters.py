@@ -10,14 +10,7 @@ from broker.errors import BadRequest
 from broker.runtime.admin import instance_queries as queries
 
 #: Elsa's ``TimestampFilterOperator``, in the enum's order (a number is its index)
-OPERATORS = (
-    "Is",
-    "IsNot",
-    "LessThan",
-    "GreaterThan",
-    "LessThanOrEqual",
-    "GreaterThanOrEqual",
-)
+OPERATORS = ("Is", "IsNot", "LessThan", "GreaterThan", "LessThanOrEqual", "GreaterThanOrEqual")
 COLUMNS = {"createdat": "created", "updatedat": "updated", "finishedat": "finished"}
 
 
@@ -36,9 +29,7 @@ def one(body: dict[str, Any], name: str) -> str | None:
     return found[0] if found else None
 
 
-def number(
-    body: dict[str, Any], name: str, low: int, high: int | None = None
-) -> int | None:
+def number(body: dict[str, Any], name: str, low: int, high: int | None = None) -> int | None:
     """A whole number from the body or the query string, within bounds."""
     raw = one(body, name)
     if raw is None:
@@ -59,10 +50,7 @@ def flag(body: dict[str, Any], name: str) -> bool | None:
 
 
 def timestamp_filters(body: dict[str, Any]) -> list[queries.TimestampFilter]:
-    raw = (
-        next((v for k, v in body.items() if k.lower() == "timestampfilters"), None)
-        or []
-    )
+    raw = next((v for k, v in body.items() if k.lower() == "timestampfilters"), None) or []
     if not isinstance(raw, list):
         raise BadRequest("'timestampFilters' must be a list")
     found = []
@@ -73,16 +61,12 @@ def timestamp_filters(body: dict[str, Any]) -> list[queries.TimestampFilter]:
         fields = {k.lower(): v for k, v in item.items()}
         column = COLUMNS.get(str(fields.get("column") or "").lower())
         if column is None:
-            raise BadRequest(
-                f"'{where}.column' must be CreatedAt, UpdatedAt or FinishedAt"
-            )
+            raise BadRequest(f"'{where}.column' must be CreatedAt, UpdatedAt or FinishedAt")
         operator = fields.get("operator", 0)
         if isinstance(operator, int) and not isinstance(operator, bool):
             operator = OPERATORS[operator] if 0 <= operator < len(OPERATORS) else None
         if operator not in OPERATORS:
-            raise BadRequest(
-                f"'{where}.operator' must be one of {', '.join(OPERATORS)}"
-            )
+            raise BadRequest(f"'{where}.operator' must be one of {', '.join(OPERATORS)}")
         try:
             stamp = dt.datetime.fromisoformat(str(fields.get("timestamp")))
         except ValueError:

@@ -17,12 +17,7 @@ from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
 
-ORDER_BY = {
-    "created": "created",
-    "updatedat": "updated",
-    "finished": "finished",
-    "name": "name",
-}
+ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 
 
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
@@ -81,9 +76,7 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
                 "hash": b.get("hash"),
                 "payload": b.get("payload"),
                 "activityId": b.get("activityId"),
-                "activityNodeId": nodes.get(
-                    str(b.get("activityId")), b.get("activityId")
-                ),
+                "activityNodeId": nodes.get(str(b.get("activityId")), b.get("activityId")),
                 "activityInstanceId": b.get("activityInstanceId"),
                 "createdAt": summary["updatedAt"],
                 "autoBurn": True,
@@ -95,15 +88,10 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
         "incidents": [
             {
                 "activityId": i.get("activity_id"),
-                "activityNodeId": nodes.get(
-                    str(i.get("activity_id")), i.get("activity_id")
-                ),
+                "activityNodeId": nodes.get(str(i.get("activity_id")), i.get("activity_id")),
                 "activityType": None,
                 "message": i.get("message"),
-                "exception": {
-                    "type": i.get("code") or "Error",
-                    "message": i.get("message"),
-                },
+                "exception": {"type": i.get("code") or "Error", "message": i.get("message")},
                 "timestamp": summary["updatedAt"],
             }
             for i in incidents_of(state)
@@ -111,10 +99,7 @@ def workflow_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, 
         "fault": None
         if not fault
         else {
-            "exception": {
-                "type": fault.get("code") or "Fault",
-                "message": fault.get("message"),
-            },
+            "exception": {"type": fault.get("code") or "Fault", "message": fault.get("message")},
             "message": fault.get("message"),
             "faultedActivityId": fault.get("activity_id"),
         },
@@ -135,11 +120,7 @@ def get_instance(instance_id: str) -> dict[str, Any]:
     with transaction(write=False) as session:
         summary, state = queries.get(session, instance_id)
     count = max(int(summary.get("incidentCount") or 0), len(incidents_of(state)))
-    return {
-        **summary,
-        "incidentCount": count,
-        "workflowState": workflow_state(summary, state),
-    }
+    return {**summary, "incidentCount": count, "workflowState": workflow_state(summary, state)}
 
 
 def journal_record(
@@ -180,9 +161,7 @@ def _names(raw: dict[str, Any], key: str) -> list[str] | None:
     return value
 
 
-def journal_filter(
-    body: dict[str, Any], nodes: dict[str, str]
-) -> queries.JournalFilter:
+def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.JournalFilter:
     """Elsa's ``JournalFilter`` from the body; node ids are matched through the designer's map."""
     raw = next((v for k, v in body.items() if k.lower() == "filter"), None) or {}
     if not isinstance(raw, dict):
@@ -193,9 +172,7 @@ def journal_filter(
         by_node = {node: activity for activity, node in nodes.items()}
         of_nodes = [by_node.get(n, n) for n in node_ids]
         activity_ids = (
-            of_nodes
-            if activity_ids is None
-            else sorted(set(of_nodes) & set(activity_ids))
+            of_nodes if activity_ids is None else sorted(set(of_nodes) & set(activity_ids))
         )
     return queries.JournalFilter(
         activity_ids=activity_ids,
@@ -243,9 +220,7 @@ def get_last_journal_entry(instance_id: str, activity_id: str) -> dict[str, Any]
         summary, _ = queries.get(session, instance_id)
         found = queries.last_journal_entry(session, instance_id, activity_id)
     if found is None:
-        raise NotFound(
-            f"No journal entry of activity '{activity_id}' in '{instance_id}'"
-        )
+        raise NotFound(f"No journal entry of activity '{activity_id}' in '{instance_id}'")
     return journal_record(instance_id, found, _nodes(summary["definitionVersionId"]))
 
 
@@ -263,10 +238,7 @@ def get_variables(instance_id: str) -> dict[str, Any]:
         for v in version_document(summary["definitionVersionId"]).get("variables") or []
         if isinstance(v, dict)
     }
-    items = [
-        {"id": declared.get(n, n), "name": n, "value": v}
-        for n, v in sorted(values.items())
-    ]
+    items = [{"id": declared.get(n, n), "name": n, "value": v} for n, v in sorted(values.items())]
     return {"items": items, "count": len(items)}
 
 
