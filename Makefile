@@ -88,7 +88,7 @@ test: install-dev services browser promtool lint conformance
 	$(BIN)/python -m pytest -m chaos $(PYTEST_ARGS) || test $$? -eq 5
 
 # Elsa conformance (docs/conformance.md): the public corpus and the ported elsa-core cases, run
-# in-process; the last line is the summary `elsa_cases=... not_portable=...`.
+# in-process; it ends with the summary `elsa_cases=...` and `activities elsa=...` lines.
 conformance: install-dev
 	$(BIN)/python -m tests.conformance.summary $(CONFORMANCE_ARGS)
 

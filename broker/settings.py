@@ -78,6 +78,11 @@ class Settings:
     file_storage_url: str
     file_max_bytes: int
     file_retention: float
+    simulate_response_sessions: int
+    simulate_response_session_ttl: float
+    simulate_response_max_codes: int
+    simulate_response_max_codes_length: int
+    simulate_response_max_session_id: int
     smtp_url: str
     smtp_from: str
     flowchart_mode: str

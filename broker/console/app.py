@@ -76,6 +76,9 @@ def create_app(
     )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.url_map.strict_slashes = False
+    # As Elsa's routing: an empty segment matches no route (``/workflow-definitions//execute`` is
+    # 404), never a neighbour's after the slashes are merged.
+    app.url_map.merge_slashes = False
     app.extensions[studio.SETTINGS] = settings
     app.extensions[auth.EXTENSION] = auth.ConsoleContext(
         session_factory=factory,

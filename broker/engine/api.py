@@ -70,11 +70,13 @@ class Engine:
         trigger: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         write_lines: list[str] | None = None,
+        name: str | None = None,
     ) -> RunResult:
         """Start a new instance. ``trigger`` names the activity that starts it
         (``{"activityId": ..., "headers": {...}}``); ``options`` may set ``flowchartMode``,
         ``incidentStrategy``, instance ``properties`` and ``httpContext`` (``{"id": ...}``: the
-        HTTP request the instance answers, as a submission is; an HTTP trigger is one)."""
+        HTTP request the instance answers, as a submission is; an HTTP trigger is one); ``name``:
+        the instance's name when its starter gave one (else the definition's)."""
         options = options or {}
         mode = options.get("flowchartMode") or definition.flowchart_mode or self.flowchart_mode
         strategy = (
@@ -91,7 +93,7 @@ class Engine:
             definition_id=definition.definition_id,
             definition_version_id=definition.id,
             version=definition.version,
-            name=definition.name,
+            name=name or definition.name,
             input=input,
             correlation_id=correlation_id,
             parent_id=parent_id,

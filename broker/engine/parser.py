@@ -19,6 +19,7 @@ from broker.engine.model.definition import (
 )
 from broker.engine.model.enums import ENUM_INPUTS, enum_member
 from broker.engine.model.graph import Connection, FlowGraph, build_graph
+from broker.engine.model.shapes import STRUCTURAL_KEYS
 from broker.engine.model.state_machine import STATE_MACHINE, read_state_machine
 from broker.engine.model.strategies import (
     STORAGE_DRIVERS,
@@ -27,32 +28,6 @@ from broker.engine.model.strategies import (
     read_resilience,
 )
 from broker.errors import WorkflowDefinitionError
-
-# Keys of an activity object that are structure or designer data, never inputs.
-_STRUCTURAL_KEYS = frozenset(
-    {
-        "id",
-        "type",
-        "name",
-        "version",
-        "customProperties",
-        "metadata",
-        "nodeId",
-        "canStartWorkflow",
-        "runAsynchronously",
-        "source",
-        "line",
-        "activities",
-        "connections",
-        "variables",
-        "cases",
-        "branches",
-        "properties",
-        "displayName",
-        "description",
-        "applicationProperties",
-    }
-)
 
 
 def parse_workflow(document: Mapping[str, Any], *, file: str | None = None) -> WorkflowDefinition:
@@ -145,11 +120,17 @@ class _Parser:
         if not isinstance(value, list):
             raise self.error("variables must be a list", path)
         result = []
+        unnamed = 0
         for index, item in enumerate(value):
             where = f"{path}[{index}]"
             if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
                 raise self.error("a variable needs a name", where)
-            var_id = item.get("id") or item["name"]
+            name = item["name"]
+            if not name.strip():
+                # Elsa's container names a variable without one by its place among them
+                unnamed += 1
+                name = f"Variable{unnamed}"
+            var_id = item.get("id") or name
             driver = item.get("storageDriverTypeName")
             storage = STORAGE_DRIVERS.get(class_name(driver)) if driver else "instance"
             if storage is None:
@@ -158,11 +139,16 @@ class _Parser:
                     f"(supported: {', '.join(STORAGE_DRIVERS)})",
                     f"{where}.storageDriverTypeName",
                 )
+            type_name = item.get("typeName")
+            if item.get("isArray") is True and isinstance(type_name, str) and type_name:
+                # Elsa's "typeName": "String", "isArray": true is a String[] (its default value
+                # JSON array text)
+                type_name = type_name if type_name.endswith("[]") else type_name + "[]"
             result.append(
                 Variable(
                     id=str(var_id),
-                    name=item["name"],
-                    type_name=item.get("typeName"),
+                    name=name,
+                    type_name=type_name,
                     value=shapes.plain_value(item.get("value")),
                     storage=storage,
                 )
@@ -284,7 +270,7 @@ class _Parser:
         return Input(type_name or "String", {"type": "Literal", "value": member})
 
     def fields(self, doc: Mapping[str, Any], path: str) -> dict[str, Any]:
-        return {key: value for key, value in doc.items() if key not in _STRUCTURAL_KEYS}
+        return {key: value for key, value in doc.items() if key not in STRUCTURAL_KEYS}
 
     def list(self, doc: Mapping[str, Any], key: str, path: str) -> list[Any]:
         value = doc.get(key)

@@ -9,11 +9,13 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from broker.errors import DefinitionRefused, WorkflowDefinitionError
 from broker.registry.files import WorkflowFile, parse_workflow_document, scan_folder
+from broker.registry.triggers import HTTP_ENDPOINT, index_triggers
 from broker.registry.versions import PublishedWorkflow
 from broker.registry.workflows import WorkflowRegistry
 
@@ -60,7 +62,37 @@ def check(registry: WorkflowRegistry, document: dict[str, Any], path: Path) -> W
                     f"'{owner.definition_id}'"
                 ]
             )
+    clashes = _endpoint_clashes(registry, document)
+    if clashes:
+        raise DefinitionRefused(clashes)
     return wf
+
+
+def _endpoints(document: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The (path, method) pairs the document's HttpEndpoint triggers serve, as Elsa indexes them."""
+    found = set()
+    for spec in index_triggers(document):
+        if spec.name == HTTP_ENDPOINT and spec.payload is not None:
+            path = "/" + str(spec.payload.get("path", "")).strip("/")
+            found.add((path, str(spec.payload.get("method", ""))))
+    return found
+
+
+def _endpoint_clashes(registry: WorkflowRegistry, document: Mapping[str, Any]) -> list[str]:
+    """Elsa's publish validation: an HttpEndpoint path and method another published workflow
+    already serves is refused (a call could not know which workflow to start)."""
+    wanted = _endpoints(document)
+    if not wanted:
+        return []
+    definition_id = document.get("definitionId")
+    taken: set[tuple[str, str]] = set()
+    for loaded in registry.definitions():
+        if loaded.definition_id != definition_id:
+            taken |= _endpoints(loaded.document)
+    return [
+        f"The {path} path and {method} method are already in use by another workflow!"
+        for path, method in sorted(wanted & taken)
+    ]
 
 
 def _others_in(folder: Path, definition_id: str, path: Path) -> list[str]:

@@ -197,6 +197,12 @@ def _http_payloads(activity: Mapping[str, Any]) -> list[dict[str, Any]]:
     methods = literal_input(activity, "supportedMethods", "methods", "method")
     if methods is None:
         methods = ["GET"]  # Elsa's default for HttpEndpoint
+    if isinstance(methods, str) and methods.strip().startswith("["):
+        # a literal list written as JSON text ("[\"GET\"]"), which Elsa converts to the list
+        try:
+            methods = json.loads(methods)
+        except ValueError as exc:
+            raise ValueError("supportedMethods must be a JSON list of methods") from exc
     if isinstance(methods, str):
         methods = [methods]
     if not isinstance(methods, list) or not methods:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.engine.run.ports import StoredFile
+from broker.engine.run.results import PublishEvent
 from broker.engine.testing import WorkflowRun
 from tests.conformance.driver import ENTRY_INSTANCE_ID
 
@@ -385,6 +386,72 @@ def check_variable_keys(run: WorkflowRun, value: Any, expect: Mapping[str, Any])
         assert not missing, f"{name} lacks {missing}: {sorted(present)}"
 
 
+def check_dispatched_children(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[{"definitionId", "count", "correlationId", "subStatus"}]``: the instances the run
+    dispatched (DispatchWorkflow, BulkDispatchWorkflows), which the kit runs in-process."""
+    children = [(c.latest.state, c.sub_status) for c in run.children]
+    seen = [(s.get("definitionId"), s.get("correlationId"), sub) for s, sub in children]
+    for wanted in value:
+        matches = [c for c in seen if c[0] == wanted["definitionId"]]
+        if "count" in wanted:
+            assert len(matches) == wanted["count"], f"dispatched {seen}"
+        else:
+            assert matches, f"no dispatched instance of {wanted['definitionId']}: {seen}"
+        if "correlationId" in wanted:
+            assert all(c[1] == wanted["correlationId"] for c in matches), f"dispatched {seen}"
+        if "subStatus" in wanted:
+            assert all(c[2] == wanted["subStatus"] for c in matches), f"dispatched {seen}"
+
+
+def check_started_activities(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[activityId, ...]``: exactly the activities that started, in order (the workflow's own
+    record too): nothing else was scheduled."""
+    started = [e.activity_id for e in run.journal if e.event_name == "Started"]
+    assert started == list(value), f"started {started} {_why(run)}"
+
+
+def _published(run: WorkflowRun) -> list[dict[str, Any]]:
+    found = []
+    for result in run.results:
+        for command in result.commands:
+            if isinstance(command, PublishEvent):
+                found.append(
+                    {
+                        "name": command.name,
+                        "correlationId": command.correlation_id,
+                        "instanceId": ENTRY_INSTANCE_ID if command.local else None,
+                        "payload": command.payload,
+                    }
+                )
+    return found
+
+
+def check_published_events(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``[{"name", "correlationId", "instanceId", "payload"}]``: the events the run published, in
+    order, as Elsa's ``IEventPublisher`` receives them (``instanceId``: ``$entryInstanceId`` for a
+    local event, else null); only the keys given are compared."""
+    published = _published(run)
+    assert len(published) == len(value), f"published {published} {_why(run)}"
+    for wanted, actual in zip(value, published, strict=True):
+        for key, item in wanted.items():
+            item = ENTRY_INSTANCE_ID if item == "$entryInstanceId" else item
+            assert actual[key] == item, f"published {key} {actual[key]!r}: {published}"
+
+
+def check_dispatched_inputs(run: WorkflowRun, value: Any, expect: Mapping[str, Any]) -> None:
+    """``{"definitionId", "key", "values"}``: the dispatched instances of the definition, each
+    with its own input, whose ``key`` entries are ``values`` (in any order)."""
+    inputs = [
+        c.latest.state.get("input") or {}
+        for c in run.children
+        if c.latest.state.get("definitionId") == value["definitionId"]
+    ]
+    found = sorted(str(i.get(value["key"])) for i in inputs)
+    assert found == sorted(value["values"]), f"dispatched inputs {inputs}"
+    for name, item in (value.get("shared") or {}).items():
+        assert all(i.get(name) == item for i in inputs), f"dispatched inputs {inputs}"
+
+
 #: every ``expect`` key and its checker; new keys go at the end, one function each
 CHECKS: dict[str, Checker] = {
     "status": check_status,
@@ -419,6 +486,10 @@ CHECKS: dict[str, Checker] = {
     "retryAttempts": check_retry_attempts,
     "storedFiles": check_stored_files,
     "variableKeys": check_variable_keys,
+    "dispatchedChildren": check_dispatched_children,
+    "startedActivities": check_started_activities,
+    "publishedEvents": check_published_events,
+    "dispatchedInputs": check_dispatched_inputs,
 }
 
 

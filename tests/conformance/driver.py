@@ -8,16 +8,21 @@ import base64
 import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
+from unittest import mock
 
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.model.lookup import DefinitionIndex
 from broker.engine.model.resilience import parse_strategy
+from broker.engine.run.interpreter import Run
 from broker.engine.run.results import Bookmark
 from broker.engine.testing import HttpAnswer, HttpTable, WorkflowRun, WorkflowTest
 from tests.conformance.loader import Case, load_definitions
 
 ENTRY_INSTANCE_ID = "entry-instance"
 RUN_MODES = ("untilEnd", "once", "trigger", "steps")
+#: activity executions one case may make before it fails as a runaway (a loop that never ends
+#: fails its case instead of hanging the suite); ``maxActivityRuns`` in a case overrides it
+MAX_ACTIVITY_RUNS = 20_000
 
 
 class CaseError(AssertionError):
@@ -77,38 +82,73 @@ def workflow_test(case: Case) -> WorkflowTest:
     )
 
 
+class Budget:
+    """Counts the activity executions of a case over all its engine calls; past the bound, the
+    call fails with ``CaseError`` (a count, not a clock: the same on any machine). Each call is
+    bounded on its own (``with budget:``), so no patch outlives it."""
+
+    def __init__(self, case: Case) -> None:
+        self.case_id = case.id
+        self.limit = int(case.expected.get("maxActivityRuns", MAX_ACTIVITY_RUNS))
+        self.count = 0
+        self._patch: Any = None
+
+    def __enter__(self) -> None:
+        execute = Run.execute
+
+        def counted(run: Run, ctx_id: str) -> None:
+            self.count += 1
+            if self.count > self.limit:
+                raise CaseError(
+                    f"{self.case_id}: more than {self.limit} activity executions (a runaway loop)"
+                )
+            execute(run, ctx_id)
+
+        self._patch = mock.patch.object(Run, "execute", counted)
+        self._patch.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._patch.stop()
+
+
 def run_case(case: Case) -> Iterator[Phase]:
-    """Run the case, yielding each phase to check as soon as it is reached."""
+    """Run the case, yielding each phase to check as soon as it is reached; its engine calls
+    together make at most ``maxActivityRuns`` activity executions."""
+    budget = Budget(case)
     expected = case.expected
     run_mode = expected.get("runMode", "untilEnd")
     if run_mode not in RUN_MODES:
         raise CaseError(f"{case.id}: runMode must be one of {', '.join(RUN_MODES)}")
     flow = workflow_test(case)
     payload = expected.get("input") or {}
-    if run_mode == "trigger":
-        run = start_by_trigger(flow, expected["trigger"])
-    else:
-        # ``httpContext``: the upstream test runs the workflow inside an HTTP request (a mocked
-        # HttpContext) that its response activities answer
-        run = flow.start(
-            payload, instance_id=ENTRY_INSTANCE_ID, http_request=bool(expected.get("httpContext"))
-        )
-    if run_mode == "untilEnd":
-        resume_until_end(run, payload)
+    with budget:
+        if run_mode == "trigger":
+            run = start_by_trigger(flow, expected["trigger"])
+        else:
+            # ``httpContext``: the upstream test runs the workflow inside an HTTP request (a mocked
+            # HttpContext) that its response activities answer
+            run = flow.start(
+                payload,
+                instance_id=ENTRY_INSTANCE_ID,
+                http_request=bool(expected.get("httpContext")),
+            )
+        if run_mode == "untilEnd":
+            resume_until_end(run, payload)
     yield Phase("run", expected.get("expect") or {}, run)
 
     for number, step in enumerate(expected.get("resume") or ()):
         label = f"resume[{number}]"
-        if isinstance(step.get("http"), Mapping):  # a call to /workflows/{path}
-            call = step["http"]
-            run.call_endpoint(
-                call["method"], call["path"], call.get("body"), query=call.get("query")
-            )
-        elif isinstance(step.get("webhook"), Mapping):  # POST /webhooks
-            run.deliver_webhook(step["webhook"]["eventType"], step["webhook"].get("payload"))
-        else:
-            for bookmark in matching_bookmarks(run, step, label):
-                run.resume(bookmark.id, step.get("input", step.get("payload")))
+        with budget:
+            if isinstance(step.get("http"), Mapping):  # a call to /workflows/{path}
+                call = step["http"]
+                run.call_endpoint(
+                    call["method"], call["path"], call.get("body"), query=call.get("query")
+                )
+            elif isinstance(step.get("webhook"), Mapping):  # POST /webhooks
+                run.deliver_webhook(step["webhook"]["eventType"], step["webhook"].get("payload"))
+            else:
+                for bookmark in matching_bookmarks(run, step, label):
+                    run.resume(bookmark.id, step.get("input", step.get("payload")))
         yield Phase(label, step.get("expect") or {}, run)
 
 

@@ -1,5 +1,6 @@
 """The ledgers: one TSV per upstream suite under ``tests/conformance/upstream``, one row per
-upstream test (ported with its case ids, or not portable with the reason)."""
+upstream test: ported (its case ids), not implemented (what the broker lacks) or not portable
+(why nothing a workflow can observe is checked)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from pathlib import Path
 
 LEDGERS = Path(__file__).resolve().parent / "upstream"
 HEADER = ("file", "test", "status", "case", "reason")
-STATUSES = ("ported", "not_portable")
+STATUSES = ("ported", "not_implemented", "not_portable")
+#: a not_implemented row's reason starts so, then names the missing piece before a colon
+NEEDS = "needs "
+#: the activity inventory beside the ledgers, which is not a ledger of tests
+INVENTORY = "activities.tsv"
 
 
 class LedgerError(ValueError):
@@ -30,9 +35,16 @@ class Row:
     def where(self) -> str:
         return f"{self.suite}.tsv:{self.line}"
 
+    @property
+    def needs(self) -> str:
+        """The missing piece a not_implemented row names (``needs X: detail`` gives ``X``)."""
+        if self.status != "not_implemented":
+            return ""
+        return self.reason.removeprefix(NEEDS).split(":", 1)[0].strip()
+
 
 def ledger_files() -> list[Path]:
-    return sorted(LEDGERS.glob("*.tsv"))
+    return sorted(p for p in LEDGERS.glob("*.tsv") if p.name != INVENTORY)
 
 
 def read_ledger(path: Path) -> list[Row]:
@@ -71,4 +83,8 @@ def problems(row: Row) -> list[str]:
         found.append("a ported row names its case id(s)")
     if row.status == "not_portable" and (row.cases or not row.reason):
         found.append("a not_portable row gives a reason and no case")
+    if row.status == "not_implemented" and (row.cases or not row.reason.startswith(NEEDS)):
+        found.append(
+            f"a not_implemented row has no case and a reason '{NEEDS}<missing piece>: ...'"
+        )
     return [f"{row.where}: {problem}" for problem in found]

@@ -9,8 +9,9 @@ import argparse
 import collections
 from pathlib import Path
 
-from tests.conformance.ledger import Row, read_ledgers
+from tests.conformance.ledger import STATUSES, Row, read_ledgers
 from tests.conformance.loader import Case, corpus_cases, project_cases
+from tests.conformance.toolbox import activities_line, catalog_types, missing, read_inventory
 
 DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "conformance.md"
 UPSTREAM = (
@@ -24,16 +25,38 @@ INTRO = """\
 and tests/conformance/cases/*/expected.json; edit those, not this file. -->
 
 A workflow designed in Elsa Studio behaves here as it does on Elsa Server. The specification is
-elsa-core's own test suites, at commit `1c0fb909f99bad010b791738a18610eda7e7b5ae`: each upstream
-test whose workflow can be written as Elsa JSON and whose assertions can be observed from outside
-(status, lines, variables, outputs, journal, bookmarks, incidents, HTTP) is ported as a case;
-every other test is listed with the reason it is not portable. `make conformance` runs every case
-(the public 36-case corpus, kept outside the project, and the project's cases) and ends with
+elsa-core's own test suites, at commit `1c0fb909f99bad010b791738a18610eda7e7b5ae`, the unit,
+integration and component tests alike. Every upstream `[Fact]` and `[Theory]` has one row in a
+ledger, with one of three statuses:
 
-    elsa_cases=N passed=P known_differences=K upstream_tests=T ported=C not_portable=U
+- **ported**: the test's workflow is written as Elsa JSON and a case asserts what the test
+  asserts (status, lines, variables, outputs, journal, bookmarks, incidents, HTTP). Where the
+  engine disagrees, the case is a known difference, listed below with its reason.
+- **not implemented**: the workflow can be written as Elsa JSON and its assertions could be
+  observed, but it needs an activity, expression language or feature the broker lacks. This is a
+  gap, counted as one; the reason starts `needs <the missing piece>:`.
+- **not portable**: the test checks only a .NET API (a C# builder's internals, dependency
+  injection, a Jint interop object, a serializer's C# types) and nothing a workflow can observe.
 
-Each case runs in-process on the workflow authors' testing kit, `broker.engine.testing`
-(workflows/README.md, "Testing a workflow"): the same `WorkflowTest` an author's tests use.
+`make conformance` runs every case (the public 36-case corpus, kept outside the project, and the
+project's cases) and ends with two lines (the first shown here on two):
+
+    elsa_cases=N passed=P known_differences=K
+      upstream_tests=T ported=C not_implemented=I not_portable=U
+    activities elsa=A broker=B missing=M
+
+The second compares the broker's activities with Studio's toolbox under elsa-core's default
+modules (see "The toolbox" below); whether the broker has an activity is read from the engine's
+catalog, never kept by hand.
+
+A case runs in one of two ways. Most run in-process on the workflow authors' testing kit,
+`broker.engine.testing` (workflows/README.md, "Testing a workflow"): the same `WorkflowTest` an
+author's tests use. A case with `"driver": "broker"` runs on the broker itself, as elsa-core's
+component tests run on a whole server (`tests/conformance/system.py`): its workflow files are
+published from a folder into a migrated SQLite database, its steps call the ingress
+(`/workflows/{path}`, `/events/{name}`, `/requests`) and the console's Elsa API (`/elsa/api`)
+through their Flask test clients, and every outbox row and queued stimulus runs in process, as
+workers and beat would, before the next step.
 
 ## The case format
 
@@ -65,10 +88,54 @@ records), `journal` (`"activityId:Event"` records in this order, a subsequence),
 (`{activityId: {input: value}}`: the evaluated inputs its journal records, Elsa's
 `ActivityState`), `instanceName`, `faultCode`, `faultCategory`, `bookmarkDueAt`
 (`{activityId: ISO 8601 time}`), `httpResponseHeaders` (`{name: value}`), `httpCallHeaders`
-(`[{name: value}]` per call, in order), `httpResponseEmpty`. An unknown key fails the case.
+(`[{name: value}]` per call, in order), `httpResponseEmpty`, `dispatchedChildren`
+(`[{"definitionId", "count", "correlationId", "subStatus"}]`: instances the run dispatched),
+`startedActivities` (exactly the activities that started, in order), `publishedEvents`
+(`[{"name", "correlationId", "instanceId", "payload"}]`: the events the run published, as Elsa's
+event publisher receives them), `dispatchedInputs` (`{"definitionId", "key", "values", "shared"}`:
+each dispatched child's own input), `faultException` (Elsa's ExceptionState of the fault:
+`{"type", "message", "innerException"}`), `waitingFor` / `notWaitingFor` (activities with / without
+an open bookmark), `activityProperties` (`{activityId: {name: value}}` of its running context),
+`variableFields` (`{variable: {field: value}}`), `writeLineCount`, `fileResponse` (the file a
+WriteFileHttpResponse answered: status, content type, disposition, body, ETag, zip entries),
+`retryAttempts` (`{activityId: [n, ...]}`: a resilience strategy's retries), `storedFiles`
+(`{variable: {text, filename, contentType} or null}`) and `variableKeys` (`{variable: [keys]}`).
+Case keys beside `expect`: `standardIn` (the lines ReadLine reads), `httpContext` (the run answers
+an HTTP request), `resilienceStrategies` (Elsa's `Resilience:Strategies`). An unknown key fails the
+case. A case's engine calls together
+may make at most `maxActivityRuns` activity executions (20,000 unless it says otherwise): a loop
+that never ends fails its case.
+
+A broker case (`"driver": "broker"`) has `steps` instead of `expect`: `{"http": {...}}` (a call to
+the ingress: `method`, `path`, `query` or `rawQuery`, `headers`, `body` or `json`, `contentType`,
+`noContentLength`), `{"api": {...}}` (a call to the Elsa API as an operator's API key; `as`:
+another key's name, `anonymous`: none), `{"fireTimers": true}` (every timer and schedule trigger
+due) or `{"advanceClock": seconds}`; each with an `expect` on the response: `status`, `body`,
+`bodyContains`, `contentType`, `headers`, `json` (`{dotted.path: value}`; a number is a list
+index, `key=value` the first list item with that value; `{"$len": n}`, `{"$nonEmpty": true}`,
+`{"$absent": true}`), `zipDefinitionIds` (`{"contains", "excludes"}`). `save` keeps a value of a
+response (`json:<path>` or `header:<name>`) that `${name}` stands for in later steps;
+`requestTypes` lists workflow files served as request types besides those with a trigger;
+`settings` sets the case broker's settings.
 
 A ledger `tests/conformance/upstream/<suite>.tsv` has one row per upstream `[Fact]` or `[Theory]`
-(`file`, `test`, `status` = `ported` or `not_portable`, `case` ids, `reason`).
+(`file`, `test`, `status` = `ported`, `not_implemented` or `not_portable`, `case` ids,
+`reason`).
+"""
+
+
+TOOLBOX_INTRO = """\
+Studio's toolbox under elsa-core's default modules: those the reference host, Elsa.Server.Web
+(`src/apps/Elsa.Server.Web/Program.cs`), enables and that declare activities: Elsa.Workflows.Core
+(with the flowchart), Elsa.Workflows.Runtime, Elsa.Workflows.Management, Elsa.Scheduling,
+Elsa.Expressions.JavaScript, Elsa.Expressions.CSharp, Elsa.Expressions.Python and Elsa.Http; and
+Elsa.Http.Webhooks, which that host leaves off but which ships beside Elsa.Http with the
+webhook-event trigger. The list is `tests/conformance/upstream/activities.tsv`; whether the broker
+has each activity is read from the engine's catalog (`broker.engine.activities.catalog`). Not
+counted: activities hidden from the toolbox (`[Browsable(false)]`, listed as hidden), C#-only ones
+(`Inline`, `NotFoundActivity`, host-method activities of a C# class), the Alterations module's
+internal ones, and a published workflow used as an activity (the broker runs those). `SendEmail` is
+not in elsa-core at this commit (it lives in the extensions repository); the broker has it.
 """
 
 
@@ -77,8 +144,7 @@ def summary_counts(rows: list[Row], cases: list[Case]) -> dict[str, int]:
         "elsa_cases": len(cases),
         "known_differences": sum(1 for c in cases if c.known_difference is not None),
         "upstream_tests": len(rows),
-        "ported": sum(1 for r in rows if r.status == "ported"),
-        "not_portable": sum(1 for r in rows if r.status == "not_portable"),
+        **{status: sum(1 for r in rows if r.status == status) for status in STATUSES},
     }
 
 
@@ -86,50 +152,112 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render() -> str:
-    rows = read_ledgers()
-    corpus, project = corpus_cases(), project_cases()
+def _totals(rows: list[Row], corpus: list[Case], project: list[Case]) -> list[str]:
     counts = summary_counts(rows, corpus + project)
-    out = [INTRO]
-    out.append("## Totals\n")
+    out = ["## Totals\n"]
     out.append(
         f"{counts['elsa_cases']} cases ({len(corpus)} from the public corpus, {len(project)} "
         f"ported here), {counts['known_differences']} known differences; "
         f"{counts['upstream_tests']} upstream tests: {counts['ported']} ported, "
-        f"{counts['not_portable']} not portable.\n"
+        f"{counts['not_implemented']} not implemented, {counts['not_portable']} not portable.\n"
     )
-    per_suite = collections.defaultdict(list)
-    for row in rows:
-        per_suite[row.suite].append(row)
-    out.append("| suite | tests | ported | not portable |\n| --- | ---: | ---: | ---: |")
-    for suite, suite_rows in sorted(per_suite.items()):
-        ported = sum(1 for r in suite_rows if r.status == "ported")
-        out.append(f"| {suite} | {len(suite_rows)} | {ported} | {len(suite_rows) - ported} |")
+    out.append(
+        "| suite | tests | ported | not implemented | not portable |\n"
+        "| --- | ---: | ---: | ---: | ---: |"
+    )
+    for suite, suite_rows in sorted(_per_suite(rows).items()):
+        split = [sum(1 for r in suite_rows if r.status == s) for s in STATUSES]
+        out.append(f"| {suite} | {len(suite_rows)} | " + " | ".join(map(str, split)) + " |")
     out.append("")
-    out.append("## Known differences\n")
+    return out
+
+
+def _gaps(rows: list[Row]) -> list[str]:
+    """The not_implemented rows grouped by the missing piece each names."""
+    by_need: dict[str, list[Row]] = collections.defaultdict(list)
+    for row in rows:
+        if row.status == "not_implemented":
+            by_need[row.needs].append(row)
+    out = ["## Gaps: what the broker lacks\n"]
+    if not by_need:
+        return [*out, "None: every portable upstream test is ported.\n"]
+    out.append("Upstream tests that are portable but need something the broker does not have.\n")
+    out.append("| missing piece | upstream tests |\n| --- | ---: |")
+    for need, need_rows in sorted(by_need.items(), key=lambda item: (-len(item[1]), item[0])):
+        out.append(f"| {_cell(need)} | {len(need_rows)} |")
+    out.append("")
+    return out
+
+
+def _toolbox() -> list[str]:
+    entries = read_inventory()
+    lacking = missing(entries)
+    out = ["## The toolbox\n", TOOLBOX_INTRO, activities_line(entries), ""]
+    if lacking:
+        out.append("What a user loses, for each toolbox activity the broker lacks:\n")
+    for entry in lacking:
+        out.append(f"- `{entry.type}` ({entry.module}): {entry.loses}")
+    if lacking:
+        out.append("")
+    out.append(
+        "| activity | module | in Studio's toolbox | in the broker |\n| --- | --- | --- | --- |"
+    )
+    for entry in entries:
+        source = f"[{entry.type}]({UPSTREAM}/{entry.source})"
+        listed = "yes" if entry.toolbox else "no (hidden)"
+        has = "yes" if entry.in_broker else "**no**"
+        out.append(f"| {source} | {entry.module} | {listed} | {has} |")
+    out.append("")
+    extra = sorted(set(catalog_types()) - {e.type for e in entries})
+    if extra:
+        names = ", ".join(f"`{name}`" for name in extra)
+        out.append(f"The broker also has {len(extra)} activities outside that list: {names}.\n")
+    return out
+
+
+def _known_differences(project: list[Case]) -> list[str]:
+    out = ["## Known differences\n"]
     differences = [c for c in project if c.known_difference is not None]
     if not differences:
-        out.append("None: the engine passes every case.\n")
+        return [*out, "None: the engine passes every case.\n"]
     for case in differences:
         difference = case.known_difference or {}
         out.append(
             f"- `{case.id}`: {difference.get('reason', '')} Needs: {difference.get('needs', '')}"
         )
-    if differences:
-        out.append("")
-    known = {c.id for c in differences}
-    for suite, suite_rows in sorted(per_suite.items()):
-        out.append(f"## {suite}\n")
-        out.append("| upstream test | status | case | reason |\n| --- | --- | --- | --- |")
-        for row in sorted(suite_rows, key=lambda r: (r.file, r.test)):
-            name = row.file.rsplit("/", 1)[-1].removesuffix(".cs")
-            test = f"[{name}]({UPSTREAM}/{row.file}).{row.test}"
-            status = row.status.replace("_", " ")
-            if any(c in known for c in row.cases):
-                status += " (known difference)"
-            cases = ", ".join(f"`{c}`" for c in row.cases)
-            out.append(f"| {test} | {status} | {cases} | {_cell(row.reason)} |")
-        out.append("")
+    out.append("")
+    return out
+
+
+def _per_suite(rows: list[Row]) -> dict[str, list[Row]]:
+    per_suite: dict[str, list[Row]] = collections.defaultdict(list)
+    for row in rows:
+        per_suite[row.suite].append(row)
+    return per_suite
+
+
+def _suite_table(suite: str, suite_rows: list[Row], known: set[str]) -> list[str]:
+    out = [f"## {suite}\n", "| upstream test | status | case | reason |\n| --- | --- | --- | --- |"]
+    for row in sorted(suite_rows, key=lambda r: (r.file, r.test)):
+        name = row.file.rsplit("/", 1)[-1].removesuffix(".cs")
+        test = f"[{name}]({UPSTREAM}/{row.file}).{row.test}"
+        status = row.status.replace("_", " ")
+        if any(c in known for c in row.cases):
+            status += " (known difference)"
+        cases = ", ".join(f"`{c}`" for c in row.cases)
+        out.append(f"| {test} | {status} | {cases} | {_cell(row.reason)} |")
+    out.append("")
+    return out
+
+
+def render() -> str:
+    rows = read_ledgers()
+    corpus, project = corpus_cases(), project_cases()
+    out = [INTRO, *_totals(rows, corpus, project), *_gaps(rows), *_toolbox()]
+    out.extend(_known_differences(project))
+    known = {c.id for c in project if c.known_difference is not None}
+    for suite, suite_rows in sorted(_per_suite(rows).items()):
+        out.extend(_suite_table(suite, suite_rows, known))
     return "\n".join(out).rstrip("\n") + "\n"
 
 

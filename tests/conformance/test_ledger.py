@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from tests.conformance.ledger import ledger_files, problems, read_ledgers
+from tests.conformance.ledger import Row, ledger_files, problems, read_ledgers
 from tests.conformance.loader import corpus_cases, project_cases
 from tests.support.services import require_corpus
 
@@ -61,3 +61,18 @@ def test_a_ported_case_cites_the_test_file_its_row_names() -> None:
 
 def test_the_ledgers_exist() -> None:
     assert ledger_files(), "no ledger under tests/conformance/upstream"
+
+
+def row(status: str, reason: str, cases: tuple[str, ...] = ()) -> Row:
+    return Row("Suite", "test/x/Tests.cs", "Runs", status, cases, reason, 2)
+
+
+def test_a_not_implemented_row_names_its_missing_piece() -> None:
+    # Given rows of the three statuses, Then only well-formed ones pass
+    assert not problems(row("not_implemented", "needs StateMachine activity: a state machine"))
+    assert row("not_implemented", "needs StateMachine activity: x").needs == "StateMachine activity"
+    assert problems(row("not_implemented", "a state machine"))  # no "needs <piece>:"
+    assert problems(row("not_implemented", "needs x: y", ("case-1",)))  # a gap has no case
+    assert problems(row("not_portable", ""))  # a reason is required
+    assert problems(row("ported", ""))  # a ported row names its case
+    assert problems(row("skipped", "why"))  # not a status

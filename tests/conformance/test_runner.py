@@ -98,3 +98,20 @@ def test_outbound_http_is_answered_from_the_table(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="httpCalls"):
         check(phase.run, {"httpCalls": []}, "r")
     assert phase.run.latest.status == "Finished", phase.run.latest.fault
+
+
+def test_a_loop_that_never_ends_fails_its_case_instead_of_hanging(tmp_path: Path) -> None:
+    # Given a While whose condition is always true
+    loop = {
+        "id": "Loop",
+        "type": "Elsa.While",
+        "condition": literal(True, "Boolean"),
+        "body": write_line("Body", "again"),
+    }
+    case = make_case(tmp_path, sequence(loop), maxActivityRuns=50)
+    # When it runs, Then it fails as a runaway after its bound, naming the case
+    with pytest.raises(CaseError, match="more than 50 activity executions"):
+        phases(case)
+    # And the bound is lifted afterwards: a finite case runs as usual
+    (phase,) = phases(make_case(tmp_path, sequence(write_line("A", "a")), maxActivityRuns=50))
+    check(phase.run, {"writeLines": ["a"]}, "after")

@@ -523,3 +523,16 @@ def test_a_pascal_case_file_indexes_its_pascal_case_trigger_flag(tmp_path: Path)
         ("receive", "Elsa.HttpEndpoint"),
         ("receive", "Elsa.HttpEndpoint"),
     ]
+
+
+def test_supported_methods_written_as_json_text_index_each_method() -> None:
+    # Given Elsa's literal list written as JSON text ("[\"GET\",\"POST\"]")
+    document = fixture("invoice.json")
+    endpoint = document["root"]["activities"][0]
+    endpoint["supportedMethods"] = {
+        "typeName": "List<String>",
+        "expression": {"type": "Literal", "value": '["GET","POST"]'},
+    }
+    # When its triggers are indexed, Then there is one per method, as Elsa converts the text
+    methods = sorted(t.payload["method"] for t in index_triggers(document) if t.payload)
+    assert methods == ["get", "post"]

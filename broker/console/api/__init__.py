@@ -9,9 +9,10 @@ from broker.console.api import (
     runtime_admin,
     scripting,
     server,
+    simulate_response,
 )
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import bulk, versions
+from broker.console.api.definitions import bulk, consumers, versions
 from broker.console.api.definitions import routes as definitions
 from broker.console.api.instances import (
     alterations,
@@ -29,6 +30,7 @@ __all__ = [
     "alterations",
     "blueprint",
     "bulk",
+    "consumers",
     "definitions",
     "descriptors",
     "executions",
@@ -39,5 +41,6 @@ __all__ = [
     "runtime_admin",
     "scripting",
     "server",
+    "simulate_response",
     "versions",
 ]

@@ -29,7 +29,9 @@ def declare_locals(ax: ActivityContext) -> None:
         ax.ctx["scope"] = new_scope(ax.node.variables, kind="local")
         for variable in ax.node.variables:
             if variable.value is not None:
-                ax.ctx["scope"]["vars"][variable.name] = variable.value
+                # as a workflow's variable: the default value converted to the variable's type
+                literal = {"type": "Literal", "value": variable.value}
+                ax.ctx["scope"]["vars"][variable.name] = ax.evaluate(literal, variable.type_name)
 
 
 @activity(
@@ -196,7 +198,7 @@ class ForEach(Loop):
     "Elsa.ParallelForEach",
     ActivitySpec(
         "Looping",
-        "Run the body for every item in parallel.",
+        "Schedule an activity for each item in parallel.",
         inputs=(InputSpec("Items", "Object", "The items to iterate.", ui_hint="multitext"),),
         ports=("Body",),
     ),
@@ -217,7 +219,7 @@ class ParallelForEach(Loop):
     "Elsa.For",
     ActivitySpec(
         "Looping",
-        "Run the body for each number from Start to End.",
+        "Iterate over a sequence of steps between a start and an end number.",
         inputs=(
             InputSpec("Start", "Int32", "The first value.", default=0),
             InputSpec("End", "Int32", "The last value.", default=0),
@@ -281,7 +283,7 @@ class While(Loop):
         self.iterate(ax)
 
 
-@activity("Elsa.Break", ActivitySpec("Looping", "Leave the innermost loop."))
+@activity("Elsa.Break", ActivitySpec("Looping", "Break out of a loop.", terminal=True))
 class Break(Behaviour):
     """Elsa's break signal: it bubbles up to the innermost loop, which completes; every
     Sequence and Fork on the way is marked breaking and completes when its child does."""

@@ -378,7 +378,11 @@ class ExecuteWorkflow(Waiting):
         inputs=(
             InputSpec("EventName", "String", "The name of the event."),
             InputSpec("CorrelationId", "String", "Only workflows with this correlation id."),
-            InputSpec("IsLocal", "Boolean", "Only this workflow instance."),
+            InputSpec(
+                "IsLocalEvent",
+                "Boolean",
+                "Whether the event is local to the workflow: delivered to this instance only.",
+            ),
             InputSpec("Payload", "Object", "The event payload.", ui_hint="json-editor"),
         ),
     ),
@@ -394,12 +398,15 @@ class PublishEvent(Waiting):
                 f"PublishEvent {ax.node.id!r} has no eventName", activity_id=ax.node.id
             )
         correlation = ax.get("correlationId", ax.state.get("correlationId"))
+        # Elsa: an empty or blank correlation id publishes the event uncorrelated
+        correlation = as_text(correlation).strip() if correlation is not None else ""
         ax.emit(
             PublishCommand(
                 name=name,
                 payload=ax.get("payload"),
-                correlation_id=as_text(correlation) if correlation else None,
-                local=as_bool(ax.get("isLocal", False)),
+                correlation_id=correlation or None,
+                # Elsa's input is isLocalEvent; isLocal is how earlier broker files spelt it
+                local=as_bool(ax.get("isLocalEvent", ax.get("isLocal", False))),
             )
         )
         ax.complete()

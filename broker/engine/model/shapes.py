@@ -8,6 +8,32 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+#: Keys of an activity object that are structure or designer data, never inputs.
+STRUCTURAL_KEYS = frozenset(
+    {
+        "id",
+        "type",
+        "name",
+        "version",
+        "customProperties",
+        "metadata",
+        "nodeId",
+        "canStartWorkflow",
+        "runAsynchronously",
+        "source",
+        "line",
+        "activities",
+        "connections",
+        "variables",
+        "cases",
+        "branches",
+        "properties",
+        "displayName",
+        "description",
+        "applicationProperties",
+    }
+)
+
 
 def camel(name: str) -> str:
     """``"CanStartWorkflow"`` -> ``"canStartWorkflow"``; ``"ID"`` -> ``"id"``."""

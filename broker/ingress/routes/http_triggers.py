@@ -12,10 +12,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from broker.engine.parser import parse_workflow
-from broker.errors import Forbidden, MissingKeys, NotFound
+from broker.errors import Forbidden, MissingKeys, NotFound, PayloadTooLarge
 from broker.ingress.auth import authenticate
 from broker.ingress.context import services, transaction
 from broker.ingress.http_responses import render
+from broker.ingress.http_routes import best_matches, request_size_limit
 from broker.ingress.schemas import check_keys, ordinal_fold, read_json
 from broker.registry.triggers import HTTP_ENDPOINT
 from broker.runtime.admin.enums import RequestStatus
@@ -34,6 +35,7 @@ _RESPONDS: dict[str, bool] = {}  # by version id: has a response activity
 RESPONSE_TYPES = frozenset({"Elsa.WriteHttpResponse", "Elsa.WriteFileHttpResponse"})
 #: the methods an HttpEndpoint may accept (Studio's options)
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+_FORM = "application/x-www-form-urlencoded"
 
 
 @bp.route("/workflows/<path:path>", methods=METHODS)
@@ -42,18 +44,20 @@ def call_workflow(
 ) -> Response | tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     svc = services()
     client = authenticate()
-    wanted, method = path.strip("/").lower(), request.method.lower()
+    method = request.method.lower()
     registry = svc.workflow_directory()
     with transaction(write=False) as session:
-        matches = [
-            (current, row)
-            for current, row in current_triggers(session, registry, HTTP_ENDPOINT)
-            if str((row.payload or {}).get("path", "")).strip("/") == wanted
-            and (row.payload or {}).get("method") == method
-        ]
+        matches = best_matches(
+            (
+                ((current, row), str((row.payload or {}).get("path", "")))
+                for current, row in current_triggers(session, registry, HTTP_ENDPOINT)
+                if (row.payload or {}).get("method") == method
+            ),
+            path,
+        )
     if not matches:
         return _resume(path, client.client_id)
-    current, row = matches[0]
+    (current, row), route = matches[0]
     request_type = current.request_type
     rule = svc.client_directory().rule_for(client.client_id, request_type) if request_type else None
     if rule is None:
@@ -67,6 +71,9 @@ def call_workflow(
         raise MissingKeys(missing)
     wanted_keys = {ordinal_fold(k) for k in rule.required_keys}
     keys = {k: v for k, v in query.items() if ordinal_fold(k) in wanted_keys}
+    limit = request_size_limit(current.document, row.activity_id)
+    if limit is not None and len(request.get_data(cache=True)) > limit:
+        raise PayloadTooLarge(f"The request body is over this endpoint's limit of {limit} bytes")
     with transaction() as session:
         started = start_workflow(
             session,
@@ -79,7 +86,7 @@ def call_workflow(
                 keys=keys,
                 # Elsa's correlation id selectors: the query string, then a header
                 correlation_id=_correlation_id(),
-                trigger=_call(path, query),
+                trigger=_call(path, query, route),
                 source="ingress",
             ),
             refuse=True,
@@ -123,15 +130,19 @@ def _resume(path: str, client_id: str) -> Response | tuple[Response, int]:
     return jsonify({"correlationId": resumed.request_id, "status": status}), 202
 
 
-def _call(path: str, query: dict[str, str]) -> dict[str, Any]:
-    """The HTTP request as the workflow sees it (HttpEndpoint's outputs)."""
-    return {
+def _call(path: str, query: dict[str, str], route: Any = None) -> dict[str, Any]:
+    """The HTTP request as the workflow sees it (HttpEndpoint's outputs; ``route``: the route
+    template's values, when a trigger's template matched)."""
+    call: dict[str, Any] = {
         "method": request.method,
         "path": "/" + path.strip("/"),
         "query": query,
         "headers": {k: v for k, v in request.headers.items() if k.lower() not in _HIDDEN_HEADERS},
         "body": _body(),
     }
+    if route is not None:
+        call["route"] = route
+    return call
 
 
 def _correlation_id() -> str | None:
@@ -139,6 +150,8 @@ def _correlation_id() -> str | None:
 
 
 def _body() -> Any:
+    if request.mimetype == _FORM:
+        return request.form.to_dict() or None
     if not request.get_data(cache=True).strip():
         return None
     if request.is_json:

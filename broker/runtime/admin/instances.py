@@ -109,3 +109,15 @@ def cancel(session: Session, instance_id: str) -> WorkflowInstance:
     session.refresh(instance)
     logger.info("workflow instance %s cancelled", instance_id, extra={"instance_id": instance_id})
     return instance
+
+
+def delete(session: Session, instance_id: str) -> None:
+    """Delete an instance as Elsa's API does: one still running is cancelled first (its request,
+    descendants, bookmarks and timers with it, as ``cancel``), then it goes with its journal and
+    step results. A worker still holding a step of it finds the instance gone at its save (the
+    checkpoint fence), so nothing brings it back."""
+    from broker.runtime.admin import instance_queries
+
+    if get(session, instance_id).status != InstanceStatus.FINISHED:
+        cancel(session, instance_id)
+    instance_queries.delete_finished(session, instance_id)

@@ -84,7 +84,9 @@ def set_paused(session: Session, paused: bool) -> RuntimeFlag:
     if flag is None:
         flag = RuntimeFlag(name=PAUSED_FLAG, value=paused)
         session.add(flag)
-    else:
+    elif flag.value != paused:
+        # a second pause (or resume) changes nothing: the runtime stays paused since the first,
+        # as Elsa's quiescence signal keeps its PausedAt
         flag.value = paused
         flag.updated_at = utcnow()
     session.flush()

@@ -191,6 +191,8 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
                 correlation_id=start.get("correlationId"),
                 parent_id=start.get("parentId"),
                 options={"properties": start.get("properties") or {}},
+                # the name its starter gave (the console's execute/dispatch), kept as Elsa does
+                name=instance.name,
             ),
         )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ def console_database(database_url: str) -> str:
     return database_url
 
 
-def test_list_shows_the_shipped_workflows_with_latest_and_published(client_as: Client) -> None:
+def test_list_shows_the_shipped_workflows_with_latest_and_published(
+    client_as: Client,
+) -> None:
     response = client_as("viewer").get(f"{API}?versionOptions=Latest&Page=0&PageSize=10")
     assert response.status_code == 200
     body = response.get_json()
@@ -62,7 +66,11 @@ def test_save_makes_a_draft_and_publish_writes_version_n_plus_1(
     assert saved.status_code == 200, saved.get_json()
     draft = saved.get_json()["workflowDefinition"]
     # Then the latest version is an unpublished draft N+1 and the registry still serves N
-    assert (draft["version"], draft["isLatest"], draft["isPublished"]) == (n + 1, True, False)
+    assert (draft["version"], draft["isLatest"], draft["isPublished"]) == (
+        n + 1,
+        True,
+        False,
+    )
     assert registry.get_definition("invoice-process").version == n  # type: ignore[union-attr]
     # When it is published
     published = designer.post(f"{API}/invoice-process/publish", json={})
@@ -121,7 +129,10 @@ def test_the_designer_gets_node_ids_versions_and_positions(client_as: Client) ->
     assert all(n["nodeId"] == f"flow:{n['id']}" for n in nodes)
     assert all(n["version"] == 1 for n in nodes)
     positions = [
-        (n["metadata"]["designer"]["position"]["x"], n["metadata"]["designer"]["position"]["y"])
+        (
+            n["metadata"]["designer"]["position"]["x"],
+            n["metadata"]["designer"]["position"]["y"],
+        )
         for n in nodes
     ]
     assert len(set(positions)) == len(nodes)
@@ -193,7 +204,11 @@ def test_import_of_an_exported_published_file_publishes_the_next_version(
     response = designer.post(f"{API}/import", json=document)
     assert response.status_code == 200, response.get_json()
     body = response.get_json()
-    assert (body["version"], body["isPublished"], body["description"]) == (n + 1, True, "Imported")
+    assert (body["version"], body["isPublished"], body["description"]) == (
+        n + 1,
+        True,
+        "Imported",
+    )
     assert json.loads((workflow_dir / "invoice-process.json").read_text())["version"] == n + 1
     assert registry.get_definition("invoice-process").version == n + 1  # type: ignore[union-attr]
 
@@ -245,7 +260,10 @@ def test_versions_and_many_by_id(client_as: Client) -> None:
     versions = designer.get(f"{API}/invoice-process/versions")
     assert versions.status_code == 200
     listed = versions.get_json()
-    assert [v["version"] for v in listed] == [published["version"] + 1, published["version"]]
+    assert [v["version"] for v in listed] == [
+        published["version"] + 1,
+        published["version"],
+    ]
     assert [v["isPublished"] for v in listed] == [False, True]
     assert designer.get(f"{API}/nope/versions").status_code == 404
     ids = [v["id"] for v in listed]
@@ -268,3 +286,105 @@ def test_is_name_unique_and_count(client_as: Client, workflow_dir: Path) -> None
     # one definition per shipped workflow file
     shipped = len(list(workflow_dir.glob("*.json")))
     assert viewer.get(f"{API}/query/count").get_json() == {"count": shipped}
+
+
+def test_a_publish_taking_another_workflows_http_endpoint_is_refused_as_elsa_words_it(
+    client_as: Client, workflow_dir: Path
+) -> None:
+    # Given a new definition whose HttpEndpoint serves a path and method a published one serves
+    designer = client_as("designer")
+    first = designer.post(f"{API}/import", json=endpoint_workflow("first-endpoint")).get_json()
+    assert designer.post(f"{API}/{first['definitionId']}/publish").status_code == 200
+    second = designer.post(f"{API}/import", json=endpoint_workflow("second-endpoint")).get_json()
+    # When it is published, Then it is refused with Elsa's message and stays unpublished
+    refused = designer.post(f"{API}/{second['definitionId']}/publish")
+    assert refused.status_code == 400
+    assert refused.get_json()["errors"]["generalErrors"] == [
+        "The /same/path path and get method are already in use by another workflow!"
+    ]
+    published = designer.get(f"{API}/by-definition-id/second-endpoint?versionOptions=Published")
+    assert published.status_code == 404
+
+
+def endpoint_workflow(definition_id: str) -> dict[str, Any]:
+    return {
+        "definitionId": definition_id,
+        "name": definition_id,
+        "root": {
+            "id": "flow",
+            "type": "Elsa.Flowchart",
+            "activities": [
+                {
+                    "id": "endpoint",
+                    "type": "Elsa.HttpEndpoint",
+                    "customProperties": {"canStartWorkflow": True},
+                    "path": {
+                        "typeName": "String",
+                        "expression": {"type": "Literal", "value": "same/path"},
+                    },
+                    "supportedMethods": {
+                        "typeName": "String[]",
+                        "expression": {"type": "Object", "value": '["GET"]'},
+                    },
+                }
+            ],
+            "connections": [],
+        },
+    }
+
+
+def graph_file(definition_id: str, *, uses: str | None = None) -> dict[str, Any]:
+    """A definition usable as an activity; ``uses``: a definition it runs as an activity."""
+    activities: list[dict[str, Any]] = []
+    if uses is not None:
+        activities.append({"id": "use", "type": "Used", "workflowDefinitionId": uses})
+    return {
+        "id": f"{definition_id}-v1",
+        "definitionId": definition_id,
+        "name": definition_id,
+        "version": 1,
+        "isPublished": True,
+        "options": {"usableAsActivity": True},
+        "root": {"id": "flow", "type": "Elsa.Flowchart", "activities": activities},
+    }
+
+
+def test_consumers_are_the_workflows_using_a_definition_directly_or_through_others(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    # Given leaf <- middle <- top (each uses the one before as an activity)
+    for name, uses in (("leaf", None), ("middle", "leaf"), ("top", "middle")):
+        (workflow_dir / f"{name}.json").write_text(json.dumps(graph_file(name, uses=uses)))
+    registry.load()
+    viewer = client_as("viewer")
+    # Then the leaf's consumers are both, the top's none, and an unknown definition is 404
+    found = viewer.get(f"{API}/leaf/consumers").get_json()
+    assert found == {"consumingWorkflowDefinitionIds": ["middle", "top"]}
+    assert viewer.get(f"{API}/top/consumers").get_json()["consumingWorkflowDefinitionIds"] == []
+    assert viewer.get(f"{API}/nowhere/consumers").status_code == 404
+    # And an export with consumers is a zip of the three, without them the leaf's JSON alone
+    zipped = viewer.get(f"{API}/leaf/export?includeConsumingWorkflows=true")
+    assert zipped.mimetype == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(zipped.data)) as archive:
+        ids = sorted(json.loads(archive.read(n))["definitionId"] for n in archive.namelist())
+    assert ids == ["leaf", "middle", "top"]
+    assert viewer.get(f"{API}/leaf/export").get_json()["definitionId"] == "leaf"
+
+
+def test_a_read_only_definition_is_neither_imported_over_nor_saved(
+    client_as: Client, workflow_dir: Path, registry: WorkflowRegistry
+) -> None:
+    # Given a read-only definition's file
+    document = {**graph_file("locked"), "isReadonly": True}
+    (workflow_dir / "locked.json").write_text(json.dumps(document))
+    registry.load()
+    designer = client_as("designer")
+    before = (workflow_dir / "locked.json").read_bytes()
+    # When it is imported over or saved, Then 403 and nothing changes
+    imported = designer.post(f"{API}/import", json={"definitionId": "locked", "name": "New"})
+    assert imported.status_code == 403
+    saved = designer.post(API, json={"model": {"definitionId": "locked", "name": "New"}})
+    assert saved.status_code == 403
+    assert (workflow_dir / "locked.json").read_bytes() == before
+    model = designer.get(f"{API}/by-definition-id/locked").get_json()
+    assert (model["name"], model["isReadonly"]) == ("locked", True)

@@ -7,12 +7,13 @@ from collections.abc import Callable
 
 import pytest
 from flask.testing import FlaskClient
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.run.results import JournalEntry
 from broker.registry import WorkflowRegistry
 from broker.runtime.persist import journal
-from broker.store.models import DeadLetter, WorkflowInstance
+from broker.store.models import ActivityExecution, Bookmark, DeadLetter, WorkflowInstance
 
 Client = Callable[[str | None], FlaskClient]
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -253,17 +254,34 @@ def test_cancel_needs_an_operator_then_delete_removes_the_finished_instance(
     client_as: Client, instance_id: str
 ) -> None:
     url = f"/elsa/api/workflow-instances/{instance_id}"
-    # A running instance is not deleted, and a designer may not cancel
-    assert client_as("operator").delete(url).status_code == 409
+    # A designer may neither cancel nor delete
     assert (
         client_as("designer").post(f"/elsa/api/cancel/workflow-instances/{instance_id}").status_code
         == 403
     )
+    assert client_as("designer").delete(url).status_code == 403
     cancelled = client_as("operator").post(f"/elsa/api/cancel/workflow-instances/{instance_id}")
     assert cancelled.status_code == 200
     assert cancelled.get_json()["subStatus"] == "Cancelled"
     assert client_as("operator").delete(url).status_code == 204
     assert client_as("viewer").get(url).status_code == 404
+    assert client_as("operator").delete(url).status_code == 404
+
+
+def test_deleting_a_running_instance_cancels_it_first_and_leaves_no_records(
+    client_as: Client, instance_id: str, session_factory: sessionmaker[Session]
+) -> None:
+    # Given a running instance (waiting, with bookmarks and journal rows)
+    url = f"/elsa/api/workflow-instances/{instance_id}"
+    assert client_as("viewer").get(url).get_json()["status"] == "Running"
+    # When an operator deletes it, as Elsa's API does for a running instance
+    assert client_as("operator").delete(url).status_code == 204
+    # Then it is gone with its bookmarks and journal
+    assert client_as("viewer").get(url).status_code == 404
+    with session_factory() as session:
+        for model in (Bookmark, ActivityExecution):
+            left = session.scalars(select(model).where(model.instance_id == instance_id)).all()
+            assert left == [], model
 
 
 def test_bookmark_dead_letters_and_runtime_pause(
@@ -282,6 +300,9 @@ def test_bookmark_dead_letters_and_runtime_pause(
     assert viewer.post("/elsa/api/workflow-runtime/pause").status_code == 403
     paused = operator.post("/elsa/api/admin/workflow-runtime/pause").get_json()
     assert paused["state"]["isAcceptingNewWork"] is False
+    # a second pause changes nothing: paused since the first
+    again = operator.post("/elsa/api/admin/workflow-runtime/pause").get_json()
+    assert again["state"]["pausedAt"] == paused["state"]["pausedAt"]
     assert viewer.get("/elsa/api/workflow-runtime/status").get_json()["paused"] is True
     resumed = operator.post("/elsa/api/workflow-runtime/resume").get_json()
     assert resumed["paused"] is False

@@ -174,3 +174,58 @@ def test_break_outside_a_loop_ends_every_enclosing_sequence() -> None:
     result = Engine(DefinitionIndex([definition])).start(definition, instance_id="i")
     assert result.write_lines == ("out", "in")
     assert (result.status, result.sub_status) == ("Finished", "Finished")
+
+
+def test_a_containers_variable_starts_at_its_default_converted_to_its_type() -> None:
+    # Given a Sequence declaring a Boolean and an Int32 variable with Elsa's text defaults
+    document = {
+        "definitionId": "locals",
+        "id": "locals-v1",
+        "root": {
+            "id": "seq",
+            "type": "Elsa.Sequence",
+            "variables": [
+                {"id": "b", "name": "Flag", "typeName": "Boolean", "value": "True"},
+                {"id": "n", "name": "Count", "typeName": "Int32", "value": "41"},
+            ],
+            "activities": [
+                {
+                    "id": "w",
+                    "type": "Elsa.WriteLine",
+                    "text": {
+                        "expression": {
+                            "type": "JavaScript",
+                            "value": "return `${typeof getFlag()} ${getCount() + 1}`;",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    definition = parse_workflow(document)
+    # When it runs, Then the script reads a boolean and a number, not their text
+    result = Engine(DefinitionIndex([definition])).start(definition, instance_id="i")
+    assert result.write_lines == ("boolean 42",)
+
+
+def test_an_instance_started_with_a_name_keeps_it() -> None:
+    # Given a workflow writing its instance's name, When it starts with a name of its starter's
+    document = {
+        "definitionId": "named",
+        "id": "named-v1",
+        "name": "Definition name",
+        "root": {
+            "id": "w",
+            "type": "Elsa.WriteLine",
+            "text": {
+                "expression": {"type": "JavaScript", "value": "return getWorkflowInstanceName();"}
+            },
+        },
+    }
+    definition = parse_workflow(document)
+    engine = Engine(DefinitionIndex([definition]))
+    given = engine.start(definition, instance_id="i", name="Chosen")
+    # Then the script reads it and the state keeps it; without one, the definition's name
+    assert given.write_lines == ("Chosen",)
+    assert given.state["name"] == "Chosen"
+    assert engine.start(definition, instance_id="j").write_lines == ("Definition name",)

@@ -108,3 +108,29 @@ def test_a_flowchart_start_that_is_not_an_id_is_refused_with_its_path(start: Any
     with pytest.raises(WorkflowDefinitionError, match="start must be an activity id") as caught:
         parse_workflow(document)
     assert caught.value.path == "$.root.start"
+
+
+def test_an_array_variable_is_read_as_its_element_type_array() -> None:
+    # Given Elsa's spelling of a string[] variable: the element type and isArray, its default
+    # value as JSON array text
+    document = flowchart([])
+    document["variables"] = [
+        {"id": "v", "name": "Items", "typeName": "String", "isArray": True, "value": '["A","B"]'},
+        {"id": "w", "name": "Name", "typeName": "String", "isArray": False, "value": "x"},
+    ]
+    # When it is parsed, Then the variable's type is the array type (its value converts to a list)
+    found = {v.name: v.type_name for v in parse_workflow(document).variables}
+    assert found == {"Items": "String[]", "Name": "String"}
+
+
+def test_a_variable_without_a_name_is_named_by_its_place_among_the_unnamed() -> None:
+    # Given a container's variables, two of them without a name
+    document = flowchart([])
+    document["variables"] = [
+        {"id": "a", "name": "First", "typeName": "Int32"},
+        {"id": "b", "name": "", "typeName": "Int32"},
+        {"id": "c", "name": "  ", "typeName": "String"},
+    ]
+    # Then they are Variable1 and Variable2, as Elsa's container names them
+    names = [v.name for v in parse_workflow(document).variables]
+    assert names == ["First", "Variable1", "Variable2"]

@@ -3,22 +3,20 @@ instances."""
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from typing import Any
 
 from flask import Response
 
 from broker.console.api.base import blueprint
+from broker.console.api.definitions import graph
 from broker.console.api.definitions.routes import (
     body_object,
     by_version_id,
     delete_one,
     publish_definition,
     retract_definition,
+    with_consumers,
 )
-from broker.console.api.definitions.views import export_document, export_file_name
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction
@@ -123,19 +121,14 @@ def bulk_delete_versions() -> dict[str, Any]:
 @blueprint.post(f"{BULK}/export/workflow-definitions")
 @require("viewer")
 def bulk_export() -> Response:
-    """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``)."""
+    """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``),
+    with every workflow that uses one of them when ``includeConsumingWorkflows`` is true."""
     ids = id_list("ids")
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for version_id in ids:
-            v = by_version_id(version_id)
-            body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
-            archive.writestr(export_file_name(v), body)
-    return Response(
-        buffer.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": 'attachment; filename="workflow-definitions.zip"'},
-    )
+    include = body_object().get("includeConsumingWorkflows", False)
+    if not isinstance(include, bool):
+        raise BadRequest("'includeConsumingWorkflows' must be true or false")
+    chosen = [by_version_id(version_id) for version_id in ids]
+    return graph.zip_response(with_consumers(chosen) if include else chosen)
 
 
 # Instances ---------------------------------------------------------------------------------------
@@ -197,7 +190,8 @@ def bulk_cancel_instances() -> dict[str, Any]:
 @blueprint.post(f"{BULK}/delete/workflow-instances/by-id")
 @require("operator")
 def bulk_delete_instances() -> dict[str, Any]:
-    """Delete finished instances (named, or of the given definitions); running ones stay."""
+    """Delete the named instances, a running one cancelled first (as Elsa's API does), and the
+    finished instances of the given definitions."""
     body = body_object()
     ids = _optional_ids(body, "ids")
     definitions = _optional_ids(body, "workflowDefinitionIds")
@@ -209,8 +203,8 @@ def bulk_delete_instances() -> dict[str, Any]:
     for instance_id in dict.fromkeys(ids):
         try:
             with transaction() as session:
-                queries.delete_finished(session, instance_id)
+                admin_instances.delete(session, instance_id)
         except (Conflict, NotFound):
-            continue  # still running (cancel it first) or gone
+            continue  # gone, or finished by a racing step (its own save wins)
         deleted += 1
     return {"deleted": deleted}

@@ -10,6 +10,7 @@ from typing import Any
 from flask import Response, request
 
 from broker.console.api.base import blueprint, workflow_registry
+from broker.console.api.definitions import graph
 from broker.console.api.definitions.views import (
     Version,
     all_versions,
@@ -20,9 +21,9 @@ from broker.console.api.definitions.views import (
     list_links,
     summary,
 )
-from broker.console.api.params import VersionOptions, arg, args, page_args
+from broker.console.api.params import VersionOptions, arg, args, bool_arg, page_args
 from broker.console.roles import allows, current, require
-from broker.errors import BadRequest, ConfigError, NotFound
+from broker.errors import BadRequest, ConfigError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
 from broker.registry.publishing import check, publish_document, remove_file, target_path
@@ -270,6 +271,32 @@ def publish_definition(definition_id: str) -> tuple[Version, bool]:
     return one(published.definition_id, VersionOptions("Published")), False
 
 
+def latest_documents() -> dict[str, dict[str, Any]]:
+    """Each definition's latest version (a draft included), by definition id."""
+    with transaction(write=False) as session:
+        versions = all_versions(session, registry())
+    return {
+        definition_id: max(found, key=lambda v: v.version).document
+        for definition_id, found in versions.items()
+        if found
+    }
+
+
+def with_consumers(versions: list[Version]) -> list[Version]:
+    """The versions, then the latest version of each definition that consumes one of them."""
+    known = {v.definition_id for v in versions}
+    found = graph.consumers_of(latest_documents(), known)
+    return versions + [one(d, VersionOptions("Latest")) for d in found if d not in known]
+
+
+def refuse_read_only(definition_id: str) -> None:
+    """Elsa's read-only definitions (``isReadonly`` in their file) are not changed by a save or
+    an import: ``403``, and nothing is stored."""
+    current_version = registry().get_definition(definition_id, published=False)
+    if current_version is not None and current_version.document.get("isReadonly") is True:
+        raise Forbidden(f"Workflow definition '{definition_id}' is read-only")
+
+
 def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
     return {
         "workflowDefinition": model(v),
@@ -291,6 +318,7 @@ def save_definition() -> dict[str, Any]:
         raise BadRequest("'publish' must be true or false")
     doc = draft_document(raw_model)
     definition_id = doc["definitionId"]
+    refuse_read_only(definition_id)
     principal = current()
     if publish:
         # Checked before anything is stored: a refused publish changes nothing.
@@ -364,6 +392,9 @@ def delete_definition(definition_id: str) -> tuple[str, int]:
 @require("viewer")
 def export(definition_id: str) -> Response:
     v = one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
+    if bool_arg("includeConsumingWorkflows"):
+        # Elsa's export with consumers: a zip of the definition and every workflow using it
+        return graph.zip_response(with_consumers([v]))
     body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
     return Response(
         body,
@@ -385,6 +416,7 @@ def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any],
     is_new = not data.get("definitionId")
     publish_it = data.get("isPublished") is True
     doc = draft_document(data)
+    refuse_read_only(doc["definitionId"])
     if publish_it:
         # Checked before anything is stored: a refused import changes nothing.
         path = target_path(registry(), first_folder(), doc["definitionId"])

@@ -105,7 +105,7 @@ def summary(v: Version) -> dict[str, Any]:
         "providerName": None,
         "materializerName": "Json",
         "createdAt": iso(v.created_at),
-        "isReadonly": False,
+        "isReadonly": v.document.get("isReadonly") is True,
     }
 
 
@@ -199,7 +199,7 @@ def model(v: Version) -> dict[str, Any]:
         "outputs": doc.get("outputs") or [],
         "outcomes": doc.get("outcomes") or [],
         "customProperties": doc.get("customProperties") or {},
-        "isReadonly": False,
+        "isReadonly": doc.get("isReadonly") is True,
         "isSystem": False,
         "isLatest": v.is_latest,
         "isPublished": v.is_published,

@@ -258,5 +258,5 @@ def cancel_instance(instance_id: str) -> dict[str, Any]:
 @require("operator")
 def delete_instance(instance_id: str) -> tuple[str, int]:
     with transaction() as session:
-        queries.delete_finished(session, instance_id)
+        admin_instances.delete(session, instance_id)
     return "", 204

@@ -115,7 +115,8 @@ class HttpEndpoint(Behaviour):
         ax.set_output("headers", dict(request.get("headers") or {}))
         ax.set_output("queryStringData", dict(request.get("query") or {}))
         ax.set_output("routeData", dict(request.get("route") or {}))
-        ax.set_output("result", {"method": request.get("method"), "path": request.get("path")})
+        # Elsa's Result is the ASP.NET HttpRequest: a script reads its properties by their names
+        ax.set_output("result", {"Method": request.get("method"), "Path": request.get("path")})
         ax.complete()
 
 

@@ -43,6 +43,8 @@ WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
         kind="Trigger",
         display_name="Webhook Event Received",
     ),
+    # Elsa names the class by its namespace (it has no [Activity] attribute)
+    aliases=("Elsa.Http.Webhooks.Activities.WebhookEventReceived",),
     outbound=("Done",),
 )
 class WebhookEventReceived(Behaviour):
