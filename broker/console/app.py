@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from broker.console import auth, forms, identity, pages, request_types, studio
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
+from broker.ingress.app import refuse_nul_in_url
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
 from broker.registry.workflows import WorkflowRegistry
@@ -125,6 +126,8 @@ def create_app(
     def _identify() -> None:
         if request.endpoint not in OPEN_ENDPOINTS:
             auth.identify()
+        # No id, name or filter may hold a NUL: refused here, as on the ingress, for every route.
+        refuse_nul_in_url()
 
     @app.after_request
     def _headers(response: Response) -> Response:

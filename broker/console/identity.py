@@ -8,8 +8,10 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from broker.console.auth import context, principal_for_holder
+from broker.console.forms import settings
 from broker.console.tokens import Holder
 from broker.errors import BadRequest, Unauthenticated
+from broker.ingress.schemas import read_json
 from broker.store import credentials
 from broker.store import db as store
 
@@ -44,7 +46,7 @@ def _answer(holder: Holder | None) -> Response:
 
 @bp.post("/login")
 def login() -> Response:
-    body = request.get_json(silent=True)
+    body = read_json(settings())
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object with username and password")
     username, password = _field(body, "username"), _field(body, "password")

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
 from broker.console import assets, auth
+from broker.console.api.params import MAX_PAGE
 from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
 from broker.engine.model.diagram import to_mermaid
@@ -22,6 +23,7 @@ from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.requests import queries as request_queries
 from broker.runtime.wiring import Runtime
+from broker.safety.bounded import parse_int
 from broker.store import credentials
 from broker.store import db as store
 
@@ -323,10 +325,7 @@ def _kind_filter() -> tuple[str, ...]:
 
 
 def _page_number() -> int:
-    raw = request.args.get("page", "0")
-    if not raw.isdigit() or int(raw) > 1_000_000:
-        raise BadRequest("page must be a number from 0", field="page")
-    return int(raw)
+    return parse_int(request.args.get("page") or "0", "page", low=0, high=MAX_PAGE)
 
 
 @bp.get("/dead-letters")

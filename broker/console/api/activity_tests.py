@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
-from broker.console.api.definitions.routes import body_object
+from broker.console.api.params import body_object
 from broker.console.roles import require
 
 REASON = (
@@ -17,7 +17,7 @@ REASON = (
 @blueprint.post("/tests/activities")
 @require("designer")
 def test_activity() -> dict[str, Any]:
-    body_object()  # a malformed body is still refused as such
+    body_object(definition=True)  # a malformed body is still refused as such
     return {
         "activityState": {},
         "payload": None,

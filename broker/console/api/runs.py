@@ -4,7 +4,6 @@ docs/design.md, section 1)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from typing import Any
 
@@ -13,15 +12,16 @@ from flask import Response, jsonify, request
 from broker.console.api.base import blueprint, error_response, workflow_registry
 from broker.console.api.definitions.routes import one
 from broker.console.api.instances.routes import workflow_state
-from broker.console.api.params import VersionOptions
+from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, BrokerError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
+from broker.ingress.schemas import body_limits
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import starts
 from broker.runtime.admin.enums import InstanceStatus, InstanceSubStatus
+from broker.safety.bounded import decode_json
 
 #: how long ``execute`` waits for a worker to save the first step
 EXECUTE_WAIT_SECONDS = 10.0
@@ -42,16 +42,10 @@ def start_options(*, dispatch: bool) -> dict[str, Any]:
         for name in ("input", "variables"):
             found = next((k for k in raw if k.lower() == name), None)
             if found is not None:
-                try:
-                    raw[found] = json.loads(str(raw[found]))
-                except ValueError:
-                    raise BadRequest(f"'{name}' must be JSON", field=name) from None
-    elif request.get_data(cache=True).strip():
-        raw = read_json(services().settings)
-        if not isinstance(raw, dict):
-            raise BadRequest("the body must be a JSON object", field="body")
+                limits = body_limits(services().settings)
+                raw[found] = decode_json(str(raw[found]), limits, field=name)
     else:
-        raw = {}
+        raw = optional_body_object()
     options: dict[str, Any] = {}
     for key, value in raw.items():
         field = by_lower.get(key.lower())

@@ -4,11 +4,10 @@ resilience (retries) and log persistence; their names, and how the parser reads 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine.model import log_persistence
+from broker.engine.model import log_persistence, shapes
 from broker.engine.model.convert import parse_timespan
 from broker.errors import WorkflowDefinitionError
 
@@ -113,7 +112,7 @@ def read_resilience(custom: dict[str, Any], path: str, file: str | None) -> None
         )
     value = expression.get("value")
     try:
-        strategy = json.loads(value) if isinstance(value, str) else value
+        strategy = shapes.json_text(value) if isinstance(value, str) else value
     except ValueError as exc:
         raise _refuse(file, f"malformed JSON: {exc}", f"{where}.expression.value") from exc
     if not isinstance(strategy, Mapping):

@@ -12,13 +12,13 @@ from flask import Response
 
 from broker.console.api.base import blueprint
 from broker.console.api.definitions.routes import (
-    body_object,
     by_version_id,
     delete_one,
     publish_definition,
     retract_definition,
 )
 from broker.console.api.definitions.views import export_document, export_file_name
+from broker.console.api.params import body_object
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flask import Response, request
+from flask import Response
 
 from broker.console.api.base import blueprint, workflow_registry
 from broker.console.api.definitions.views import (
@@ -20,7 +20,7 @@ from broker.console.api.definitions.views import (
     list_links,
     summary,
 )
-from broker.console.api.params import VersionOptions, arg, args, page_args
+from broker.console.api.params import VersionOptions, arg, args, body_object, page_args
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, NotFound
 from broker.ingress.context import services, transaction
@@ -196,13 +196,6 @@ def count_definitions() -> dict[str, Any]:
 # Writing --------------------------------------------------------------------------------------
 
 
-def body_object() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object")
-    return data
-
-
 def draft_document(data: dict[str, Any]) -> dict[str, Any]:
     """The document a save stores, from Studio's ``model`` (checked field by field)."""
     definition_id = data.get("definitionId") or uuid.uuid4().hex[:16]
@@ -282,7 +275,7 @@ def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
 @blueprint.post("/workflow-definitions")
 @require("designer")
 def save_definition() -> dict[str, Any]:
-    data = body_object()
+    data = body_object(definition=True)
     raw_model = data.get("model")
     if not isinstance(raw_model, dict):
         raise BadRequest("'model' must be a workflow definition object")
@@ -378,7 +371,7 @@ def export(definition_id: str) -> Response:
 def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
     """Elsa's import: the model becomes the draft, and is published when it says
     ``isPublished`` (as an exported file does); 201 for a new definition."""
-    data = body_object()
+    data = body_object(definition=True)
     data.pop("$schema", None)
     if definition_id is not None:
         data["definitionId"] = definition_id

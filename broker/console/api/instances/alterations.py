@@ -12,10 +12,10 @@ from typing import Any
 from flask import current_app, request
 
 from broker.console.api.base import blueprint, workflow_registry
+from broker.console.api.params import body_object
 from broker.console.roles import current, require
 from broker.errors import BadRequest
 from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
 from broker.runtime.admin import alteration_jobs, alteration_plans
 from broker.runtime.wiring import Runtime
 
@@ -41,10 +41,7 @@ def actor() -> str:
 
 
 def body() -> dict[str, Any]:
-    raw = read_json(services().settings)
-    if not isinstance(raw, dict):
-        raise BadRequest("the body must be a JSON object", field="body")
-    return raw
+    return body_object()
 
 
 def strings(raw: dict[str, Any], name: str, *, required: bool) -> list[str] | None:

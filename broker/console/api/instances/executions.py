@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import request
-
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
-from broker.console.api.params import arg, bool_arg
+from broker.console.api.params import arg, body_object, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
@@ -161,8 +159,8 @@ def get_record(record_id: str | None = None) -> dict[str, Any]:
 @blueprint.post("/activity-executions/report")
 @require("viewer")
 def report() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict) or not isinstance(body.get("workflowInstanceId"), str):
+    body = body_object()
+    if not isinstance(body.get("workflowInstanceId"), str):
         raise BadRequest("'workflowInstanceId' is required")
     stats: dict[str, dict[str, Any]] = {}
     for record in records(body["workflowInstanceId"]):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import request
-
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
 from broker.console.api.instances.executions import descriptor_names
 from broker.console.api.instances.filters import instance_filter, number, one
-from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from broker.console.api.params import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
+    MAX_SKIP,
+    optional_body_object,
+)
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
@@ -23,9 +27,8 @@ ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished"
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
 @require("viewer")
 def list_instances() -> dict[str, Any]:
-    body = request.get_json(silent=True) if request.method == "POST" else None
-    body = body if isinstance(body, dict) else {}
-    page = number(body, "page", 0) or 0
+    body = optional_body_object()
+    page = number(body, "page", 0, MAX_PAGE) or 0
     size = number(body, "pageSize", 1, MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
     order = (one(body, "orderBy") or "Created").lower()
     if order not in ORDER_BY:
@@ -184,10 +187,10 @@ def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.Journ
 def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
     """(offset, limit) from ``skip``/``take`` or ``page``/``pageSize``, in the body or query."""
 
-    skip, take = number(body, "skip", 0), number(body, "take", 1, MAX_PAGE_SIZE)
+    skip, take = number(body, "skip", 0, MAX_SKIP), number(body, "take", 1, MAX_PAGE_SIZE)
     if skip is not None or take is not None:
         return skip or 0, take or 50
-    page, size = number(body, "page", 0), number(body, "pageSize", 1, MAX_PAGE_SIZE)
+    page, size = number(body, "page", 0, MAX_PAGE), number(body, "pageSize", 1, MAX_PAGE_SIZE)
     size = size or DEFAULT_PAGE_SIZE
     return (page or 0) * size, size
 
@@ -195,8 +198,7 @@ def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
 def get_journal(instance_id: str) -> dict[str, Any]:
-    body = request.get_json(silent=True) if request.method == "POST" else None
-    body = body if isinstance(body, dict) else {}
+    body = optional_body_object()
     offset, limit = _journal_page(body)
     with transaction(write=False) as session:
         summary, _ = queries.get(session, instance_id)
