@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from broker.errors import Conflict, NotFound
+from broker.errors import Conflict, NotFound, WorkflowDefinitionError
 from broker.runtime import ids
 from broker.runtime.admin import (
     alterations,
@@ -216,9 +216,16 @@ def _alter(
     faulted = instance.sub_status == InstanceSubStatus.FAULTED.value
     finished = instance.status == InstanceStatus.FINISHED.value
     state = copy.deepcopy(dict(instance.state))
-    target = alterations.Target(
-        rt.definitions.parse(published), _versions(rt, session, parsed, instance)
-    )
+    try:
+        target = alterations.Target(
+            rt.definitions.parse(published), _versions(rt, session, parsed, instance)
+        )
+    except WorkflowDefinitionError as exc:
+        log.add(
+            f"Workflow definition version {published.version_id} cannot be loaded: {exc.reason}",
+            "Error",
+        )
+        return
     cancel = alterations.apply(state, parsed, target, log)
     scheduled = bool(state.get("queue")) and not cancel
     if cancel and finished:

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest
 from broker.ingress.schemas import is_json_media_type
-from broker.safety.bounded import JsonLimits, decode_json
 from broker.runtime.steps import callbacks
+from broker.safety.bounded import JsonLimits, decode_json
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
 
 ClientAs = Callable[[str], FlaskClient]
