@@ -137,9 +137,10 @@ def deep_definition_text(
         body = f'"activities": [{inner}]'
     elif shape == "value":
         value = "[" * depth + "]" * depth
+        expression = f'{{"type": "Literal", "value": {value}}}'
         body = (
             '"activities": [{"id": "write", "type": "Elsa.WriteLine", "version": 1, '
-            f'"text": {{"typeName": "Object", "expression": {{"type": "Literal", "value": {value}}}}}}}]'
+            f'"text": {{"typeName": "Object", "expression": {expression}}}}}]'
         )
     else:
         raise ValueError(shape)

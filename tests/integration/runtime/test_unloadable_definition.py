@@ -38,15 +38,13 @@ def store_deep_version(rt: Runtime, version_id: str, depth: int) -> None:
     """A version row as a publish before the fix stored it, ``depth`` levels deep (written as
     text: too deep for ``json.dumps``)."""
     document = deep_definition_text(depth, "activities")
-    columns = (
-        "id, definition_id, version, name, request_type, request_type_key, queue, "
-        "source_path, content_hash, document, is_latest, is_published, created_at"
-    )
     with transaction(rt.factory) as session:
         session.execute(
             text(
-                f"INSERT INTO workflow_definitions ({columns}) VALUES (:id, 'deep', 1, 'deep', "
-                "'Deep', 'deep', 'broker.deep', NULL, :hash, :document, :true, :true, :at)"
+                "INSERT INTO workflow_definitions (id, definition_id, version, name, "
+                "request_type, request_type_key, queue, source_path, content_hash, document, "
+                "is_latest, is_published, created_at) VALUES (:id, 'deep', 1, 'deep', 'Deep', "
+                "'deep', 'broker.deep', NULL, :hash, :document, :true, :true, :at)"
             ),
             {
                 "id": version_id,
