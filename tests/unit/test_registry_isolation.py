@@ -17,12 +17,13 @@ from broker.engine.parser import parse_workflow
 from broker.errors import WorkflowDefinitionError
 from broker.registry import WorkflowRegistry
 from broker.registry import files as registry_files
-from broker.safety.bounded import WORKFLOW_MAX_DEPTH
 from broker.settings import Settings
 from tests.support.services import PROJECT_ROOT
 from tests.support.workflows import DEEP_SHAPES, deep_definition_text
 
 DEPTHS = (950, 200_000)
+#: the nesting limit of every workflow load path: System.Text.Json's default, as Elsa reads
+WORKFLOW_MAX_DEPTH = 64
 WATCH_WITHIN = 10.0  # seconds (the watcher's contract is 2 s; a loaded machine gets more)
 
 

@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import select, text
 
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.steps.runner import UNLOADABLE
 from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
@@ -92,7 +91,7 @@ def test_a_request_of_an_unloadable_version_faults_once_and_others_run(
         (letter,) = session.scalars(
             select(DeadLetter).where(DeadLetter.request_id == submitted.request_id)
         ).all()
-        assert letter.reason == UNLOADABLE
+        assert letter.reason == "WorkflowDefinitionUnloadable"
 
 
 @dataclasses.dataclass(frozen=True)
