@@ -55,12 +55,13 @@ def create_app(
     """The console: Studio, the console pages, identity and (when present) the Elsa API.
 
     Shared parts (and the fast-path publisher) come from ``runtime``; keyword parts override."""
+    # First: a console with a placeholder or missing key must not come up at all.
+    secret = settings.resolved_console_secret()
     rt = runtime if runtime is not None else Runtime(settings, factory=session_factory)
     factory = session_factory or rt.factory
     registry = registry if registry is not None else rt.registry
     if publisher is None and runtime is not None:
         publisher = runtime.web_publisher
-    secret = settings.resolved_console_secret()
     app = Flask("broker.console", static_url_path="/console-static")
     app.config.update(
         SECRET_KEY=derive_key(secret, "console-session"),
