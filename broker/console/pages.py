@@ -12,7 +12,7 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
-from broker.console import assets, auth
+from broker.console import assets, audit, auth
 from broker.console.api.params import MAX_PAGE
 from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
@@ -24,7 +24,7 @@ from broker.runtime.outbox.pause import set_paused
 from broker.runtime.requests import queries as request_queries
 from broker.runtime.wiring import Runtime
 from broker.safety.bounded import parse_int
-from broker.store import credentials
+from broker.store import credentials, operator_actions
 from broker.store import db as store
 
 logger = logging.getLogger(__name__)
@@ -199,8 +199,7 @@ def _runtime() -> Runtime:
 
 
 def _actor() -> str:
-    principal = current()
-    return f"console:{principal.name if principal is not None else 'unknown'}"
+    return audit.actor()
 
 
 def _publish(outbox_ids: list[str], what: str) -> None:
@@ -350,6 +349,7 @@ def replay_dead_letter(letter_id: str) -> BaseResponse:
     protect_form()
     with store.transaction(_factory()) as db:
         outcome = dead_letters.replay(db, letter_id, LETTER_KINDS)
+        audit.record(db, "dead-letter.replay", letter_id, {"replayedAs": outcome.new_id})
     publisher = auth.context().publisher
     if outcome.outbox_ids and publisher is not None:
         try:
@@ -365,6 +365,21 @@ def replay_dead_letter(letter_id: str) -> BaseResponse:
         principal.name if principal else "?",
     )
     return redirect(url_for("pages.dead_letter_list", message=f"Replayed {letter_id}"))
+
+
+# Operator audit -----------------------------------------------------------------------------------
+
+
+@bp.get("/audit")
+@require("operator")
+def operator_audit() -> str:
+    page = _page_number()
+    action = (request.args.get("action") or "").strip() or None
+    with store.transaction(_factory(), write=False) as db:
+        items, total = operator_actions.list_page(db, page=page, page_size=PAGE_SIZE, action=action)
+    return render_template(
+        "audit.html", items=items, total=total, page=page, page_size=PAGE_SIZE, action=action
+    )
 
 
 # Runtime ------------------------------------------------------------------------------------------
@@ -394,6 +409,7 @@ def _set_paused(paused: bool) -> BaseResponse:
     protect_form()
     with store.transaction(_factory()) as db:
         set_paused(db, paused)
+        audit.record(db, "runtime.pause" if paused else "runtime.resume", "workflow runtime")
     principal = current()
     logger.warning(
         "workflow runtime %s from the console by %s",

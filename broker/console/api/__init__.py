@@ -1,7 +1,15 @@
 """The Elsa Workflows API that Elsa Studio calls, answered from Python under ``/elsa/api``
 (docs/design.md, section 1)."""
 
-from broker.console.api import activity_tests, descriptors, runs, runtime_admin, scripting, server
+from broker.console.api import (
+    activity_tests,
+    descriptors,
+    operator_audit,
+    runs,
+    runtime_admin,
+    scripting,
+    server,
+)
 from broker.console.api.base import blueprint
 from broker.console.api.definitions import bulk, versions
 from broker.console.api.definitions import routes as definitions
@@ -26,6 +34,7 @@ __all__ = [
     "executions",
     "instance_state",
     "instances",
+    "operator_audit",
     "runs",
     "runtime_admin",
     "scripting",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.console import audit
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
 from broker.console.api.instances.executions import descriptor_names
@@ -250,6 +251,7 @@ def get_variables(instance_id: str) -> dict[str, Any]:
 def cancel_instance(instance_id: str) -> dict[str, Any]:
     with transaction() as session:
         admin_instances.cancel(session, instance_id)
+        audit.record(session, "instance.cancel", instance_id)
         summary, _ = queries.get(session, instance_id)
     return summary
 
@@ -259,4 +261,5 @@ def cancel_instance(instance_id: str) -> dict[str, Any]:
 def delete_instance(instance_id: str) -> tuple[str, int]:
     with transaction() as session:
         queries.delete_finished(session, instance_id)
+        audit.record(session, "instance.delete", instance_id)
     return "", 204
