@@ -113,6 +113,7 @@ class Settings:
     max_json_keys: int
     rate_limit_submissions: Rate
     rate_limit_events: Rate
+    rate_limit_sign_in: Rate
     rate_limit_url: str
     submit_batch_max: int
     submit_batch_window: float

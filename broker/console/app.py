@@ -12,10 +12,12 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.console import auth, forms, identity, pages, request_types, studio
+from broker.console import auth, forms, identity, pages, request_types, sign_in_limits, studio
+from broker.console.sign_in_limits import make_sign_in_limiter
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
 from broker.ingress.app import refuse_nul_in_url
+from broker.ingress.buckets import RateLimiter
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
 from broker.registry.workflows import WorkflowRegistry
@@ -51,6 +53,7 @@ def create_app(
     registry: WorkflowRegistry | None = None,
     publisher: Publisher | None = None,
     runtime: Runtime | None = None,
+    sign_in_limiter: RateLimiter | None = None,
 ) -> Flask:
     """The console: Studio, the console pages, identity and (when present) the Elsa API.
 
@@ -79,6 +82,7 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.url_map.strict_slashes = False
     app.extensions[studio.SETTINGS] = settings
+    app.extensions[sign_in_limits.EXTENSION] = sign_in_limiter or make_sign_in_limiter(settings)
     app.extensions[auth.EXTENSION] = auth.ConsoleContext(
         session_factory=factory,
         tokens=TokenIssuer(
@@ -166,6 +170,8 @@ def _error(status: int, message: str, code: str, details: dict[str, Any] | None 
         response.status_code = status
         if status == 401:
             response.headers["WWW-Authenticate"] = 'ApiKey, Bearer realm="elsa"'
+        if status == 429 and details and details.get("retryAfter"):
+            response.headers["Retry-After"] = str(details["retryAfter"])
         return response
     if status == 401:
         target = request.full_path if request.method == "GET" else "/"

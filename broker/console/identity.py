@@ -9,6 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from broker.console.auth import context, principal_for_holder
 from broker.console.forms import settings
+from broker.console.sign_in_limits import throttle
 from broker.console.tokens import Holder
 from broker.errors import BadRequest, Unauthenticated
 from broker.ingress.schemas import read_json
@@ -50,6 +51,7 @@ def login() -> Response:
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object with username and password")
     username, password = _field(body, "username"), _field(body, "password")
+    throttle(username)  # before the password is hashed: a refused attempt costs nothing
     with store.transaction(context().session_factory, write=False) as db:
         user = credentials.verify_user(db, username, password)
     if user is None:

@@ -16,8 +16,9 @@ from broker.console import assets, audit, auth
 from broker.console.api.params import MAX_PAGE
 from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
+from broker.console.sign_in_limits import throttle
 from broker.engine.model.diagram import to_mermaid
-from broker.errors import BadRequest, BrokerError, Conflict
+from broker.errors import BadRequest, BrokerError, Conflict, RateLimited
 from broker.runtime.admin import alteration_jobs, dead_letters, instances
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
@@ -95,13 +96,18 @@ def sign_in_form() -> str:
 
 
 @bp.post("/sign-in")
-def sign_in() -> BaseResponse | tuple[str, int]:
+def sign_in() -> BaseResponse | tuple[str, int] | tuple[str, int, dict[str, str]]:
     csrf.protect()
     form = request.form
     target = _safe_next(form.get("next"))
     principal = None
     key = form.get("apiKey", "").strip()
     username, password = form.get("username", "").strip(), form.get("password", "")
+    try:
+        throttle(username if not key else None)  # before any hashing
+    except RateLimited as exc:
+        page = render_template("sign_in.html", next=target, error=exc.message)
+        return page, 429, {"Retry-After": str(exc.retry_after)}
     with store.transaction(_factory(), write=False) as db:
         if key:
             principal = auth.principal_of(credentials.find_key(db, key))
