@@ -37,8 +37,11 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def login(client: FlaskClient, username: str, password: str = "wrong password!") -> Any:
-    return client.post(LOGIN, json={"username": username, "password": password})
+WRONG = "wrong password!"
+
+
+def login(client: FlaskClient, username: str, password: str | None = None) -> Any:
+    return client.post(LOGIN, json={"username": username, "password": password or WRONG})
 
 
 def from_address(app: Flask, address: str) -> FlaskClient:
