@@ -11,7 +11,7 @@ from broker.console.api import (
     server,
 )
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import bulk, versions
+from broker.console.api.definitions import bulk, imports, versions
 from broker.console.api.definitions import routes as definitions
 from broker.console.api.instances import (
     alterations,
@@ -32,6 +32,7 @@ __all__ = [
     "definitions",
     "descriptors",
     "executions",
+    "imports",
     "instance_state",
     "instances",
     "operator_audit",

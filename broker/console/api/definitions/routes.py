@@ -25,6 +25,7 @@ from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
+from broker.registry.files import MAX_NAME
 from broker.registry.publishing import check, publish_document, remove_file, target_path
 from broker.runtime.admin import drafts as store
 
@@ -201,6 +202,8 @@ def draft_document(data: dict[str, Any]) -> dict[str, Any]:
     definition_id = data.get("definitionId") or uuid.uuid4().hex[:16]
     if not isinstance(definition_id, str) or not definition_id.strip():
         raise BadRequest("'model.definitionId' must be a non-empty string")
+    if len(definition_id.strip()) > MAX_NAME:
+        raise BadRequest(f"'model.definitionId' is longer than {MAX_NAME} characters")
     doc: dict[str, Any] = {"definitionId": definition_id.strip()}
     for key in ("name", "description", "toolVersion"):
         value = data.get(key)
