@@ -27,6 +27,7 @@ def redact_log(text: str) -> str:
         text = _SQL_PARAMETERS.sub(_MASKED_PARAMETERS, text)
     return redact_text(text)
 
+
 #: the only ``extra`` fields that reach a log line
 CONTEXT_FIELDS = (
     "request_id",
