@@ -134,8 +134,13 @@ def sign_out() -> BaseResponse:
 @bp.get("/workflows")
 @require("viewer")
 def workflows() -> str:
+    registry = auth.context().registry
     return _studio_page(
-        "Workflows", "elsa-workflow-definition-list", {}, ("editWorkflowDefinition",)
+        "Workflows",
+        "elsa-workflow-definition-list",
+        {},
+        ("editWorkflowDefinition",),
+        problems=registry.shown_problems() if registry is not None else [],
     )
 
 

@@ -274,6 +274,20 @@ class WorkflowRegistry:
         """The files (and folders) the last load skipped, with the reason."""
         return list(self._index.problems)
 
+    def shown_problems(self) -> list[Problem]:
+        """``problems`` as the console shows them: each file named within its workflow folder
+        (``invoices/deep.json``), never by where the folder is on the server."""
+        shown = []
+        for problem in self._index.problems:
+            path = Path(problem.file)
+            name = path.name
+            for folder in self._folders:
+                if path == folder or folder in path.parents:
+                    name = str(path.relative_to(folder)) if path != folder else folder.name
+                    break
+            shown.append(Problem(name or path.name, problem.reason))
+        return shown
+
     # Watching ------------------------------------------------------------------------------------
 
     def add_listener(self, fn: Listener) -> None:

@@ -248,3 +248,25 @@ def test_the_dead_letter_page_refuses_superscript_page_numbers(
     response = client.get("/dead-letters?page=%C2%B2", headers=keys.header("viewer"))
     assert response.status_code == 400
     assert "page" in response.get_data(as_text=True)
+
+
+def test_a_refused_workflow_file_is_named_on_the_console(
+    client: FlaskClient, keys: Keys, registry: WorkflowRegistry, workflow_dir: Path
+) -> None:
+    # Given a definition 950 levels deep saved into the console's workflow folder
+    (workflow_dir / "deep.json").write_text(deep_definition_text(950), encoding="utf-8")
+    registry.load()
+    # When a viewer looks at the definitions
+    problems = client.get(f"{API}/workflow-definitions/problems", headers=keys.header("viewer"))
+    page = client.get("/workflows", headers=keys.header("viewer")).get_data(as_text=True)
+    # Then the file is named with the reason (within its folder, not where it is on the server)
+    assert problems.status_code == 200
+    (item,) = problems.get_json()["items"]
+    assert item["file"] == "deep.json"
+    assert "nesting exceeds 64 levels" in item["reason"]
+    assert "deep.json" in page
+    assert "nesting exceeds 64 levels" in page
+    assert str(workflow_dir) not in page
+    # ... and every other definition is still listed
+    listed = client.get(f"{API}/workflow-definitions", headers=keys.header("viewer")).get_json()
+    assert "invoice-process" in {i["definitionId"] for i in listed["items"]}

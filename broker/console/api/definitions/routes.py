@@ -187,6 +187,15 @@ def is_name_unique() -> dict[str, Any]:
     return {"isUnique": not taken}
 
 
+@blueprint.get("/workflow-definitions/problems")
+@require("viewer")
+def list_problems() -> dict[str, Any]:
+    """The workflow files the registry refused, each with the reason (one bad file is refused
+    alone: every other definition is served)."""
+    items = [{"file": p.file, "reason": p.reason} for p in registry().shown_problems()]
+    return {"items": items, "count": len(items)}
+
+
 @blueprint.get("/workflow-definitions/query/count")
 @require("viewer")
 def count_definitions() -> dict[str, Any]:
