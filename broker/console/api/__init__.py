@@ -4,6 +4,7 @@
 from broker.console.api import (
     activity_tests,
     descriptors,
+    openapi,
     operator_audit,
     runs,
     runtime_admin,
@@ -35,6 +36,7 @@ __all__ = [
     "imports",
     "instance_state",
     "instances",
+    "openapi",
     "operator_audit",
     "runs",
     "runtime_admin",

@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
+from broker.console.api.openapi import (
+    OBJECT,
+    documented,
+)
 from broker.console.api.params import body_object
 from broker.console.roles import require
 
@@ -16,6 +20,7 @@ REASON = (
 
 @blueprint.post("/tests/activities")
 @require("designer")
+@documented(body=OBJECT)
 def test_activity() -> dict[str, Any]:
     body_object(definition=True)  # a malformed body is still refused as such
     return {

@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
+from broker.console.api.openapi import (
+    PAGING,
+    TEXT,
+    documented,
+)
 from broker.console.api.params import arg, page_args
 from broker.console.roles import require
 from broker.ingress.context import transaction
@@ -14,6 +19,7 @@ from broker.store import operator_actions
 
 @blueprint.get("/audit/operator-actions")
 @require("operator")
+@documented(query={"action": TEXT, **PAGING})
 def list_operator_actions() -> dict[str, Any]:
     """``{items, totalCount, page, pageSize}``; ``action`` keeps one action or a family
     (``grant`` finds ``grant.create``)."""

@@ -12,6 +12,12 @@ from flask import Response, jsonify, request
 from broker.console.api.base import blueprint, error_response, workflow_registry
 from broker.console.api.definitions.routes import one
 from broker.console.api.instances.routes import workflow_state
+from broker.console.api.openapi import (
+    OBJECT,
+    TEXT,
+    documented,
+    json_object,
+)
 from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, BrokerError, Forbidden, NotFound
@@ -30,6 +36,21 @@ POLL_SECONDS = 0.1
 COMMON_FIELDS = ("input", "correlationId", "name", "versionOptions")
 DISPATCH_FIELDS = ("instanceId",)
 UNSUPPORTED_FIELDS = ("triggerActivityId", "activityHandle", "variables", "channel")
+
+
+#: a start's fields (Elsa's ``ExecuteWorkflowDefinitionRequest``)
+START: dict[str, dict[str, Any]] = {
+    "input": OBJECT,
+    "correlationId": TEXT,
+    "name": TEXT,
+    "versionOptions": TEXT,
+}
+START_QUERY: dict[str, dict[str, Any]] = {
+    "input": TEXT,
+    "correlationId": TEXT,
+    "name": TEXT,
+    "versionOptions": TEXT,
+}
 
 
 def start_options(*, dispatch: bool) -> dict[str, Any]:
@@ -124,6 +145,7 @@ def start(definition_id: str, *, dispatch: bool) -> tuple[starts.Started, Publis
 
 @blueprint.post("/workflow-definitions/<definition_id>/dispatch")
 @require("designer")
+@documented(body=json_object(START | {"instanceId": TEXT}))
 def dispatch(definition_id: str) -> dict[str, Any]:
     started, _ = start(definition_id, dispatch=True)
     return {"workflowInstanceId": started.instance_id}
@@ -131,6 +153,7 @@ def dispatch(definition_id: str) -> dict[str, Any]:
 
 @blueprint.route("/workflow-definitions/<definition_id>/execute", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=START_QUERY, body=json_object(START))
 def execute(definition_id: str) -> tuple[Response, int, dict[str, str]]:
     try:
         principal = current()

@@ -7,6 +7,11 @@ from typing import Any
 
 from broker.console import audit
 from broker.console.api.base import blueprint
+from broker.console.api.openapi import (
+    PAGING,
+    TEXT,
+    documented,
+)
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
 from broker.ingress.context import services, transaction
@@ -20,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 @blueprint.get("/bookmark-queue/dead-letters")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, **PAGING})
 def list_dead_letters() -> dict[str, Any]:
     paging = page_args()
     with transaction(write=False) as session:

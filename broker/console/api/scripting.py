@@ -9,6 +9,11 @@ from flask import Response
 
 from broker.console.api.base import blueprint
 from broker.console.api.definitions.routes import one
+from broker.console.api.openapi import (
+    TEXT,
+    documented,
+    json_object,
+)
 from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import require
 from broker.engine.expr.jsapi import typescript_declarations
@@ -29,6 +34,7 @@ def variables_of(document: dict[str, Any]) -> list[tuple[str, str | None]]:
 
 @blueprint.post("/scripting/javascript/type-definitions/<definition_id>")
 @require("viewer")
+@documented(body=json_object({"activityTypeName": TEXT}))
 def type_definitions(definition_id: str) -> Response:
     body = optional_body_object()
     activity_type = body.get("activityTypeName")

@@ -19,6 +19,12 @@ from broker.console.api.definitions.routes import (
     retract_definition,
 )
 from broker.console.api.definitions.views import export_document, export_file_name
+from broker.console.api.openapi import (
+    TEXT,
+    TEXTS,
+    documented,
+    json_object,
+)
 from broker.console.api.params import body_object
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
@@ -54,6 +60,7 @@ def _audit(action: str, ids: list[str], summary: dict[str, Any]) -> None:
 
 @blueprint.post(f"{BULK}/publish/workflow-definitions/by-definition-ids")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_publish() -> dict[str, Any]:
     published: list[str] = []
     already: list[str] = []
@@ -90,6 +97,7 @@ def bulk_publish() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/retract/workflow-definitions/by-definition-ids")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_retract() -> dict[str, Any]:
     retracted: list[str] = []
     already: list[str] = []
@@ -119,6 +127,7 @@ def bulk_retract() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/delete/workflow-definitions/by-definition-id")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_delete() -> dict[str, Any]:
     deleted: list[str] = []
     ids = id_list("definitionIds")
@@ -134,6 +143,7 @@ def bulk_delete() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/delete/workflow-definitions/by-id")
 @require("designer")
+@documented(body=json_object({"ids": TEXTS}, ("ids",)))
 def bulk_delete_versions() -> dict[str, Any]:
     from broker.console.api.definitions.versions import delete_version_txn
 
@@ -149,6 +159,7 @@ def bulk_delete_versions() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/export/workflow-definitions")
 @require("viewer")
+@documented(body=json_object({"ids": TEXTS}, ("ids",)))
 def bulk_export() -> Response:
     """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``)."""
     ids = id_list("ids")
@@ -206,6 +217,7 @@ def _instances_of(definition_ids: list[str], version: int | None, status: str) -
 
 @blueprint.post(f"{BULK}/cancel/workflow-instances")
 @require("operator")
+@documented(body=json_object({"ids": TEXTS, "definitionVersionId": TEXT, "definitionId": TEXT}))
 def bulk_cancel_instances() -> dict[str, Any]:
     """Cancel the instances named (``ids``), or the running ones of a definition or version."""
     body = body_object()
@@ -231,6 +243,9 @@ def bulk_cancel_instances() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/delete/workflow-instances/by-id")
 @require("operator")
+@documented(
+    body=json_object({"ids": TEXTS, "workflowDefinitionIds": TEXTS, "workflowDefinitionId": TEXT})
+)
 def bulk_delete_instances() -> dict[str, Any]:
     """Delete finished instances (named, or of the given definitions); running ones stay."""
     body = body_object()

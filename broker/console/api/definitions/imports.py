@@ -16,6 +16,9 @@ from werkzeug.datastructures import FileStorage
 from broker.console import audit
 from broker.console.api.base import blueprint
 from broker.console.api.definitions.routes import draft_document
+from broker.console.api.openapi import (
+    documented,
+)
 from broker.console.api.params import definition_limits
 from broker.console.roles import current, require
 from broker.errors import BadRequest, DefinitionRefused, PayloadTooLarge
@@ -100,6 +103,7 @@ def _draft(where: str, raw: bytes, limits: Any) -> dict[str, Any]:
 
 @blueprint.post("/workflow-definitions/import-files")
 @require("designer")
+@documented(files=True)
 def import_files() -> dict[str, Any]:
     """Import every definition of the posted ``files`` as a draft (Elsa imports files without
     publishing them); all are checked first, so a refused file imports nothing. ``{count}``."""

@@ -20,6 +20,15 @@ from broker.console.api.definitions.views import (
     list_links,
     summary,
 )
+from broker.console.api.openapi import (
+    DEFINITION,
+    FLAG,
+    PAGING,
+    TEXT,
+    TEXTS,
+    documented,
+    json_object,
+)
 from broker.console.api.params import VersionOptions, arg, args, body_object, page_args
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, NotFound
@@ -88,6 +97,18 @@ def by_version_id(version_id: str) -> Version:
 
 @blueprint.get("/workflow-definitions")
 @require("viewer")
+@documented(
+    query={
+        "versionOptions": TEXT,
+        "searchTerm": TEXT,
+        "definitionIds": TEXTS,
+        "ids": TEXTS,
+        "isSystem": TEXT,
+        "orderBy": TEXT,
+        "orderDirection": TEXT,
+        **PAGING,
+    }
+)
 def list_definitions() -> dict[str, Any]:
     raw = arg("versionOptions")
     options = VersionOptions.parse(raw, "AllVersions")
@@ -137,6 +158,7 @@ def list_definitions() -> dict[str, Any]:
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
 @require("viewer")
+@documented(query={"versionOptions": TEXT})
 def get_by_definition_id(definition_id: str) -> dict[str, Any]:
     return model(one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest")))
 
@@ -149,6 +171,7 @@ def get_by_id(version_id: str) -> dict[str, Any]:
 
 @blueprint.get("/workflow-definitions/many-by-id")
 @require("viewer")
+@documented(query={"ids": TEXTS})
 def get_many_by_id() -> dict[str, Any]:
     wanted = set(args("ids"))
     with transaction(write=False) as session:
@@ -170,6 +193,7 @@ def list_versions(definition_id: str) -> Response:
 
 @blueprint.get("/workflow-definitions/validation/is-name-unique")
 @require("viewer")
+@documented(query={"name": TEXT, "definitionId": TEXT})
 def is_name_unique() -> dict[str, Any]:
     name = (arg("name") or "").strip().lower()
     if not name:
@@ -286,6 +310,7 @@ def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
 
 @blueprint.post("/workflow-definitions")
 @require("designer")
+@documented(body=json_object({"model": DEFINITION, "publish": FLAG}, ("model",)))
 def save_definition() -> dict[str, Any]:
     data = body_object(definition=True)
     raw_model = data.get("model")
@@ -367,6 +392,7 @@ def delete_definition(definition_id: str) -> tuple[str, int]:
 
 @blueprint.get("/workflow-definitions/<definition_id>/export")
 @require("viewer")
+@documented(query={"versionOptions": TEXT})
 def export(definition_id: str) -> Response:
     v = one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
     body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
@@ -380,6 +406,7 @@ def export(definition_id: str) -> Response:
 @blueprint.route("/workflow-definitions/import", methods=["POST", "PUT"])
 @blueprint.route("/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"])
 @require("designer")
+@documented(body=DEFINITION)
 def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
     """Elsa's import: the model becomes the draft, and is published when it says
     ``isPublished`` (as an exported file does); 201 for a new definition."""

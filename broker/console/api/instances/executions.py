@@ -7,6 +7,11 @@ from typing import Any
 
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
+from broker.console.api.openapi import (
+    TEXT,
+    documented,
+    json_object,
+)
 from broker.console.api.params import arg, body_object, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
@@ -129,6 +134,7 @@ def filtered() -> list[dict[str, Any]]:
 
 @blueprint.get("/activity-executions/list")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, "activityNodeId": TEXT, "completed": TEXT})
 def list_records() -> dict[str, Any]:
     found = filtered()
     return {"items": found, "count": len(found)}
@@ -136,6 +142,7 @@ def list_records() -> dict[str, Any]:
 
 @blueprint.get("/activity-execution-summaries/list")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, "activityNodeId": TEXT, "completed": TEXT})
 def list_summaries() -> dict[str, Any]:
     found = [summary(r) for r in filtered()]
     return {"items": found, "count": len(found)}
@@ -144,6 +151,7 @@ def list_summaries() -> dict[str, Any]:
 @blueprint.get("/activity-executions/by-id")
 @blueprint.get("/activity-executions/<record_id>")
 @require("viewer")
+@documented(query={"id": TEXT})
 def get_record(record_id: str | None = None) -> dict[str, Any]:
     wanted = record_id or arg("id")
     if not wanted:
@@ -158,6 +166,7 @@ def get_record(record_id: str | None = None) -> dict[str, Any]:
 
 @blueprint.post("/activity-executions/report")
 @require("viewer")
+@documented(body=json_object({"workflowInstanceId": TEXT}, ("workflowInstanceId",)))
 def report() -> dict[str, Any]:
     body = body_object()
     if not isinstance(body.get("workflowInstanceId"), str):

@@ -9,6 +9,16 @@ from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
 from broker.console.api.instances.executions import descriptor_names
 from broker.console.api.instances.filters import instance_filter, number, one
+from broker.console.api.openapi import (
+    OBJECT,
+    PAGING,
+    SKIP,
+    TAKE,
+    TEXT,
+    VERSION,
+    documented,
+    json_object,
+)
 from broker.console.api.params import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE,
@@ -22,11 +32,27 @@ from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
 
+#: the filters and paging of Elsa's instance list, in the query string or the body
+INSTANCE_FILTER: dict[str, dict[str, Any]] = {
+    **PAGING,
+    "orderBy": TEXT,
+    "orderDirection": TEXT,
+    "status": TEXT,
+    "subStatus": TEXT,
+    "definitionId": TEXT,
+    "correlationId": TEXT,
+    "version": VERSION,
+    "searchTerm": TEXT,
+    "hasIncidents": TEXT,
+    "isSystem": TEXT,
+}
+JOURNAL_PAGE: dict[str, dict[str, Any]] = {"skip": SKIP, "take": TAKE, **PAGING}
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 
 
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=INSTANCE_FILTER, body=json_object(INSTANCE_FILTER))
 def list_instances() -> dict[str, Any]:
     body = optional_body_object()
     page = number(body, "page", 0, MAX_PAGE) or 0
@@ -198,6 +224,7 @@ def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
 
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=JOURNAL_PAGE, body=json_object({"filter": OBJECT, **JOURNAL_PAGE}))
 def get_journal(instance_id: str) -> dict[str, Any]:
     body = optional_body_object()
     offset, limit = _journal_page(body)
