@@ -1,7 +1,5 @@
-"""The ``broker`` command's client profile, written by ``broker run`` so that a shell in the
-checkout reaches the broker without exports (docs/design.md, section 2). It steers where the CLI
-connects and with what: written at ``0600`` as a private file, read only from where the broker
-writes it, and only when no one else can have written it."""
+"""The ``broker`` command's client profile, written by ``broker run`` as a private file and read only
+from where it is written, when no one else can have written it (docs/design.md, section 2)."""
 
 from __future__ import annotations
 

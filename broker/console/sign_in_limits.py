@@ -1,8 +1,5 @@
-"""Sign-in throttling: every attempt (the form, ``identity/login``) takes a token from the user
-name's bucket and from the address's, before any password is hashed; over
-``BROKER_RATE_LIMIT_SIGN_IN`` it is a ``429`` with ``Retry-After``. The buckets are the ingress's
-rate-limit buckets (``broker.ingress.buckets``), so every console process sharing their store
-shares the count."""
+"""Sign-in throttling per user name and per address, before any password is hashed, on the ingress's
+shared rate-limit buckets (docs/design.md, "Console sign-in")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The OpenAPI document of ``/elsa/api``, generated from the routes themselves: every rule of the
-app under the prefix is an operation (its path parameters from the rule, the role its ``require``
-guards it with), and what a route reads besides (query parameters, its JSON body) is declared
-beside it with ``documented``. Served at ``/elsa/api/openapi.json``."""
+"""The OpenAPI document of ``/elsa/api``, made from the routes themselves (path, role) and what each
+declares beside it with ``documented`` (query, body); served at ``/elsa/api/openapi.json``."""
 
 from __future__ import annotations
 

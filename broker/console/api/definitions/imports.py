@@ -1,8 +1,5 @@
-"""Elsa's ``workflow-definitions/import-files``: JSON files and zips of them, posted as multipart
-``files`` the way Studio's import sends them, each definition saved as a draft. Bounded: the
-request within ``BROKER_MAX_BODY_BYTES``, a zip's entries counted and each read to at most that
-size (never trusting the sizes it declares), every document through the bounded reader; all of
-them checked before any is saved."""
+"""Elsa's ``workflow-definitions/import-files``: JSON files and zips of them as multipart ``files``,
+each a draft; bounded, all checked before any is saved (docs/design.md, "Bounded input")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The operator audit: one row per operator action (grants, alterations, key management, bulk
-actions), with who, what and when.
+"""The operator audit: one row per operator action, with who, what and when.
 
 Revision 0004_operator_audit, after 0003_alterations."""
 
