@@ -1,5 +1,5 @@
-"""The ``broker`` command's client profile, written by ``broker run`` as a private file and read only
-from where it is written, when no one else can have written it (docs/design.md, section 2)."""
+"""The ``broker`` command's client profile, written by ``broker run`` as a private file, read only
+from where it is written and when no one else can have written it (docs/design.md, section 2)."""
 
 from __future__ import annotations
 
