@@ -116,8 +116,7 @@ def refuse_nul_in_url() -> None:
     for field, value in fields:
         problem = unstorable_text(str(field)) or unstorable_text(str(value))
         if problem is not None:
-            shown = str(field).encode("unicode_escape").decode("ascii")
-            raise BadRequest(f"{shown} must not contain {problem}", field=shown)
+            raise BadRequest(f"{field} must not contain {problem}", field=str(field))
 
 
 def create_internal_app(
