@@ -354,13 +354,20 @@ def run(prepare_only: bool) -> None:
     """Start ingress, internal and console listeners, worker and beat (Ctrl-C stops all)."""
     from broker.telemetry.logs import configure_logging
 
-    settings = get_settings()
-    configure_logging(settings)
-    prepare(settings)
-    if prepare_only:
-        return
-    key = ensure_dev_console_key(settings)
-    written = write_profile(settings, key)
+    from broker.errors import ConfigError
+
+    try:
+        settings = get_settings()
+        configure_logging(settings)
+        prepare(settings)
+        if prepare_only:
+            return
+        key = ensure_dev_console_key(settings)
+        written = write_profile(settings, key)
+    except ConfigError as error:
+        # A refused setting or file (a placeholder secret, a linked key file): its message says
+        # which and why, without a traceback.
+        raise click.ClickException(error.message) from error
     click.echo(quick_start_text(settings), err=True)
     if written is not None:
         click.echo(f"The broker command's profile: {written} (no exports needed)", err=True)

@@ -22,7 +22,7 @@ REASON = (
 @require("designer")
 @documented(body=OBJECT)
 def test_activity() -> dict[str, Any]:
-    body_object(definition=True)  # a malformed body is still refused as such
+    body_object(definition=True, wrapped=True)  # a malformed body is still refused as such
     return {
         "activityState": {},
         "payload": None,

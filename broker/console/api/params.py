@@ -33,24 +33,38 @@ NAMED_VERSION_OPTIONS = frozenset(
 )
 
 
-def definition_limits(settings: Settings) -> JsonLimits:
+def definition_limits(settings: Settings, *, wrapped: bool = False) -> JsonLimits:
     """What a body carrying a workflow definition may hold: the definition's own nesting limit
-    (one level more for the object it comes wrapped in), any number of keys within the size."""
-    return JsonLimits(max_bytes=settings.max_body_bytes, max_depth=WORKFLOW_MAX_DEPTH + 1)
+    (one level more when it comes wrapped in an object, as a save's ``model``), any number of keys
+    within the size."""
+    depth = WORKFLOW_MAX_DEPTH + 1 if wrapped else WORKFLOW_MAX_DEPTH
+    return JsonLimits(max_bytes=settings.max_body_bytes, max_depth=depth)
 
 
-def json_body(*, definition: bool = False) -> Any:
+def json_body(*, definition: bool = False, wrapped: bool = False) -> Any:
     """The request body as JSON, read by the broker's bounded reader: a malformed, too large, too
     deep body, or one holding NaN, Infinity, an overflowing number, a lone surrogate or a NUL, is
     refused with a 4xx naming what is wrong, before anything acts on it."""
     settings = services().settings
-    limits = definition_limits(settings) if definition else body_limits(settings)
-    return read_json(settings, limits)
+    if not definition:
+        return read_json(settings, body_limits(settings))
+    limits = definition_limits(settings, wrapped=wrapped)
+    try:
+        return read_json(settings, limits)
+    except BadRequest as exc:
+        if wrapped and exc.details.get("limit") == limits.max_depth:
+            # Said of the definition, not of the envelope that carries it one level down.
+            raise BadRequest(
+                f"JSON nesting exceeds {WORKFLOW_MAX_DEPTH} levels in the workflow definition",
+                field="model",
+                limit=WORKFLOW_MAX_DEPTH,
+            ) from None
+        raise
 
 
-def body_object(*, definition: bool = False) -> dict[str, Any]:
+def body_object(*, definition: bool = False, wrapped: bool = False) -> dict[str, Any]:
     """The request body, which must be a JSON object (``json_body``)."""
-    data = json_body(definition=definition)
+    data = json_body(definition=definition, wrapped=wrapped)
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object", field="body")
     return data

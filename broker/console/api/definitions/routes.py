@@ -312,7 +312,7 @@ def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
 @require("designer")
 @documented(body=json_object({"model": DEFINITION, "publish": FLAG}, ("model",)))
 def save_definition() -> dict[str, Any]:
-    data = body_object(definition=True)
+    data = body_object(definition=True, wrapped=True)
     raw_model = data.get("model")
     if not isinstance(raw_model, dict):
         raise BadRequest("'model' must be a workflow definition object")
