@@ -352,9 +352,8 @@ def _signal_group(pgid: int, signum: int) -> bool:
 )
 def run(prepare_only: bool) -> None:
     """Start ingress, internal and console listeners, worker and beat (Ctrl-C stops all)."""
-    from broker.telemetry.logs import configure_logging
-
     from broker.errors import ConfigError
+    from broker.telemetry.logs import configure_logging
 
     try:
         settings = get_settings()
