@@ -46,10 +46,13 @@ from tests.support.services import PROJECT_ROOT, postgres_database
 from tests.support.workflows import deep_definition_text
 
 ROLES = ("viewer", "designer", "operator")
-#: generated calls per operation and role, with valid and with invalid data (82 operations x 3
-#: roles; a few milliseconds each, in process)
+#: generated calls of each operation, with valid and with invalid data, as the role it needs (82
+#: operations; a few milliseconds each, in process); as a higher role, a few; as a lower one, one
+#: (its refusal does not depend on the data)
 POSITIVE_EXAMPLES = 10
 NEGATIVE_EXAMPLES = 4
+HIGHER_ROLE_EXAMPLES = 2
+LOWER_ROLE_EXAMPLES = 1
 #: generated definitions, each published and imported
 DEFINITIONS = 150
 
@@ -166,20 +169,19 @@ def api_schema(console: Console) -> Any:
     )
 
 
-def _operations() -> list[str]:
-    from broker.console.api import openapi
-
-    app = Flask("operations")
-    from broker.console.api import blueprint
+def _operations() -> dict[str, str | None]:
+    """Every operation of the document (``METHOD /path``) and the role it needs."""
+    from broker.console.api import blueprint, openapi
     from broker.console.identity import bp
 
+    app = Flask("operations")
     app.register_blueprint(blueprint)
     app.register_blueprint(bp)
-    return [
-        f"{method.upper()} {path}"
+    return {
+        f"{method.upper()} {path}": operation["x-required-role"]
         for path, item in openapi.document(app)["paths"].items()
-        for method in item
-    ]
+        for method, operation in item.items()
+    }
 
 
 OPERATIONS = _operations()
@@ -229,9 +231,15 @@ def test_no_operation_answers_5xx_to_generated_calls(
 ) -> None:
     # Given every operation of the document the console serves, and a principal of this role
     # When schemathesis calls each with generated data
-    for operation_id in OPERATIONS:
+    for operation_id, needed in OPERATIONS.items():
         method, path = operation_id.split(" ", 1)
         operation = api_schema[path][method.lower()]
+        if needed is not None and ROLES.index(needed) > ROLES.index(role):
+            _fuzz(console, operation, path, role, GenerationMode.POSITIVE, LOWER_ROLE_EXAMPLES)
+            continue
+        if needed is not None and needed != role:
+            _fuzz(console, operation, path, role, GenerationMode.POSITIVE, HIGHER_ROLE_EXAMPLES)
+            continue
         _fuzz(console, operation, path, role, GenerationMode.POSITIVE, POSITIVE_EXAMPLES)
         # (Unsatisfiable: nothing about this operation can be invalid, it has no input.)
         with contextlib.suppress(Unsatisfiable):
