@@ -37,16 +37,14 @@ URL_KEYS = (
 OTHER_SECRETS = ("FLOWER_PASSWORD", "PGPASSWORD")
 #: what the shipped examples (config/, deploy/) put where a secret goes, and its usual spellings
 _PLACEHOLDER = re.compile(r"replace|change[-_ ]?me|placeholder|<[^>]*>", re.IGNORECASE)
-_PLACEHOLDER_WORDS = frozenset({"password", "secret", "passwd", "changeit", "xxx", "..."})
 CONSOLE_SECRET_MIN = 32
 
 
 def is_placeholder(value: str) -> bool:
     """Whether ``value`` is a stand-in for a secret rather than one: it says REPLACE (as every
-    shipped example does), CHANGE-ME or PLACEHOLDER, holds an ``<angle-bracket>`` hint, or is a
-    bare word such as ``PASSWORD``. The one rule every secret setting is checked against."""
-    text = value.strip()
-    return bool(_PLACEHOLDER.search(text)) or text.lower() in _PLACEHOLDER_WORDS
+    shipped example does), CHANGE-ME or PLACEHOLDER, or holds an ``<angle-bracket>`` hint. The
+    one rule every secret setting is checked against (a weak secret is another matter)."""
+    return bool(_PLACEHOLDER.search(value.strip()))
 
 
 def refuse_placeholders(env: Mapping[str, str]) -> None:

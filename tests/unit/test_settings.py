@@ -204,7 +204,13 @@ def test_the_trial_overlays_console_secret_cannot_sign_tokens(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     "value",
-    ["REPLACE", "replace-me", "CHANGE-ME-please-32-characters-long!!", "<your secret>", "password"],
+    [
+        "REPLACE",
+        "replace-me",
+        "CHANGE-ME-please-32-characters-long!!",
+        "<your secret>",
+        "placeholder",
+    ],
 )
 def test_placeholders_are_refused_for_every_secret(value: str) -> None:
     for name in ("BROKER_CONSOLE_SECRET", "BROKER_CALLBACK_SECRET", "FLOWER_PASSWORD"):
