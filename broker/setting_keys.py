@@ -139,6 +139,9 @@ KEYS: tuple[Key, ...] = (
       "refilled at count per second, minute, hour or day); `unlimited` or empty: no limit"),
     K("BROKER_RATE_LIMIT_EVENTS", "rate_limit_events", "1000/second", _rate,
       "default rate of `POST /events/{name}` per client, in the same form"),
+    K("BROKER_RATE_LIMIT_SIGN_IN", "rate_limit_sign_in", "10/minute", _rate,
+      "console sign-in attempts (form and `identity/login`) per user name and, apart, per "
+      "address, in the same form; over it `429` with `Retry-After`, before any password is hashed"),
     K("BROKER_RATE_LIMIT_URL", "rate_limit_url", "", _str,
       "where the rate-limit buckets live, shared by every ingress process: `redis://...`, "
       "`postgresql://...` (the broker's database) or `file://DIR`; empty: the Redis of the lock "

@@ -7,18 +7,72 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import secrets
 import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from broker.errors import ConfigError
 from broker.rates import Rate
+from broker.safety.private_files import create_private, read_private
 from broker.setting_keys import KEY_BY_ENV, KEYS, PREFIX
 
 logger = logging.getLogger(__name__)
+
+#: the settings that are secrets themselves
+SECRET_KEYS = ("BROKER_CONSOLE_SECRET", "BROKER_CALLBACK_SECRET", "BROKER_CALLBACK_SECRET_PREVIOUS")
+#: the settings whose URL may carry a password
+URL_KEYS = (
+    "BROKER_DATABASE_URL",
+    "BROKER_QUEUE_URL",
+    "BROKER_LOCK_URL",
+    "BROKER_RATE_LIMIT_URL",
+    "BROKER_SMTP_URL",
+)
+#: secrets a broker process is given beside its settings (Flower's login, libpq's password)
+OTHER_SECRETS = ("FLOWER_PASSWORD", "PGPASSWORD")
+#: what the shipped examples (config/, deploy/) put where a secret goes, and its usual spellings
+_PLACEHOLDER = re.compile(r"replace|change[-_ ]?me|placeholder|<[^>]*>", re.IGNORECASE)
+CONSOLE_SECRET_MIN = 32
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` is a stand-in for a secret rather than one: it says REPLACE (as every
+    shipped example does), CHANGE-ME or PLACEHOLDER, or holds an ``<angle-bracket>`` hint. The
+    one rule every secret setting is checked against (a weak secret is another matter)."""
+    return bool(_PLACEHOLDER.search(value.strip()))
+
+
+def refuse_placeholders(env: Mapping[str, str]) -> None:
+    """``ConfigError`` naming the first secret of ``env`` that is a placeholder: a secret setting,
+    the password of a URL setting, or Flower's or libpq's password."""
+    for name in (*SECRET_KEYS, *OTHER_SECRETS):
+        value = env.get(name)
+        if value and is_placeholder(value):
+            raise ConfigError(
+                f"{name} is a placeholder ({_shown(value)}): set a real secret", field=name
+            )
+    for name in URL_KEYS:
+        value = env.get(name) or ""
+        try:
+            password = urlsplit(value.strip()).password
+        except ValueError:
+            continue  # the key's own parser says what is wrong with it
+        if password and is_placeholder(password):
+            raise ConfigError(
+                f"{name} holds a placeholder password ({_shown(password)}): set the real one",
+                field=name,
+            )
+
+
+def _shown(value: str) -> str:
+    """A placeholder as an error shows it: the marker, not a secret (it is none), shortened."""
+    text = value.strip()
+    return repr(text if len(text) <= 24 else text[:21] + "...")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +111,7 @@ class Settings:
     max_json_keys: int
     rate_limit_submissions: Rate
     rate_limit_events: Rate
+    rate_limit_sign_in: Rate
     rate_limit_url: str
     submit_batch_max: int
     submit_batch_window: float
@@ -130,6 +185,7 @@ class Settings:
                 values[key.attr] = key.parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"{key.env}={raw!r} is invalid: {exc}") from exc
+        refuse_placeholders(env)
         unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in KEY_BY_ENV)
         for name in unknown:
             warnings.warn(
@@ -156,28 +212,31 @@ class Settings:
     def resolved_callback_secret(self) -> str:
         """The callback secret: the configured one, or one generated once into the var folder."""
         if self.callback_secret_set:
+            refuse_placeholders({"BROKER_CALLBACK_SECRET": self.callback_secret})
             return self.callback_secret
         return self._generated_secret("callback-secret")
 
     def resolved_console_secret(self) -> str:
         """The console's signing key: the configured one, or one generated once into var/."""
         if self.console_secret_set:
-            if len(self.console_secret) < 32:
-                raise ConfigError("BROKER_CONSOLE_SECRET must be at least 32 characters")
+            if len(self.console_secret) < CONSOLE_SECRET_MIN:
+                raise ConfigError(
+                    f"BROKER_CONSOLE_SECRET must be at least {CONSOLE_SECRET_MIN} characters"
+                )
+            refuse_placeholders({"BROKER_CONSOLE_SECRET": self.console_secret})
             return self.console_secret
         return self._generated_secret("console-secret")
 
     def _generated_secret(self, name: str) -> str:
+        """The secret in ``var/<name>``, made on first use (0600, never through a link; a
+        concurrent first run keeps the one that was there first), read only when no one else
+        can have written it."""
         path = self.var_path / name
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another process won the race: read its secret
-                return path.read_text().strip()
-            with os.fdopen(fd, "w") as fh:
-                fh.write(secrets.token_urlsafe(32))
-        return path.read_text().strip()
+        create_private(path, secrets.token_urlsafe(32))
+        value = read_private(path, f"the generated secret {name}").strip()
+        if not value:
+            raise ConfigError(f"the generated secret {path} is empty", path=str(path))
+        return value
 
     def callback_secrets(self) -> tuple[str, ...]:
         """The live callback secrets, current first; empty when callbacks are disabled (an empty

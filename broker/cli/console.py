@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.console import assets
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.settings import get_settings
-from broker.store import credentials
+from broker.store import credentials, operator_actions
 from broker.store import db as store
 
 ROLE_OPTION = click.option(
@@ -53,6 +53,7 @@ def keys_create(name: str, role: str, as_json: bool) -> None:
     try:
         with store.transaction(_factory()) as db:
             key = credentials.create_key(db, name, role)
+            _audit(db, "key.create", name, {"role": role})
     except (BadRequest, Conflict) as exc:
         _fail(exc)
         return
@@ -74,7 +75,7 @@ def keys_list(as_json: bool) -> None:
 @click.argument("name")
 def keys_revoke(name: str) -> None:
     """Revoke an API key by name; tokens issued for it stop working too."""
-    _remove(credentials.KEY, name)
+    _remove(credentials.KEY, name, "key.revoke")
     click.echo(f"API key {name} revoked")
 
 
@@ -96,6 +97,7 @@ def users_add(name: str, role: str, password: str) -> None:
     try:
         with store.transaction(_factory()) as db:
             credentials.add_user(db, name, role, password)
+            _audit(db, "user.add", name, {"role": role})
     except (BadRequest, Conflict) as exc:
         _fail(exc)
         return
@@ -113,7 +115,7 @@ def users_list(as_json: bool) -> None:
 @click.argument("name")
 def users_remove(name: str) -> None:
     """Remove a console user; their sessions and tokens stop working."""
-    _remove(credentials.USER, name)
+    _remove(credentials.USER, name, "user.remove")
     click.echo(f"user {name} removed")
 
 
@@ -130,12 +132,20 @@ def _list(kind: str, as_json: bool) -> None:
         click.echo(f"{c.name}\t{c.role}\t{c.created_at}")
 
 
-def _remove(kind: str, name: str) -> None:
+def _remove(kind: str, name: str, action: str) -> None:
     try:
         with store.transaction(_factory()) as db:
             credentials.remove(db, kind, name)
+            _audit(db, action, name)
     except NotFound as exc:
         _fail(exc)
+
+
+def _audit(db: Session, action: str, name: str, summary: dict[str, str] | None = None) -> None:
+    """The operator audit's record of a credential change made from this command line."""
+    operator_actions.record(
+        db, actor=operator_actions.cli_actor("console"), action=action, target=name, summary=summary
+    )
 
 
 @console.command("assets")

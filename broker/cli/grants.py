@@ -12,6 +12,7 @@ from broker.console.client_rules import check_key, grant, rules_for
 from broker.errors import BadRequest, NotFound
 from broker.settings import get_settings
 from broker.store import db as store
+from broker.store import operator_actions
 
 
 def _clients() -> ClientRegistry:
@@ -82,7 +83,14 @@ def grant_rule(
     """Allow CLIENT_ID to submit REQUEST_TYPE (replaces that client's rule for the type)."""
     try:
         required = tuple(dict.fromkeys(check_key(k, "--key") for k in keys))
-        rule = grant(_clients(), client_id, request_type, required, allow_additional_keys)
+        rule = grant(
+            _clients(),
+            client_id,
+            request_type,
+            required,
+            allow_additional_keys,
+            actor=operator_actions.cli_actor("request-types grant"),
+        )
     except (BadRequest, NotFound) as exc:
         click.echo(f"error: {exc.message}", err=True)
         raise SystemExit(3 if isinstance(exc, NotFound) else 1) from None

@@ -1,16 +1,16 @@
-"""The ``broker`` command's client profile, written by ``broker run`` so that any shell in the
-checkout reaches the broker without exports (docs/design.md, section 2)."""
+"""The ``broker`` command's client profile, written by ``broker run`` as a private file, read only
+from where it is written and when no one else can have written it (docs/design.md, section 2)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from broker.errors import ConfigError
+from broker.safety.private_files import read_private, write_private
 from broker.settings import Settings
 
 FILE_NAME = "cli-profile.json"
@@ -63,24 +63,19 @@ def shareable(keys: Mapping[str, str]) -> dict[str, str]:
 
 
 def write(profile: Profile, path: Path) -> Path:
-    """Write ``profile`` to ``path`` atomically, readable by its owner only (it may hold the
-    console's development key)."""
+    """Write ``profile`` to ``path`` as a private file (``0600``, a fresh file renamed into place,
+    never written through a link or into a file that was there): it may hold the console's
+    development key."""
     path = path.absolute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.tmp")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(profile.to_dict(), fh, indent=2)
-        fh.write("\n")
-    scratch.replace(path)
-    return path
+    return write_private(path, json.dumps(profile.to_dict(), indent=2) + "\n")
 
 
 def read(path: Path) -> Profile:
-    """The profile in ``path``; ``ConfigError`` naming the file and the field when it is not one."""
+    """The profile in ``path``; ``ConfigError`` naming the file and the field when it is not one,
+    or when it is a link or someone else can write it (it says where the CLI connects)."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        document = json.loads(read_private(path, "profile"))
+    except FileNotFoundError as exc:
         raise ConfigError(f"profile {path} cannot be read: {exc.strerror}", path=str(path)) from exc
     except ValueError as exc:
         raise ConfigError(f"profile {path} is not JSON: {exc}", path=str(path)) from exc
@@ -132,19 +127,18 @@ def read(path: Path) -> Profile:
 
 def find(settings: Settings, chosen: str | Path | None = None) -> Profile | None:
     """The profile to use: ``chosen`` (``--profile``) or ``BROKER_PROFILE``, which must exist;
-    else ``cli-profile.json`` in the var folder if ``broker run`` wrote one; else None."""
+    else ``cli-profile.json`` in the var folder if ``broker run`` wrote one; else None.
+
+    Only where ``broker run`` writes it (``default_path``): never a profile in some folder above,
+    which anyone who can write there could have put in the CLI's way."""
     if chosen:
         return read(Path(chosen))
     if settings.profile:
         return read(Path(settings.profile))
-    var = settings.var_path
-    # From a subfolder of the checkout too: the var folder of the nearest folder above that has one.
-    folders = [Path()] if var.is_absolute() else [Path(), *Path.cwd().parents]
-    for folder in folders:
-        path = folder / var / FILE_NAME
-        if path.is_file():
-            return read(path.absolute())
-    return None
+    path = default_path(settings)
+    if not path.exists() and not path.is_symlink():
+        return None
+    return read(path.absolute())
 
 
 def apply(found: Profile | None) -> None:

@@ -115,23 +115,28 @@ def _ensure_dev_certificates(settings: Settings) -> None:
 def ensure_dev_console_key(settings: Settings) -> str:
     """The development console key (operator): kept in ``var/console-dev-key`` only, created on
     the first run and again whenever its row is gone (a new database, a revoked key)."""
-    from broker.store import credentials, db
+    from broker.safety.private_files import read_private, write_private
+    from broker.store import credentials, db, operator_actions
 
     path = settings.var_path / DEV_CONSOLE_KEY_FILE
     factory = db.make_session_factory(db.make_engine(settings.database_url))
     with db.transaction(factory) as session:
-        if path.exists():
-            key = path.read_text().strip()
+        if path.exists() or path.is_symlink():
+            # A link, or a file others may write, is refused (ConfigError), never trusted.
+            key = read_private(path, "the development console key").strip()
             if credentials.find_key(session, key) is not None:
                 return key
         if credentials.find(session, credentials.KEY, DEV_CONSOLE_KEY) is not None:
             credentials.remove(session, credentials.KEY, DEV_CONSOLE_KEY)
         key = credentials.create_key(session, DEV_CONSOLE_KEY, "operator")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key + "\n")
-    path.with_suffix(".tmp").replace(path)
+        operator_actions.record(
+            session,
+            actor=operator_actions.cli_actor("broker run"),
+            action="key.create",
+            target=DEV_CONSOLE_KEY,
+            summary={"role": "operator", "purpose": "development console key"},
+        )
+    write_private(path, key + "\n")
     return key
 
 
@@ -176,11 +181,16 @@ def write_profile(settings: Settings, console_key: str) -> Path | None:
     )
 
 
-def console_text(settings: Settings, key: str) -> str:
-    """Where the console is, with the development key in the URL's fragment (never sent)."""
+def console_text(settings: Settings) -> str:
+    """Where the console is, and where its development key is kept: never the key itself (a
+    terminal's scrollback, a CI log or a screen share would hold an operator's credential)."""
     from broker.console import assets
 
-    lines = [f"Console (Elsa Studio): {console_url(settings)}/sign-in#key={key}"]
+    key_file = settings.var_path / DEV_CONSOLE_KEY_FILE
+    lines = [
+        f"Console (Elsa Studio): {console_url(settings)}/sign-in",
+        f"  sign in with the development key (operator) kept in {key_file}",
+    ]
     if not assets.installed(settings, assets.STUDIO):
         lines.append(f"  {assets.INSTALL_HINT}")
     return "\n".join(lines)
@@ -342,19 +352,25 @@ def _signal_group(pgid: int, signum: int) -> bool:
 )
 def run(prepare_only: bool) -> None:
     """Start ingress, internal and console listeners, worker and beat (Ctrl-C stops all)."""
+    from broker.errors import ConfigError
     from broker.telemetry.logs import configure_logging
 
-    settings = get_settings()
-    configure_logging(settings)
-    prepare(settings)
-    if prepare_only:
-        return
-    key = ensure_dev_console_key(settings)
-    written = write_profile(settings, key)
+    try:
+        settings = get_settings()
+        configure_logging(settings)
+        prepare(settings)
+        if prepare_only:
+            return
+        key = ensure_dev_console_key(settings)
+        written = write_profile(settings, key)
+    except ConfigError as error:
+        # A refused setting or file (a placeholder secret, a linked key file): its message says
+        # which and why, without a traceback.
+        raise click.ClickException(error.message) from error
     click.echo(quick_start_text(settings), err=True)
     if written is not None:
         click.echo(f"The broker command's profile: {written} (no exports needed)", err=True)
-    click.echo(console_text(settings, key) + "\n", err=True)
+    click.echo(console_text(settings) + "\n", err=True)
     _share_metrics_folder(settings)
     sys.exit(Supervisor(roles(settings)).run())
 

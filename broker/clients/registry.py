@@ -201,8 +201,11 @@ class ClientRegistry:
         logger.info("registered client %s (thumbprint %s)", client.client_id, client.thumbprint)
         self._invalidate()
 
-    def register_rule(self, rule: RequestTypeRule) -> None:
-        """Create or update the rule's database row (it overrides a file entry)."""
+    def register_rule(
+        self, rule: RequestTypeRule, *, also: Callable[[Session], None] | None = None
+    ) -> None:
+        """Create or update the rule's database row (it overrides a file entry); ``also`` runs in
+        the same transaction (the audit record of the grant)."""
         factory = self._require_factory()
         client_key, type_key = rule.key
         try:
@@ -216,6 +219,8 @@ class ClientRegistry:
                 row.required_keys = list(rule.required_keys)
                 row.allow_additional_keys = rule.allow_additional_keys
                 row.enabled = True
+                if also is not None:
+                    also(session)
         except OperationalError as exc:
             raise StoreUnavailable(f"could not register rule {rule.request_type!r}") from exc
         logger.info("registered request type %s for client %s", rule.request_type, rule.client_id)

@@ -12,9 +12,12 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
-from broker.console import auth, forms, identity, pages, request_types, studio
+from broker.console import auth, forms, identity, pages, request_types, sign_in_limits, studio
+from broker.console.sign_in_limits import make_sign_in_limiter
 from broker.console.tokens import TokenIssuer, derive_key
 from broker.errors import BrokerError, StoreUnavailable
+from broker.ingress.app import refuse_nul_in_url
+from broker.ingress.buckets import RateLimiter
 from broker.ingress.context import EXTENSION as SERVICES
 from broker.ingress.context import Services
 from broker.registry.workflows import WorkflowRegistry
@@ -50,16 +53,18 @@ def create_app(
     registry: WorkflowRegistry | None = None,
     publisher: Publisher | None = None,
     runtime: Runtime | None = None,
+    sign_in_limiter: RateLimiter | None = None,
 ) -> Flask:
     """The console: Studio, the console pages, identity and (when present) the Elsa API.
 
     Shared parts (and the fast-path publisher) come from ``runtime``; keyword parts override."""
+    # First: a console with a placeholder or missing key must not come up at all.
+    secret = settings.resolved_console_secret()
     rt = runtime if runtime is not None else Runtime(settings, factory=session_factory)
     factory = session_factory or rt.factory
     registry = registry if registry is not None else rt.registry
     if publisher is None and runtime is not None:
         publisher = runtime.web_publisher
-    secret = settings.resolved_console_secret()
     app = Flask("broker.console", static_url_path="/console-static")
     app.config.update(
         SECRET_KEY=derive_key(secret, "console-session"),
@@ -80,6 +85,7 @@ def create_app(
     # 404), never a neighbour's after the slashes are merged.
     app.url_map.merge_slashes = False
     app.extensions[studio.SETTINGS] = settings
+    app.extensions[sign_in_limits.EXTENSION] = sign_in_limiter or make_sign_in_limiter(settings)
     app.extensions[auth.EXTENSION] = auth.ConsoleContext(
         session_factory=factory,
         tokens=TokenIssuer(
@@ -128,6 +134,8 @@ def create_app(
     def _identify() -> None:
         if request.endpoint not in OPEN_ENDPOINTS:
             auth.identify()
+        # No id, name or filter may hold a NUL: refused here, as on the ingress, for every route.
+        refuse_nul_in_url()
 
     @app.after_request
     def _headers(response: Response) -> Response:
@@ -165,6 +173,8 @@ def _error(status: int, message: str, code: str, details: dict[str, Any] | None 
         response.status_code = status
         if status == 401:
             response.headers["WWW-Authenticate"] = 'ApiKey, Bearer realm="elsa"'
+        if status == 429 and details and details.get("retryAfter"):
+            response.headers["Retry-After"] = str(details["retryAfter"])
         return response
     if status == 401:
         target = request.full_path if request.method == "GET" else "/"

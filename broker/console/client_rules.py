@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+from sqlalchemy.orm import Session
+
 from broker.clients.entries import RequestTypeRule
 from broker.clients.registry import ClientRegistry
 from broker.errors import BadRequest, NotFound
+from broker.store import operator_actions
 
 #: letters, digits, ``.``, ``_`` and ``-``, starting with a letter (as the shipped types are named)
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,99}$")
@@ -52,9 +55,13 @@ def grant(
     request_type: str,
     required_keys: tuple[str, ...],
     allow_additional_keys: bool,
+    *,
+    actor: str,
+    role: str | None = None,
 ) -> RequestTypeRule:
     """Allow a known client to submit ``request_type``: a database rule (it overrides the file's
-    rule for the same client and type), which every ingress process reloads within seconds."""
+    rule for the same client and type), which every ingress process reloads within seconds; the
+    operator audit records it in the same transaction (``actor``, ``role``: who granted it)."""
     client = clients.get(client_id.strip())
     if client is None:
         raise NotFound(f"Unknown client {client_id!r}", field="clientId")
@@ -64,5 +71,21 @@ def grant(
         required_keys=required_keys,
         allow_additional_keys=allow_additional_keys,
     )
-    clients.register_rule(rule)
+
+    def audit(session: Session) -> None:
+        operator_actions.record(
+            session,
+            actor=actor,
+            role=role,
+            action="grant.create",
+            target=f"{rule.client_id}: {rule.request_type}",
+            summary={
+                "clientId": rule.client_id,
+                "requestType": rule.request_type,
+                "requiredKeys": list(rule.required_keys),
+                "allowAdditionalKeys": rule.allow_additional_keys,
+            },
+        )
+
+    clients.register_rule(rule, also=audit)
     return rule

@@ -8,8 +8,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from broker.console.auth import context, principal_for_holder
+from broker.console.forms import settings
+from broker.console.sign_in_limits import throttle
 from broker.console.tokens import Holder
 from broker.errors import BadRequest, Unauthenticated
+from broker.ingress.schemas import read_json
 from broker.store import credentials
 from broker.store import db as store
 
@@ -44,10 +47,11 @@ def _answer(holder: Holder | None) -> Response:
 
 @bp.post("/login")
 def login() -> Response:
-    body = request.get_json(silent=True)
+    body = read_json(settings())
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object with username and password")
     username, password = _field(body, "username"), _field(body, "password")
+    throttle(username)  # before the password is hashed: a refused attempt costs nothing
     with store.transaction(context().session_factory, write=False) as db:
         user = credentials.verify_user(db, username, password)
     if user is None:

@@ -12,17 +12,20 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
-from broker.console import assets, auth
+from broker.console import assets, audit, auth
+from broker.console.api.params import MAX_PAGE
 from broker.console.forms import csrf, protect_form, settings
 from broker.console.roles import current, require
+from broker.console.sign_in_limits import throttle
 from broker.engine.model.diagram import to_mermaid
-from broker.errors import BadRequest, BrokerError, Conflict
+from broker.errors import BadRequest, BrokerError, Conflict, RateLimited
 from broker.runtime.admin import alteration_jobs, dead_letters, instances
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.requests import queries as request_queries
 from broker.runtime.wiring import Runtime
-from broker.store import credentials
+from broker.safety.bounded import parse_int
+from broker.store import credentials, operator_actions
 from broker.store import db as store
 
 logger = logging.getLogger(__name__)
@@ -93,13 +96,18 @@ def sign_in_form() -> str:
 
 
 @bp.post("/sign-in")
-def sign_in() -> BaseResponse | tuple[str, int]:
+def sign_in() -> BaseResponse | tuple[str, int] | tuple[str, int, dict[str, str]]:
     csrf.protect()
     form = request.form
     target = _safe_next(form.get("next"))
     principal = None
     key = form.get("apiKey", "").strip()
     username, password = form.get("username", "").strip(), form.get("password", "")
+    try:
+        throttle(username if not key else None)  # before any hashing
+    except RateLimited as exc:
+        page = render_template("sign_in.html", next=target, error=exc.message)
+        return page, 429, {"Retry-After": str(exc.retry_after)}
     with store.transaction(_factory(), write=False) as db:
         if key:
             principal = auth.principal_of(credentials.find_key(db, key))
@@ -126,8 +134,13 @@ def sign_out() -> BaseResponse:
 @bp.get("/workflows")
 @require("viewer")
 def workflows() -> str:
+    registry = auth.context().registry
     return _studio_page(
-        "Workflows", "elsa-workflow-definition-list", {}, ("editWorkflowDefinition",)
+        "Workflows",
+        "elsa-workflow-definition-list",
+        {},
+        ("editWorkflowDefinition",),
+        problems=registry.shown_problems() if registry is not None else [],
     )
 
 
@@ -197,8 +210,7 @@ def _runtime() -> Runtime:
 
 
 def _actor() -> str:
-    principal = current()
-    return f"console:{principal.name if principal is not None else 'unknown'}"
+    return audit.actor()
 
 
 def _publish(outbox_ids: list[str], what: str) -> None:
@@ -323,10 +335,7 @@ def _kind_filter() -> tuple[str, ...]:
 
 
 def _page_number() -> int:
-    raw = request.args.get("page", "0")
-    if not raw.isdigit() or int(raw) > 1_000_000:
-        raise BadRequest("page must be a number from 0", field="page")
-    return int(raw)
+    return parse_int(request.args.get("page") or "0", "page", low=0, high=MAX_PAGE)
 
 
 @bp.get("/dead-letters")
@@ -351,6 +360,7 @@ def replay_dead_letter(letter_id: str) -> BaseResponse:
     protect_form()
     with store.transaction(_factory()) as db:
         outcome = dead_letters.replay(db, letter_id, LETTER_KINDS)
+        audit.record(db, "dead-letter.replay", letter_id, {"replayedAs": outcome.new_id})
     publisher = auth.context().publisher
     if outcome.outbox_ids and publisher is not None:
         try:
@@ -366,6 +376,21 @@ def replay_dead_letter(letter_id: str) -> BaseResponse:
         principal.name if principal else "?",
     )
     return redirect(url_for("pages.dead_letter_list", message=f"Replayed {letter_id}"))
+
+
+# Operator audit -----------------------------------------------------------------------------------
+
+
+@bp.get("/audit")
+@require("operator")
+def operator_audit() -> str:
+    page = _page_number()
+    action = (request.args.get("action") or "").strip() or None
+    with store.transaction(_factory(), write=False) as db:
+        items, total = operator_actions.list_page(db, page=page, page_size=PAGE_SIZE, action=action)
+    return render_template(
+        "audit.html", items=items, total=total, page=page, page_size=PAGE_SIZE, action=action
+    )
 
 
 # Runtime ------------------------------------------------------------------------------------------
@@ -395,6 +420,7 @@ def _set_paused(paused: bool) -> BaseResponse:
     protect_form()
     with store.transaction(_factory()) as db:
         set_paused(db, paused)
+        audit.record(db, "runtime.pause" if paused else "runtime.resume", "workflow runtime")
     principal = current()
     logger.warning(
         "workflow runtime %s from the console by %s",

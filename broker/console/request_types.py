@@ -137,19 +137,42 @@ def set_type(definition_id: str) -> BaseResponse:
     return _back(definition_id, "Request type removed: publish to stop serving it")
 
 
+def _grantable_type(registry: WorkflowRegistry, definition_id: str, asked: str) -> str:
+    """The request type this definition's page may grant: its own (the draft's, else the one
+    its published version serves), and only when the form asks for exactly that one."""
+    found = view(settings(), registry, definition_id)
+    own = (found.latest or found.published) if found is not None else None
+    if own is None:
+        raise NotFound(f"Workflow definition '{definition_id}' serves no request type to grant")
+    if asked.strip().lower() != own.lower():
+        raise BadRequest(
+            f"This page grants only {own}, the request type of {definition_id}, "
+            f"not {asked.strip()!r}",
+            field="requestType",
+        )
+    return own
+
+
 @bp.post("/workflows/<definition_id>/request-type/grants")
 @require("operator")
 def grant_type(definition_id: str) -> BaseResponse:
 
     protect_form()
     form = request.form
+    registry = auth.context().registry
+    principal = current()
     try:
+        if registry is None:
+            raise NotFound("the console has no workflow registry")
+        request_type = _grantable_type(registry, definition_id, form.get("requestType", ""))
         rule = grant(
             client_registry(settings()),
             form.get("clientId", ""),
-            form.get("requestType", ""),
+            request_type,
             parse_keys(form.get("requiredKeys", "")),
             form.get("allowAdditionalKeys") == "on",
+            actor=f"console:{_who()}",
+            role=principal.role if principal is not None else None,
         )
     except (BadRequest, NotFound) as exc:
         return _back(definition_id, exc.message, error=True)

@@ -49,6 +49,7 @@ def require(role: Role) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 abort(403)
             return view(*args, **kwargs)
 
+        guarded.required_role = role  # type: ignore[attr-defined]  # the OpenAPI document's
         return guarded
 
     return decorate

@@ -32,7 +32,9 @@ from broker.errors import WorkflowDefinitionError
 
 def parse_workflow(document: Mapping[str, Any], *, file: str | None = None) -> WorkflowDefinition:
     """Parse and validate an Elsa 3 workflow definition document (camelCase or PascalCase); an
-    error names the JSON path as the document spells it."""
+    error names the JSON path as the document spells it. A document nesting deeper than
+    ``WORKFLOW_MAX_DEPTH`` is refused before anything walks it."""
+    shapes.check_nesting(document, file=file)
     try:
         return _Parser(file).workflow(shapes.workflow_document(document))
     except WorkflowDefinitionError as exc:

@@ -27,6 +27,7 @@ from broker.ingress.context import EXTENSION, ClientDirectory, Services, Workflo
 from broker.ingress.rate_limits import LIMITER
 from broker.runtime.ports import NullPublisher, Publisher
 from broker.runtime.wiring import Runtime
+from broker.safety.bounded import unstorable_text
 from broker.settings import Settings
 from broker.telemetry import tracing
 
@@ -115,8 +116,9 @@ def refuse_nul_in_url() -> None:
     """
     fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
     for field, value in fields:
-        if "\x00" in str(field) or "\x00" in str(value):
-            raise BadRequest(f"{field} must not contain NUL characters", field=str(field))
+        problem = unstorable_text(str(field)) or unstorable_text(str(value))
+        if problem is not None:
+            raise BadRequest(f"{field} must not contain {problem}", field=str(field))
 
 
 def create_internal_app(

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.errors import PayloadTooLarge
+from broker.errors import BadRequest, PayloadTooLarge
 from broker.ingress import metrics
+from broker.safety.bounded import parse_int
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,8 @@ DRAIN_FACTOR = 64
 #: seconds a client gets to finish sending a body that is refused
 DRAIN_SECONDS = 10.0
 READ_SIZE = 65536
+#: the largest Content-Length taken as a number (a larger one is refused as too large anyway)
+MAX_CONTENT_LENGTH = 2**62
 
 
 class BodyLimit:
@@ -75,9 +78,10 @@ class BodyLimit:
 
 def _content_length(environ: dict[str, Any]) -> int | None:
     raw = str(environ.get("CONTENT_LENGTH") or "").strip()
-    if not raw.isdigit():
-        return None
-    return int(raw)
+    try:
+        return parse_int(raw, "Content-Length", low=0, high=MAX_CONTENT_LENGTH)
+    except BadRequest:
+        return None  # absent or malformed: the app's to answer
 
 
 def _read(stream: Any, size: int) -> bytes:

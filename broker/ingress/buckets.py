@@ -184,6 +184,7 @@ class DatabaseBuckets:
             # last updates in a crash costs a client a few tokens, so commits need not wait for
             # the disk.
             connect_args={"connect_timeout": 5, "options": "-c synchronous_commit=off"},
+            hide_parameters=True,
         )
 
     def take(self, key: str, rate: Rate) -> float:

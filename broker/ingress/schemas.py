@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +13,7 @@ from broker.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from broker.runtime.admin.enums import RequestStatus
 from broker.runtime.requests.queries import ListQuery
 from broker.runtime.requests.submission import Submission
+from broker.safety.bounded import JsonLimits, decode_json, parse_int
 from broker.settings import Settings
 
 MAX_NAME = 200  # the width of the name columns (request type, idempotency key, event name)
@@ -27,8 +25,10 @@ WEBHOOK_EVENT_FIELDS = frozenset({"eventType", "payload", "timestamp"})
 CALLBACK_FIELDS = frozenset({"status", "result", "error"})
 
 
-def read_json(settings: Settings) -> Any:
-    """The request body as JSON: the one intake of every JSON-accepting route (module doc)."""
+def read_json(settings: Settings, limits: JsonLimits | None = None) -> Any:
+    """The request body as JSON: the one intake of every JSON-accepting route of the ingress and
+    the console, within ``limits`` (``body_limits`` by default; the size never above
+    ``BROKER_MAX_BODY_BYTES``), read by the broker's one bounded JSON reader."""
     limit = settings.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
@@ -44,7 +44,19 @@ def read_json(settings: Settings) -> Any:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit) from exc
     if len(raw) > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes", limit=limit)
-    return decode_json(raw, max_depth=settings.max_json_depth, max_keys=settings.max_json_keys)
+    if not raw.strip():
+        raise BadRequest("Request body must be a JSON object", field="body")
+    return decode_json(raw, limits or body_limits(settings))
+
+
+def body_limits(settings: Settings) -> JsonLimits:
+    """What a JSON request body may hold: ``BROKER_MAX_BODY_BYTES``, ``BROKER_MAX_JSON_DEPTH``
+    and ``BROKER_MAX_JSON_KEYS``."""
+    return JsonLimits(
+        max_bytes=settings.max_body_bytes,
+        max_depth=settings.max_json_depth,
+        max_keys=settings.max_json_keys,
+    )
 
 
 def is_json_media_type(mimetype: str) -> bool:
@@ -53,100 +65,6 @@ def is_json_media_type(mimetype: str) -> bool:
     return mimetype == "application/json" or (
         "/" in mimetype and mimetype.endswith("+json") and not mimetype.startswith("/")
     )
-
-
-def decode_json(raw: bytes, *, max_depth: int, max_keys: int) -> Any:
-    """Strict JSON from UTF-8 ``raw``, checked by ``check_shape``; ``BadRequest`` otherwise."""
-    if not raw.strip():
-        raise BadRequest("Request body must be a JSON object", field="body")
-    try:
-        document = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except RecursionError as exc:
-        raise BadRequest("JSON nesting is too deep", field="body") from exc
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequest(f"Malformed JSON: {exc}", field="body") from exc
-    check_shape(document, max_depth=max_depth, max_keys=max_keys)
-    return document
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# A surrogate left in a decoded str is a lone one: json pairs valid ones into one code point.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-# One node of the walk: value, depth, parent node, and the key or index under the parent.
-_Node = tuple[Any, int, Any, str | int | None]
-
-
-def check_shape(document: Any, *, max_depth: int, max_keys: int) -> None:
-    """Raise ``BadRequest`` when ``document`` nests deeper or holds more keys than allowed, or
-    holds a non-finite number, a lone surrogate or a NUL character (key or value, any depth)."""
-    keys = 0
-    stack: list[_Node] = [(document, 1, None, None)]
-    while stack:
-        node = stack.pop()
-        value, depth = node[0], node[1]
-        if isinstance(value, str):
-            _check_text(value, node, "string")
-            continue
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise _content_error(f"Number out of range (it overflows to {value})", node)
-            continue
-        if isinstance(value, dict):
-            keys += len(value)
-            if keys > max_keys:
-                raise BadRequest(
-                    f"JSON body has more than {max_keys} keys", field="body", limit=max_keys
-                )
-        elif not isinstance(value, list):
-            continue
-        if depth > max_depth:
-            raise BadRequest(
-                f"JSON nesting exceeds {max_depth} levels", field="body", limit=max_depth
-            )
-        if isinstance(value, dict):
-            for key, child in value.items():
-                _check_text(key, (key, depth + 1, node, key), "key")
-                stack.append((child, depth + 1, node, key))
-        else:
-            stack.extend((child, depth + 1, node, index) for index, child in enumerate(value))
-
-
-def _check_text(text: str, node: _Node, what: str) -> None:
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return
-    char = found.group()
-    if char == "\x00":
-        problem = "a NUL character (\\u0000)"
-    else:
-        problem = f"a lone surrogate (\\u{ord(char):04x})"
-    raise _content_error(f"JSON {what} contains {problem}", node)
-
-
-def _content_error(message: str, node: _Node) -> BadRequest:
-    path = json_path(node)
-    return BadRequest(f"{message} at {path}", field="body", path=path)
-
-
-def json_path(node: _Node) -> str:
-    """The JSONPath of a walk node: ``$.payload.items[2]``, ``$["odd key"]``."""
-    parts: list[str] = []
-    current: _Node | None = node
-    while current is not None and current[2] is not None:
-        key = current[3]
-        if isinstance(key, int):
-            parts.append(f"[{key}]")
-        elif key is not None and key.isidentifier() and key.isascii():
-            parts.append(f".{key}")
-        else:
-            # json.dumps escapes a lone surrogate or NUL, so the path itself stays printable.
-            parts.append(f"[{json.dumps(key)}]")
-        current = current[2]
-    return "$" + "".join(reversed(parts))
 
 
 def _object(document: Any, allowed: frozenset[str]) -> dict[str, Any]:
@@ -292,13 +210,7 @@ def int_arg(name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise BadRequest(f"{name} must be an integer", field=name) from exc
-    if not low <= value <= high:
-        raise BadRequest(f"{name} must be between {low} and {high}", field=name)
-    return value
+    return parse_int(raw, name, low=low, high=high)
 
 
 def str_arg(name: str) -> str | None:

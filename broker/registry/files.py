@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,15 +14,20 @@ from typing import Any
 from broker.engine.model import shapes
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.validation import foreign_types, validate_document
-from broker.errors import WorkflowDefinitionError
+from broker.errors import BadRequest, WorkflowDefinitionError
 from broker.registry.triggers import PLACEHOLDER_REASON, TriggerSpec, canonical_json, index_triggers
+from broker.safety.bounded import WORKFLOW_LIMITS, decode_json
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE = "broker.default"
+#: the width of the name columns a definition's names are stored in (definition id, name,
+#: request type, queue, activity ids of triggers)
+MAX_NAME = 200
+#: the highest version number the store holds (a 32-bit column)
+MAX_VERSION = 2_147_483_647
 EXECUTORS = ("local", "elsa")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
-_BOM = "\ufeff"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,30 +89,30 @@ def read_workflow_file(path: Path) -> WorkflowFile:
     """Read and validate one workflow file.
 
     Raises ``FileNotFoundError`` when it vanished meanwhile and ``WorkflowDefinitionError`` (naming
-    the file, the JSON path and the reason) when it is malformed or invalid.
+    the file, the JSON path and the reason) when it is malformed, nests too deep or is invalid.
     """
     file = str(path)
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkflowDefinitionError(f"not UTF-8 text: {exc}", file=file) from exc
-    text = text.removeprefix(_BOM)
-    if not text.strip():
+    return parse_workflow_document(read_document(path.read_bytes(), file=file), file=file)
+
+
+def read_document(raw: bytes, *, file: str) -> Any:
+    """A workflow file's JSON, read by the broker's bounded reader (``WORKFLOW_LIMITS``: nesting
+    refused before anything recurses, strict numbers, no lone surrogate or NUL)."""
+    if not raw.removeprefix(b"\xef\xbb\xbf").strip():
         raise WorkflowDefinitionError("the file is empty", file=file)
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WorkflowDefinitionError(
-            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file=file
-        ) from exc
-    return parse_workflow_document(document, file=file)
+        return decode_json(raw, WORKFLOW_LIMITS, field="file")
+    except BadRequest as exc:
+        path = str(exc.details.get("path") or "$")
+        reason = exc.message.removesuffix(f" at {path}").replace("Malformed JSON", "malformed JSON")
+        raise WorkflowDefinitionError(reason, file=file, path=path) from None
 
 
 def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
     """Validate a loaded document and extract what the registry needs."""
     if not isinstance(document, dict):
         raise WorkflowDefinitionError("a workflow file must hold a JSON object", file=file)
+    shapes.check_nesting(document, file=file)
     # Kept in the shape Elsa writes: PascalCase names (older exports) are read as camelCase.
     document = shapes.workflow_document(document)
     definition_id = _text(document, "definitionId", file, required=True)
@@ -118,8 +122,10 @@ def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
     version = document.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise WorkflowDefinitionError("must be an integer", file=file, path="$.version")
-    if isinstance(version, int) and version < 1:
-        raise WorkflowDefinitionError("must be 1 or more", file=file, path="$.version")
+    if isinstance(version, int) and not 1 <= version <= MAX_VERSION:
+        raise WorkflowDefinitionError(
+            f"must be from 1 to {MAX_VERSION}", file=file, path="$.version"
+        )
     published = document.get("isPublished", True)
     if not isinstance(published, bool):
         raise WorkflowDefinitionError("must be true or false", file=file, path="$.isPublished")
@@ -148,6 +154,10 @@ def parse_workflow_document(document: Any, *, file: str) -> WorkflowFile:
         )
     triggers = tuple(index_triggers(document))
     for trigger in triggers:
+        if len(str(trigger.activity_id)) > MAX_NAME:
+            raise WorkflowDefinitionError(
+                f"an activity id is longer than {MAX_NAME} characters", file=file, path=trigger.path
+            )
         if trigger.is_placeholder:
             raise WorkflowDefinitionError(
                 f"{PLACEHOLDER_REASON} (activity {trigger.activity_id!r}, {trigger.activity_type})",
@@ -209,6 +219,10 @@ def _text(
     if not isinstance(value, str) or not value.strip():
         raise WorkflowDefinitionError(
             "must be a non-empty string", file=file, path=f"{prefix}.{key}"
+        )
+    if len(value.strip()) > MAX_NAME:
+        raise WorkflowDefinitionError(
+            f"is longer than {MAX_NAME} characters", file=file, path=f"{prefix}.{key}"
         )
     return value.strip()
 

@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from broker.engine.model import shapes
+
 # Every accepted spelling of a trigger activity type, mapped to the one name stored in the index,
 # so a stimulus matches whatever alias the file used.
 HTTP_ENDPOINT = "Elsa.HttpEndpoint"
@@ -176,7 +178,7 @@ def _expression_value(kind: str, value: Any) -> Any:
     if kind == "Literal":
         return value
     if kind in ("Object", "Json"):
-        return json.loads(value) if isinstance(value, str) else value
+        return shapes.json_text(value) if isinstance(value, str) else value
     raise NotLiteral(f"{kind} expressions are evaluated at run time")
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.model.strategies import ACTIVATION_STRATEGIES, strategy_name
-from broker.errors import StoreUnavailable
+from broker.errors import StoreUnavailable, WorkflowDefinitionError
 from broker.registry.files import DEFAULT_QUEUE, WorkflowFile
 from broker.store import models
 from broker.store.db import transaction
@@ -218,13 +218,23 @@ def _clear_latest(session: Session, definition_id: str) -> None:
 
 
 def load_version(factory: SessionFactory, version_id: str) -> PublishedWorkflow | None:
-    """A stored version by id, or None."""
+    """A stored version by id, or None; ``WorkflowDefinitionError`` when its stored document
+    cannot be read back (one stored before the nesting limit, deeper than JSON's reader goes)."""
     try:
         with factory() as session:
             row = session.get(models.WorkflowDefinition, version_id)
             return from_row(row) if row is not None else None
     except OperationalError as exc:
         raise StoreUnavailable(f"could not read workflow version {version_id}") from exc
+    except RecursionError:
+        # The column's JSON reader (the driver's json.loads) gave up on the stored document.
+        raise WorkflowDefinitionError(
+            f"the stored document of version {version_id} nests too deep to be read back"
+        ) from None
+    except ValueError as exc:
+        raise WorkflowDefinitionError(
+            f"the stored document of version {version_id} is not valid JSON: {exc}"
+        ) from None
 
 
 def load_newest_published(factory: SessionFactory, definition_id: str) -> PublishedWorkflow | None:

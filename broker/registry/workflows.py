@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.errors import WorkflowDefinitionError
+from broker.errors import StoreUnavailable, WorkflowDefinitionError
 from broker.registry.files import (
     Problem,
     WorkflowFile,
@@ -82,9 +82,11 @@ class WorkflowRegistry:
             problems: list[Problem] = []
             candidates = self._scan(problems)
             definitions, request_types = _resolve(candidates, problems)
-            by_definition = {d: self._publish(c.file) for d, c in definitions.items()}
+            by_definition = self._publish_each(definitions, problems)
             by_request_type = {
-                k: by_definition[c.file.definition_id] for k, c in request_types.items()
+                k: by_definition[c.file.definition_id]
+                for k, c in request_types.items()
+                if c.file.definition_id in by_definition
             }
             self._index = _Index(by_request_type, by_definition, tuple(problems))
         for problem in problems:
@@ -156,10 +158,38 @@ class WorkflowRegistry:
         except WorkflowDefinitionError as exc:
             where = "" if exc.path == "$" else f"{exc.path}: "
             problems.append(Problem(str(path), where + exc.reason))
+        except OSError as exc:
+            problems.append(Problem(str(path), f"the file cannot be read: {exc.strerror}"))
+        except Exception as exc:
+            # One file must never take the others down: whatever reading it raised, it alone is
+            # refused (and named), and every other definition loads.
+            logger.exception("workflow file %s could not be loaded", path)
+            problems.append(Problem(str(path), f"the file could not be loaded: {_brief(exc)}"))
         last_good = self._last_good.get(str(path))
         if last_good is not None:
             logger.warning("keeping the last good version of %s", path)
         return last_good
+
+    def _publish_each(
+        self, definitions: dict[str, _Candidate], problems: list[Problem]
+    ) -> dict[str, PublishedWorkflow]:
+        """Publish every winning file; one the store refuses is refused alone (the database
+        being down is not the file's fault: that still fails the load, the last view stays)."""
+        published: dict[str, PublishedWorkflow] = {}
+        for definition_id, candidate in definitions.items():
+            try:
+                published[definition_id] = self._publish(candidate.file)
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                logger.exception(
+                    "workflow file %s could not be published", candidate.file.source_path
+                )
+                self._last_good.pop(candidate.file.source_path, None)
+                problems.append(
+                    Problem(candidate.file.source_path, f"could not be published: {_brief(exc)}")
+                )
+        return published
 
     def _publish(self, wf: WorkflowFile) -> PublishedWorkflow:
         current = self._index.by_definition.get(wf.definition_id)
@@ -244,6 +274,20 @@ class WorkflowRegistry:
         """The files (and folders) the last load skipped, with the reason."""
         return list(self._index.problems)
 
+    def shown_problems(self) -> list[Problem]:
+        """``problems`` as the console shows them: each file named within its workflow folder
+        (``invoices/deep.json``), never by where the folder is on the server."""
+        shown = []
+        for problem in self._index.problems:
+            path = Path(problem.file)
+            name = path.name
+            for folder in self._folders:
+                if path == folder or folder in path.parents:
+                    name = str(path.relative_to(folder)) if path != folder else folder.name
+                    break
+            shown.append(Problem(name or path.name, problem.reason))
+        return shown
+
     # Watching ------------------------------------------------------------------------------------
 
     def add_listener(self, fn: Listener) -> None:
@@ -267,6 +311,13 @@ class WorkflowRegistry:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+
+
+def _brief(exc: Exception) -> str:
+    """An unexpected error in a line a problem list can show (its type, its first line)."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
 
 
 def _resolve(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.parser import parse_workflow
+from broker.errors import WorkflowDefinitionError
 
 if TYPE_CHECKING:
     from broker.registry import WorkflowRegistry
     from broker.registry.versions import PublishedWorkflow
+
+
+logger = logging.getLogger(__name__)
 
 
 class RegistryLookup:
@@ -33,7 +38,16 @@ class RegistryLookup:
             "definitionId": published.definition_id,
             "version": published.version,
         }
-        definition = parse_workflow(document, file=published.source_path)
+        try:
+            definition = parse_workflow(document, file=published.source_path)
+        except WorkflowDefinitionError:
+            raise
+        except Exception as exc:
+            # A parser bug must not fail every delivery of this work: it cannot be loaded.
+            logger.exception("workflow version %s could not be parsed", published.version_id)
+            raise WorkflowDefinitionError(
+                f"the workflow parser failed: {type(exc).__name__}", file=published.source_path
+            ) from exc
         with self._lock:
             self._parsed[published.version_id] = definition
         return definition
@@ -48,7 +62,10 @@ class RegistryLookup:
 
     def by_activity_type(self, type_name: str) -> WorkflowDefinition | None:
         for published in self.registry.definitions():
-            definition = self.parse(published)
+            try:
+                definition = self.parse(published)
+            except WorkflowDefinitionError:
+                continue  # refused by the registry's own checks too: no candidate
             if definition.usable_as_activity and definition.activity_type_name == type_name:
                 return definition
         return None

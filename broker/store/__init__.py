@@ -7,5 +7,6 @@ __all__ = [
     "db",
     "migrations",
     "models",
+    "operator_actions",
     "rows",
 ]

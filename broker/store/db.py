@@ -75,6 +75,9 @@ def dispose_engines() -> None:
 
 
 def _create(url: URL) -> Engine:
+    """A new engine for ``url``. Every engine hides its statements' parameters from the errors
+    it raises (``hide_parameters``): they hold what clients and authors sent (payloads, drafts),
+    and an error's text ends up in a log line."""
     backend = url.get_backend_name()
     if backend == "sqlite":
         return _create_sqlite(url)
@@ -88,8 +91,10 @@ def _create(url: URL) -> Engine:
         connect_args: dict[str, Any] = {}
         if "connect_timeout" not in url.query:
             connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
-        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
-    return create_engine(url, pool_pre_ping=True)
+        return create_engine(
+            url, pool_pre_ping=True, connect_args=connect_args, hide_parameters=True
+        )
+    return create_engine(url, pool_pre_ping=True, hide_parameters=True)
 
 
 def _is_memory(url: URL) -> bool:
@@ -100,7 +105,9 @@ def _is_memory(url: URL) -> bool:
 def _create_sqlite(url: URL) -> Engine:
     if not _is_memory(url) and not (url.database or "").startswith("file:"):
         Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_engine(
+        url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, hide_parameters=True
+    )
 
     @event.listens_for(engine, "connect")
     def configure(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:

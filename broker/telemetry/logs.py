@@ -6,12 +6,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from broker.redaction import redact_text
 from broker.settings import Settings
+
+# What SQLAlchemy appends to a database error when an engine shows its parameters: the values
+# of the statement (a draft's document, a payload). Every engine of the broker hides them; a log
+# line masks them anyway, whatever engine raised the error. The repr runs to the end of its line.
+_SQL_PARAMETERS = re.compile(r"\[parameters: [^\n]*")
+_MASKED_PARAMETERS = "[parameters: *** (hidden)]"
+
+
+def redact_log(text: str) -> str:
+    """A log line's text with credentials masked (``redact_text``) and SQL parameters hidden."""
+    if "[parameters: " in text:
+        text = _SQL_PARAMETERS.sub(_MASKED_PARAMETERS, text)
+    return redact_text(text)
+
 
 #: the only ``extra`` fields that reach a log line
 CONTEXT_FIELDS = (
@@ -45,14 +60,14 @@ class JsonFormatter(logging.Formatter):
             ),
             "level": record.levelname,
             "logger": record.name,
-            "message": redact_text(record.getMessage()),
+            "message": redact_log(record.getMessage()),
         }
         for field in CONTEXT_FIELDS:
             value = record.__dict__.get(field)
             if value is not None:
                 line[field] = value
         if record.exc_info:
-            line["exc"] = redact_text(self.formatException(record.exc_info))
+            line["exc"] = redact_log(self.formatException(record.exc_info))
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
@@ -63,7 +78,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ids = [f"{f}={record.__dict__[f]}" for f in CONTEXT_FIELDS if record.__dict__.get(f)]
         record.context = f" [{' '.join(ids)}]" if ids else ""
-        return redact_text(super().format(record))
+        return redact_log(super().format(record))
 
 
 def make_formatter(settings: Settings) -> logging.Formatter:

@@ -226,3 +226,36 @@ def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     finally:
         for process in server.processes:
             _stop(process)
+
+
+# Summary lines ------------------------------------------------------------------------------------
+# A module may report one line for the end of the run (the console fuzz: calls, bodies, 5xx). Under
+# pytest-xdist a worker hands its lines to the controller, which prints them in its summary.
+
+_SUMMARY_KEY = "broker_summary_lines"
+_summary: list[str] = []
+_config: pytest.Config | None = None
+
+
+def record_summary(line: str) -> None:
+    """Print ``line`` in the terminal summary of this run (whichever process ran the test)."""
+    _summary.append(line)
+    workeroutput = getattr(_config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_SUMMARY_KEY] = list(_summary)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _config
+    _config = config
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    _summary.extend(getattr(node, "workeroutput", {}).get(_SUMMARY_KEY, []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _summary and not hasattr(terminalreporter.config, "workeroutput"):
+        terminalreporter.section("summaries")
+        for line in _summary:
+            terminalreporter.write_line(line)

@@ -174,3 +174,35 @@ def parent(child: str) -> dict[str, Any]:
         ],
         request_type="Parent",
     )
+
+
+#: the two ways a definition nests deep: activities inside activities, or a deep literal value
+DEEP_SHAPES = ("activities", "value")
+
+
+def deep_definition_text(
+    depth: int, shape: str = "value", *, definition_id: str = "deep", request_type: str = "Deep"
+) -> str:
+    """The JSON text of a definition nesting about ``depth`` levels deep (written as text: a
+    document that deep cannot even be serialized by ``json.dumps``), a request-type workflow
+    that is valid but for its depth."""
+    if shape == "activities":
+        # Each Sequence adds two levels: the activity object and its activities list.
+        levels = depth // 2
+        opening = '{"id": "s%d", "type": "Elsa.Sequence", "version": 1, "activities": ['
+        inner = "".join(opening % n for n in range(levels)) + "]}" * levels
+        body = f'"activities": [{inner}]'
+    elif shape == "value":
+        value = "[" * depth + "]" * depth
+        expression = f'{{"type": "Literal", "value": {value}}}'
+        body = (
+            '"activities": [{"id": "write", "type": "Elsa.WriteLine", "version": 1, '
+            f'"text": {{"typeName": "Object", "expression": {expression}}}}}]'
+        )
+    else:
+        raise ValueError(shape)
+    return (
+        f'{{"definitionId": "{definition_id}", "name": "{definition_id}", "version": 1, '
+        f'"isPublished": true, "customProperties": {{"requestType": "{request_type}"}}, '
+        f'"root": {{"id": "root", "type": "Elsa.Sequence", "version": 1, {body}}}}}'
+    )

@@ -18,12 +18,14 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from broker.errors import ConfigError
 from broker.setting_keys import KEY_BY_ENV
-from broker.settings import Settings
+from broker.settings import Settings, is_placeholder
 from tests.support.services import ON_CI, PROJECT_ROOT
 
 DEPLOY = PROJECT_ROOT / "deploy"
@@ -200,6 +202,18 @@ def test_every_broker_name_in_deploy_files_is_a_setting() -> None:
     assert unknown == {}
 
 
+def _filled(value: str) -> str:
+    """A setting with its placeholder secret replaced as an operator would replace it."""
+    if not is_placeholder(value) and not (
+        "://" in value and is_placeholder(urlsplit(value).password or "")
+    ):
+        return value
+    if "://" in value:
+        password = urlsplit(value).password or ""
+        return value.replace(f":{password}@", ":Zt5nQ2wE8rT1yU4i@")
+    return "q4Yc1mT0v9xJr2sLw8eZpN3aUk6bHdFg7iOyRtEs"
+
+
 def test_every_settings_set_is_accepted_by_the_settings_module() -> None:
     # Given the settings each deployment format gives the broker
     env_file = (SYSTEMD / "broker.env.example").read_text(encoding="utf-8").splitlines()
@@ -214,8 +228,13 @@ def test_every_settings_set_is_accepted_by_the_settings_module() -> None:
         ),
     }
     for where, values in sets.items():
+        # (the shipped placeholders are refused, naming their setting: issue 34; filled in, ...)
+        filled = {k: _filled(v) for k, v in values.items()}
+        if filled != values:
+            with pytest.raises(ConfigError, match="placeholder"):
+                Settings.from_env(values)
         # When the settings module reads them (unknown keys warn, and warnings are errors here)
-        settings = Settings.from_env(values)
+        settings = Settings.from_env(filled)
         # Then every value parses, and the production backends are chosen
         assert settings.distributed is True, where
         assert settings.queue_url.startswith("redis://"), where
@@ -411,10 +430,12 @@ def test_compose_publishes_the_listeners_and_keeps_flower_on_loopback() -> None:
     assert services["ingress"]["ports"] == ["5001:5001"]
     assert "ports" not in services["internal"]
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
-    # And Flower's credentials are required from the operator's environment
+    # And Flower's user is required from the operator's environment, its password is a secret file
     env = services["flower"]["environment"]
     assert env["FLOWER_USER"].startswith("${FLOWER_USER:?")
-    assert env["FLOWER_PASSWORD"].startswith("${FLOWER_PASSWORD:?")
+    assert "FLOWER_PASSWORD" not in env
+    assert env["FLOWER_PASSWORD_FILE"] == "/run/secrets/flower_password"
+    assert "flower_password" in services["flower"]["secrets"]
 
 
 def test_compose_passes_certificates_and_callback_secret_as_secrets() -> None:
@@ -972,6 +993,77 @@ def test_compose_worker_health_reads_the_heartbeat_file_without_python(tmp_path:
 
 
 # The console and the probes in every form ---------------------------------------------------------
+
+
+def test_compose_hands_the_console_no_callback_secret() -> None:
+    # Given the console service (issue 34): it neither mints callback tokens nor checks callbacks
+    console = compose()["services"]["console"]
+    targets = {
+        s if isinstance(s, str) else s.get("target", s["source"]) for s in console["secrets"]
+    }
+    # Then no callback secret reaches it, by file or by variable
+    assert "BROKER_CALLBACK_SECRET" not in targets
+    assert "callback_secret" not in {
+        s if isinstance(s, str) else s["source"] for s in console["secrets"]
+    }
+    assert "BROKER_CALLBACK_SECRET" not in console["environment"]
+
+
+def test_compose_passes_no_password_in_a_plain_variable() -> None:
+    # Given every service of the compose file
+    doc = compose()
+    for name, service in doc["services"].items():
+        env = service.get("environment") or {}
+        # Then no variable holds a password (nor interpolates one from deploy/.env)
+        for key, value in env.items():
+            assert "PASSWORD" not in key or key.endswith("_FILE"), f"{name}: {key}"
+            assert "PASSWORD}" not in str(value), f"{name}: {key}"
+        url = env.get("BROKER_DATABASE_URL")
+        if url:
+            assert urlsplit(url).password is None, f"{name}: the database URL holds a password"
+    # And PostgreSQL and every broker role read the one password file
+    assert doc["services"]["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == (
+        "/run/secrets/postgres_password"
+    )
+    assert doc["x-broker-env"]["PGPASSWORD_FILE"] == "/run/secrets/postgres_password"
+    for role in CANONICAL:
+        sources = {
+            s if isinstance(s, str) else s["source"] for s in doc["services"][role]["secrets"]
+        }
+        assert "postgres_password" in sources, role
+    assert doc["secrets"]["postgres_password"] == {"file": "./secrets/postgres-password"}
+
+
+def test_entrypoint_reads_file_variables_but_leaves_the_brokers_own_file_settings(
+    tmp_path: Path,
+) -> None:
+    # Given PGPASSWORD_FILE naming a secret file, and a broker setting that is a file path
+    secret = tmp_path / "postgres_password"
+    secret.write_text("s3cret-from-file\n")
+    env = {
+        "PATH": os.environ["PATH"],  # noqa: TID251
+        "SECRETS_DIR": str(tmp_path / "none"),
+        "PGPASSWORD_FILE": str(secret),
+        "BROKER_CLIENTS_FILE": "/app/config/clients.json",
+    }
+    # When the entrypoint runs a command
+    out = subprocess.run(
+        [
+            "sh",
+            str(DEPLOY / "docker-entrypoint.sh"),
+            "sh",
+            "-c",
+            'echo "$PGPASSWORD|${PGPASSWORD_FILE:-unset}|"'
+            '"$BROKER_CLIENTS_FILE|${BROKER_CLIENTS:-unset}"',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    # Then the password is in the process's environment only, and the setting is untouched
+    assert out.stdout.strip() == "s3cret-from-file|unset|/app/config/clients.json|unset"
 
 
 def test_compose_runs_the_console_on_its_own_network_with_the_shared_secret() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -125,3 +126,126 @@ def test_docs_list_every_key_with_the_code_default(source: object) -> None:
     assert sorted(set(documented) - set(expected)) == [], "docs list keys the code does not know"
     wrong = {k: (documented[k], v) for k, v in expected.items() if documented[k] != v}
     assert wrong == {}, "documented defaults differ from the code (docs, code)"
+
+
+# Placeholders (issue 34, finding 2) -------------------------------------------------------------
+
+#: where the shipped files assign a secret: ``NAME=value`` (env files), ``NAME: value`` (YAML)
+_ASSIGNMENT = re.compile(
+    r"(?m)^\s*(?:#\s*)?(?:-\s*)?(?:--from-literal=)?"
+    r"(BROKER_CONSOLE_SECRET|BROKER_CALLBACK_SECRET(?:_PREVIOUS)?|BROKER_DATABASE_URL|"
+    r"FLOWER_PASSWORD|POSTGRES_PASSWORD|PGPASSWORD)[ \t]*[:=][ \t]*['\"]?([^'\"\s]+)"
+)
+
+
+def shipped_secret_values() -> list[tuple[str, str, str]]:
+    """(file, setting, value) of every secret a file in config/ or deploy/ ships with a value."""
+    found = []
+    for folder in ("config", "deploy"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if not path.is_file() or path.suffix in (".json", ".py", ".png"):
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for name, value in _ASSIGNMENT.findall(text):
+                if "$" in value:
+                    continue  # filled in from elsewhere (compose interpolation, a shell)
+                if name.endswith("_URL") and not urlsplit(value).password:
+                    continue  # a URL without a password holds no secret
+                found.append((str(path.relative_to(ROOT)), name, value))
+    return found
+
+
+SHIPPED = shipped_secret_values()
+
+
+def test_the_shipped_files_have_placeholders_to_check() -> None:
+    # The scan finds the examples' placeholders: the trial overlay's console secret among them
+    assert ("deploy/k8s/overlays/trial/secrets.yaml", "BROKER_CONSOLE_SECRET") in {
+        (f, n) for f, n, _ in SHIPPED
+    }
+    assert len(SHIPPED) >= 6
+
+
+@pytest.mark.parametrize(
+    ("file", "name", "value"), SHIPPED, ids=[f"{f}:{n}" for f, n, _ in SHIPPED]
+)
+def test_every_shipped_placeholder_is_refused(file: str, name: str, value: str) -> None:
+    # Given a secret exactly as a shipped file writes it (POSTGRES_PASSWORD: as libpq gets it)
+    env_name = "PGPASSWORD" if name == "POSTGRES_PASSWORD" else name
+    # When a process reads its settings, then the placeholder is refused, naming the setting
+    with pytest.raises(ConfigError, match=env_name):
+        Settings.from_env({env_name: value})
+
+
+def test_the_trial_overlays_console_secret_cannot_sign_tokens(tmp_path: Path) -> None:
+    # Given the console secret the trial overlay ships (long enough to pass a length check)
+    (value,) = [v for f, n, v in SHIPPED if f.endswith("trial/secrets.yaml") and "CONSOLE" in n]
+    assert len(value) >= 32
+    # When a console is built on it (the settings given in code, bypassing the environment)
+    from broker.console.app import create_app
+    from broker.store import db
+
+    settings = Settings.from_env(
+        {
+            "BROKER_VAR_DIR": str(tmp_path),
+            "BROKER_DATABASE_URL": f"sqlite:///{tmp_path / 'broker.db'}",
+            "BROKER_WORKFLOW_PATHS": str(ROOT / "workflows"),
+            "BROKER_WATCH_WORKFLOWS": "false",
+        }
+    ).replace(console_secret=value)
+    db.upgrade(settings.database_url)
+    # Then it refuses to start: no token can ever be forged with the published value
+    try:
+        with pytest.raises(ConfigError, match="placeholder"):
+            create_app(settings)
+    finally:
+        db.dispose_engines()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "REPLACE",
+        "replace-me",
+        "CHANGE-ME-please-32-characters-long!!",
+        "<your secret>",
+        "placeholder",
+    ],
+)
+def test_placeholders_are_refused_for_every_secret(value: str) -> None:
+    for name in ("BROKER_CONSOLE_SECRET", "BROKER_CALLBACK_SECRET", "FLOWER_PASSWORD"):
+        with pytest.raises(ConfigError, match=name):
+            Settings.from_env({name: value})
+    with pytest.raises(ConfigError, match="BROKER_DATABASE_URL"):
+        Settings.from_env({"BROKER_DATABASE_URL": f"postgresql+psycopg://broker:{value}@db/b"})
+
+
+def test_real_secrets_and_urls_without_passwords_are_accepted() -> None:
+    settings = Settings.from_env(
+        {
+            "BROKER_CONSOLE_SECRET": "q4Yc1mT0v9xJr2sLw8eZpN3aUk6bHdFg7iOyRtEs",
+            "BROKER_CALLBACK_SECRET": "Zt5nQ2wE8rT1yU4iO7pA0sD3fG6hJ9kL",
+            "BROKER_DATABASE_URL": "postgresql+psycopg://broker@db.internal:5432/broker",
+        }
+    )
+    assert settings.console_secret.startswith("q4Yc")
+
+
+def test_a_generated_secret_is_never_read_through_a_link_or_from_a_shared_file(
+    tmp_path: Path,
+) -> None:
+    # Given a var folder where someone put a link in place of the console secret
+    var = tmp_path / "var"
+    var.mkdir()
+    (tmp_path / "theirs").write_text("x" * 40)
+    (var / "console-secret").symlink_to(tmp_path / "theirs")
+    settings = Settings.from_env({"BROKER_VAR_DIR": str(var)})
+    # Then it is refused, not used to sign tokens
+    with pytest.raises(ConfigError, match="symbolic link"):
+        settings.resolved_console_secret()
+    # ... and a secret file others may write is refused too
+    (var / "console-secret").unlink()
+    (var / "console-secret").write_text("y" * 40)
+    (var / "console-secret").chmod(0o666)
+    with pytest.raises(ConfigError, match="written by other users"):
+        settings.resolved_console_secret()

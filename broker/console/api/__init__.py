@@ -4,6 +4,8 @@
 from broker.console.api import (
     activity_tests,
     descriptors,
+    openapi,
+    operator_audit,
     resilience,
     runs,
     runtime_admin,
@@ -12,7 +14,7 @@ from broker.console.api import (
     simulate_response,
 )
 from broker.console.api.base import blueprint
-from broker.console.api.definitions import bulk, consumers, versions
+from broker.console.api.definitions import bulk, consumers, imports, versions
 from broker.console.api.definitions import routes as definitions
 from broker.console.api.instances import (
     alterations,
@@ -34,8 +36,11 @@ __all__ = [
     "definitions",
     "descriptors",
     "executions",
+    "imports",
     "instance_state",
     "instances",
+    "openapi",
+    "operator_audit",
     "resilience",
     "runs",
     "runtime_admin",

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.console.api.base import blueprint
-from broker.console.api.definitions.routes import body_object
+from broker.console.api.openapi import (
+    OBJECT,
+    documented,
+)
+from broker.console.api.params import body_object
 from broker.console.roles import require
 
 REASON = (
@@ -16,8 +20,9 @@ REASON = (
 
 @blueprint.post("/tests/activities")
 @require("designer")
+@documented(body=OBJECT)
 def test_activity() -> dict[str, Any]:
-    body_object()  # a malformed body is still refused as such
+    body_object(definition=True, wrapped=True)  # a malformed body is still refused as such
     return {
         "activityState": {},
         "payload": None,

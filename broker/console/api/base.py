@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from broker.errors import BrokerError, ConfigError, StoreUnavailable
+from broker.errors import BrokerError, ConfigError, RateLimited, StoreUnavailable
 from broker.ingress.context import services
 from broker.registry import WorkflowRegistry
 
@@ -29,6 +29,8 @@ def error_response(exc: BrokerError) -> tuple[Response, int, dict[str, str]]:
     messages = exc.details.get("errors") if isinstance(exc.details.get("errors"), list) else None
     body = error_body(exc.status, list(messages or [exc.message]))
     headers = {"Retry-After": "5"} if isinstance(exc, StoreUnavailable) else {}
+    if isinstance(exc, RateLimited):
+        headers = {"Retry-After": str(exc.retry_after)}
     return jsonify(body), exc.status, headers
 
 

@@ -4,7 +4,6 @@ docs/design.md, section 1)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from typing import Any
 
@@ -13,15 +12,22 @@ from flask import Response, jsonify, request
 from broker.console.api.base import blueprint, error_response, workflow_registry
 from broker.console.api.definitions.routes import one
 from broker.console.api.instances.routes import workflow_state
-from broker.console.api.params import VersionOptions
+from broker.console.api.openapi import (
+    OBJECT,
+    TEXT,
+    documented,
+    json_object,
+)
+from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, BrokerError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
+from broker.ingress.schemas import body_limits
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import starts
 from broker.runtime.admin.enums import InstanceStatus, InstanceSubStatus
+from broker.safety.bounded import decode_json
 
 #: how long ``execute`` waits for a worker to save the first step
 EXECUTE_WAIT_SECONDS = 10.0
@@ -30,6 +36,21 @@ POLL_SECONDS = 0.1
 COMMON_FIELDS = ("input", "correlationId", "name", "versionOptions")
 DISPATCH_FIELDS = ("instanceId",)
 UNSUPPORTED_FIELDS = ("triggerActivityId", "activityHandle", "variables", "channel")
+
+
+#: a start's fields (Elsa's ``ExecuteWorkflowDefinitionRequest``)
+START: dict[str, dict[str, Any]] = {
+    "input": OBJECT,
+    "correlationId": TEXT,
+    "name": TEXT,
+    "versionOptions": TEXT,
+}
+START_QUERY: dict[str, dict[str, Any]] = {
+    "input": TEXT,
+    "correlationId": TEXT,
+    "name": TEXT,
+    "versionOptions": TEXT,
+}
 
 
 def start_options(*, dispatch: bool) -> dict[str, Any]:
@@ -42,16 +63,10 @@ def start_options(*, dispatch: bool) -> dict[str, Any]:
         for name in ("input", "variables"):
             found = next((k for k in raw if k.lower() == name), None)
             if found is not None:
-                try:
-                    raw[found] = json.loads(str(raw[found]))
-                except ValueError:
-                    raise BadRequest(f"'{name}' must be JSON", field=name) from None
-    elif request.get_data(cache=True).strip():
-        raw = read_json(services().settings)
-        if not isinstance(raw, dict):
-            raise BadRequest("the body must be a JSON object", field="body")
+                limits = body_limits(services().settings)
+                raw[found] = decode_json(str(raw[found]), limits, field=name)
     else:
-        raw = {}
+        raw = optional_body_object()
     options: dict[str, Any] = {}
     for key, value in raw.items():
         field = by_lower.get(key.lower())
@@ -130,6 +145,7 @@ def start(definition_id: str, *, dispatch: bool) -> tuple[starts.Started, Publis
 
 @blueprint.post("/workflow-definitions/<definition_id>/dispatch")
 @require("designer")
+@documented(body=json_object(START | {"instanceId": TEXT}))
 def dispatch(definition_id: str) -> dict[str, Any]:
     started, _ = start(definition_id, dispatch=True)
     return {"workflowInstanceId": started.instance_id}
@@ -137,6 +153,7 @@ def dispatch(definition_id: str) -> dict[str, Any]:
 
 @blueprint.route("/workflow-definitions/<definition_id>/execute", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=START_QUERY, body=json_object(START))
 def execute(definition_id: str) -> tuple[Response, int, dict[str, str]]:
     try:
         principal = current()

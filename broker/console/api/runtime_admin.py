@@ -5,7 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.console import audit
 from broker.console.api.base import blueprint
+from broker.console.api.openapi import (
+    PAGING,
+    TEXT,
+    documented,
+)
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
 from broker.ingress.context import services, transaction
@@ -19,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 @blueprint.get("/bookmark-queue/dead-letters")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, **PAGING})
 def list_dead_letters() -> dict[str, Any]:
     paging = page_args()
     with transaction(write=False) as session:
@@ -44,6 +51,7 @@ def get_dead_letter(letter_id: str) -> dict[str, Any]:
 def replay_dead_letter(letter_id: str) -> dict[str, Any]:
     with transaction() as session:
         outcome = dead_letters.replay(session, letter_id, BOOKMARK)
+        audit.record(session, "dead-letter.replay", letter_id, {"replayedAs": outcome.new_id})
     if outcome.outbox_ids:
         try:
             services().publisher.publish(outcome.outbox_ids)
@@ -59,6 +67,7 @@ def replay_dead_letter(letter_id: str) -> dict[str, Any]:
 def delete_dead_letter(letter_id: str) -> tuple[str, int]:
     with transaction() as session:
         dead_letters.remove(session, letter_id, BOOKMARK)
+        audit.record(session, "dead-letter.delete", letter_id)
     return "", 204
 
 
@@ -92,6 +101,7 @@ def runtime_status() -> dict[str, Any]:
 def set_paused(paused: bool) -> dict[str, Any]:
     with transaction() as session:
         runtime_pause.set_paused(session, paused)
+        audit.record(session, "runtime.pause" if paused else "runtime.resume", "workflow runtime")
         view = runtime_view(session)
     principal = current()
     logger.warning(

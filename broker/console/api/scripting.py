@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, request
+from flask import Response
 
 from broker.console.api.base import blueprint
 from broker.console.api.definitions.routes import one
-from broker.console.api.params import VersionOptions
+from broker.console.api.openapi import (
+    TEXT,
+    documented,
+    json_object,
+)
+from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import require
 from broker.engine.expr.jsapi import typescript_declarations
 from broker.errors import BadRequest
@@ -29,10 +34,9 @@ def variables_of(document: dict[str, Any]) -> list[tuple[str, str | None]]:
 
 @blueprint.post("/scripting/javascript/type-definitions/<definition_id>")
 @require("viewer")
+@documented(body=json_object({"activityTypeName": TEXT}))
 def type_definitions(definition_id: str) -> Response:
-    body = request.get_json(silent=True) or {}
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
+    body = optional_body_object()
     activity_type = body.get("activityTypeName")
     if activity_type is not None and not isinstance(activity_type, str):
         raise BadRequest("'activityTypeName' must be a string")

@@ -3,10 +3,34 @@ camelCase; values and the author's own keys (custom properties, metadata) stay a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from broker.errors import BadRequest, WorkflowDefinitionError
+from broker.safety.bounded import WORKFLOW_LIMITS, WORKFLOW_MAX_DEPTH, decode_json, nesting_depth
+
+
+def check_nesting(document: Any, *, file: str | None = None) -> None:
+    """``WorkflowDefinitionError`` when ``document`` nests deeper than ``WORKFLOW_MAX_DEPTH``:
+    checked without recursion, before any reader or walker of the definition recurses into it."""
+    depth = nesting_depth(document, stop_after=WORKFLOW_MAX_DEPTH)
+    if depth > WORKFLOW_MAX_DEPTH:
+        raise WorkflowDefinitionError(
+            f"the definition nests deeper than {WORKFLOW_MAX_DEPTH} levels (Elsa's limit)",
+            file=file,
+        )
+
+
+def json_text(text: str) -> Any:
+    """JSON written inside a definition's string (an Object or Json expression, a serialized
+    island), read by the bounded reader: ``ValueError`` when it is malformed, nests too deep or
+    holds what JSON may not."""
+    try:
+        return decode_json(text, WORKFLOW_LIMITS, field="value")
+    except BadRequest as exc:
+        raise ValueError(exc.message) from None
+
 
 #: Keys of an activity object that are structure or designer data, never inputs.
 STRUCTURAL_KEYS = frozenset(
@@ -189,7 +213,7 @@ def _plain(value: Any, seen: dict[str, Any]) -> Any:
         return seen.get(value["$ref"])
     if isinstance(value.get("_island"), str):
         try:
-            result: Any = _plain(json.loads(value["_island"]), seen)
+            result: Any = _plain(json_text(value["_island"]), seen)
         except ValueError:
             result = value["_island"]
     elif "$values" in value and isinstance(value["$values"], list):

@@ -4,11 +4,10 @@ resilience (retries) and log persistence; their names, and how the parser reads 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from broker.engine.model import log_persistence
+from broker.engine.model import log_persistence, shapes
 from broker.engine.model.resilience import EXPRESSION, IDENTIFIER, StrategyError, parse_strategy
 from broker.errors import WorkflowDefinitionError
 
@@ -101,7 +100,7 @@ def read_resilience(custom: dict[str, Any], path: str, file: str | None) -> None
         return  # evaluated at run time: a strategy object, or a configured strategy's id
     value = expression.get("value")
     try:
-        strategy = json.loads(value) if isinstance(value, str) else value
+        strategy = shapes.json_text(value) if isinstance(value, str) else value
     except ValueError:
         strategy = value  # a Literal naming a configured strategy
     if isinstance(strategy, str):

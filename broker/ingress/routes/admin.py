@@ -4,8 +4,10 @@ Each endpoint needs a scope from ``clients.json``; a client without it gets 403 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask import Blueprint, Response, jsonify
+from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest
 from broker.ingress.auth import authenticate, require_scope
@@ -15,6 +17,7 @@ from broker.runtime.admin import dead_letters, instances
 from broker.runtime.admin.dead_letters import BOOKMARK, WORK
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
+from broker.store import operator_actions
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ def get_bookmark_dead_letter(letter_id: str) -> Response:
 def replay_bookmark_dead_letter(letter_id: str) -> Response:
     with transaction() as session:
         outcome = dead_letters.replay(session, letter_id, BOOKMARK)
+        _audit(session, "dead-letter.replay", letter_id, {"replayedAs": outcome.new_id})
     return _replayed(outcome)
 
 
@@ -73,7 +77,21 @@ def replay_bookmark_dead_letter(letter_id: str) -> Response:
 def delete_bookmark_dead_letter(letter_id: str) -> tuple[str, int]:
     with transaction() as session:
         dead_letters.remove(session, letter_id, BOOKMARK)
+        _audit(session, "dead-letter.delete", letter_id)
     return "", 204
+
+
+def _audit(
+    session: Session, action: str, target: str, summary: dict[str, Any] | None = None
+) -> None:
+    """The operator audit's record of an admin client's action, in its transaction."""
+    operator_actions.record(
+        session,
+        actor=f"client:{authenticate().client_id}",
+        action=action,
+        target=target,
+        summary=summary,
+    )
 
 
 # Request and outbox dead letters ------------------------------------------------------------------
@@ -108,6 +126,7 @@ def get_dead_letter(letter_id: str) -> Response:
 def replay_dead_letter(letter_id: str) -> Response:
     with transaction() as session:
         outcome = dead_letters.replay(session, letter_id, WORK)
+        _audit(session, "dead-letter.replay", letter_id, {"replayedAs": outcome.new_id})
     return _replayed(outcome)
 
 
@@ -148,6 +167,7 @@ def get_journal(instance_id: str) -> Response:
 def cancel_instance(instance_id: str) -> tuple[Response, int]:
     with transaction() as session:
         body = instances.view(instances.cancel(session, instance_id))
+        _audit(session, "instance.cancel", instance_id)
     return jsonify(body), 202
 
 
@@ -179,6 +199,7 @@ def resume() -> Response:
 def _set_paused(paused: bool) -> Response:
     with transaction() as session:
         set_paused(session, paused)
+        _audit(session, "runtime.pause" if paused else "runtime.resume", "workflow runtime")
         body = _runtime_view(session)
     logger.warning(
         "workflow runtime %s by %s", "paused" if paused else "resumed", authenticate().client_id

@@ -12,6 +12,7 @@ from broker.ingress.context import services, transaction
 from broker.ingress.schemas import read_json
 from broker.runtime import webhooks
 from broker.runtime.webhooks import delivery as webhook_delivery
+from broker.safety.bounded import parse_int
 
 bp = Blueprint("webhooks", __name__)
 
@@ -100,10 +101,4 @@ def deliveries(endpoint_id: str) -> Response:
 def _limit(text: str | None) -> int:
     if text is None:
         return 50
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise BadRequest("limit must be an integer from 1 to 500", field="limit") from exc
-    if not 1 <= value <= MAX_LOG:
-        raise BadRequest("limit must be an integer from 1 to 500", field="limit")
-    return value
+    return parse_int(text, "limit", low=1, high=MAX_LOG)

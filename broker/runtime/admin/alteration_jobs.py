@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from broker.errors import Conflict, NotFound
+from broker.errors import Conflict, NotFound, WorkflowDefinitionError
 from broker.runtime import ids
 from broker.runtime.admin import (
     alterations,
@@ -32,6 +32,7 @@ from broker.runtime.persist.faults import fault_error
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime.wiring import Runtime
+from broker.store import operator_actions
 from broker.store.db import transaction
 from broker.store.models import (
     DeadLetter,
@@ -82,7 +83,8 @@ def run(
     """Apply the alterations to each instance (Elsa's ``alterations/run``); an instance whose
     alterations fail is left unchanged, with the errors in its log."""
     parsed = alterations.parse(raw_alterations)
-    return [run_one(rt, i, parsed, actor=actor, plan_id=plan_id) for i in instance_ids]
+    kind = "plan" if plan_id else "run"
+    return [run_one(rt, i, parsed, actor=actor, plan_id=plan_id, kind=kind) for i in instance_ids]
 
 
 def retry(
@@ -112,7 +114,9 @@ def retry(
             results.append(Result(instance_id, log))
             continue
         schedule = [{"type": alterations.SCHEDULE_ACTIVITY, "activityId": a} for a in wanted]
-        results.append(run_one(rt, instance_id, alterations.parse(schedule), actor=actor))
+        results.append(
+            run_one(rt, instance_id, alterations.parse(schedule), actor=actor, kind="retry")
+        )
     return results
 
 
@@ -150,7 +154,15 @@ def retry_request(rt: Runtime, request_id: str, *, actor: str) -> list[str]:
         ).first()
         if letter is None:
             raise Conflict(f"Request '{request_id}' has no dead letter left to replay")
-        return [dead_letter_admin.replay(session, letter.id, source=actor).new_id]
+        replayed = dead_letter_admin.replay(session, letter.id, source=actor).new_id
+        operator_actions.record(
+            session,
+            actor=actor,
+            action="request.retry",
+            target=request_id,
+            summary={"deadLetterId": letter.id},
+        )
+        return [replayed]
 
 
 def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
@@ -171,7 +183,10 @@ def run_one(
     *,
     actor: str,
     plan_id: str | None = None,
+    kind: str = "run",
 ) -> Result:
+    """Alter one instance under its lock; ``kind`` (``run``, ``retry``, ``plan``) names the
+    operator action in the audit."""
     log = Log()
     result = Result(instance_id, log)
     lock = rt.locks.acquire(
@@ -182,7 +197,7 @@ def run_one(
         return result
     try:
         with transaction(rt.factory) as session:
-            _alter(rt, session, result, parsed, actor=actor, plan_id=plan_id)
+            _alter(rt, session, result, parsed, actor=actor, plan_id=plan_id, kind=kind)
             if log.failed:
                 session.rollback()
     finally:
@@ -198,6 +213,7 @@ def _alter(
     *,
     actor: str,
     plan_id: str | None,
+    kind: str,
 ) -> None:
     log, instance_id = result.log, result.instance_id
     instance = session.get(WorkflowInstance, instance_id)
@@ -217,9 +233,16 @@ def _alter(
     faulted = instance.sub_status == InstanceSubStatus.FAULTED.value
     finished = instance.status == InstanceStatus.FINISHED.value
     state = copy.deepcopy(dict(instance.state))
-    target = alterations.Target(
-        rt.definitions.parse(published), _versions(rt, session, parsed, instance)
-    )
+    try:
+        target = alterations.Target(
+            rt.definitions.parse(published), _versions(rt, session, parsed, instance)
+        )
+    except WorkflowDefinitionError as exc:
+        log.add(
+            f"Workflow definition version {published.version_id} cannot be loaded: {exc.reason}",
+            "Error",
+        )
+        return
     cancel = alterations.apply(state, parsed, target, log)
     scheduled = bool(state.get("queue")) and not cancel
     if cancel and finished:
@@ -253,19 +276,28 @@ def _alter(
         log.add(f"Workflow instance {instance_id} moved on meanwhile; try again", "Error")
         return
     request_id = _request_of(session, instance)
+    named = alterations.summary(parsed)
     if request_id is not None:
+        # The client reads this trail: what was altered, by name, never the values set.
         statuses.note(
             session,
             request_id,
             ALTERED_EVENT,
             source=actor,
-            message=", ".join(a["type"] for a in parsed),
+            message=", ".join(dict.fromkeys(a["type"] for a in parsed)),
             properties={
                 "workflowInstanceId": instance_id,
                 "planId": plan_id,
-                "alterations": parsed,
+                "alterations": named,
             },
         )
+    operator_actions.record(
+        session,
+        actor=actor,
+        action=f"alteration.{kind}",
+        target=instance_id,
+        summary={"requestId": request_id, "planId": plan_id, "alterations": named},
+    )
     logger.warning(
         "workflow instance %s altered by %s: %s",
         instance_id,

@@ -17,6 +17,7 @@ from broker.errors import BadRequest, Conflict, NotFound
 from broker.runtime import ids
 from broker.runtime.admin import alteration_jobs, alterations
 from broker.runtime.wiring import Runtime
+from broker.store import operator_actions
 from broker.store.db import transaction
 from broker.store.models import AlterationPlan, WorkflowInstance, utcnow
 
@@ -138,11 +139,20 @@ def submit(rt: Runtime, body: Any, *, actor: str) -> Submitted:
             )
         )
         targets = dry_run(session, filter_)
+        operator_actions.record(
+            session,
+            actor=actor,
+            action="alteration.submit",
+            target=plan_id,
+            summary={"alterations": alterations.summary(parsed), "instances": len(targets)},
+        )
     jobs: list[dict[str, Any]] = []
     outbox_ids: list[str] = []
     for instance_id in targets:
         started = utcnow()
-        result = alteration_jobs.run_one(rt, instance_id, parsed, actor=actor, plan_id=plan_id)
+        result = alteration_jobs.run_one(
+            rt, instance_id, parsed, actor=actor, plan_id=plan_id, kind="plan"
+        )
         outbox_ids += result.outbox_ids
         jobs.append(
             {

@@ -12,6 +12,8 @@ from typing import Any
 
 from broker.engine.model.definition import Activity, Variable, WorkflowDefinition
 from broker.errors import BadRequest
+from broker.registry.files import MAX_VERSION
+from broker.safety.bounded import parse_int
 from broker.store.models import utcnow
 
 SCHEDULE_ACTIVITY, MODIFY_VARIABLE, MIGRATE, CANCEL = (
@@ -60,15 +62,42 @@ def parse(raw: Any, field: str = "alterations") -> list[dict[str, Any]]:
             parsed.append({"type": kind, "variableId": variable_id, "value": _pick(item, "value")})
         elif kind == MIGRATE:
             target = _pick(item, "targetVersion")
-            if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+            if isinstance(target, bool) or not isinstance(target, int):
                 raise BadRequest(
                     f"{where}.targetVersion must be a version number (1 or more)",
                     field=f"{where}.targetVersion",
                 )
+            parse_int(target, f"{where}.targetVersion", low=1, high=MAX_VERSION)
             parsed.append({"type": kind, "targetVersion": target})
         else:
             parsed.append({"type": kind})
     return parsed
+
+
+#: what a summary names of each alteration (never a ModifyVariable's value)
+_NAMED = ("activityId", "activityInstanceId", "variableId", "targetVersion")
+#: alterations a summary lists one by one; the rest are counted
+SUMMARY_ITEMS = 20
+SUMMARY_TEXT = 200
+
+
+def summary(parsed: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What an audit trail says of parsed alterations: each one's type and the activity, variable
+    or version it names (ids cut to ``SUMMARY_TEXT``), at most ``SUMMARY_ITEMS`` of them; never
+    the values they set."""
+    found: list[dict[str, Any]] = []
+    for alteration in parsed[:SUMMARY_ITEMS]:
+        entry: dict[str, Any] = {"type": alteration["type"]}
+        for name in _NAMED:
+            value = alteration.get(name)
+            if isinstance(value, str):
+                entry[name] = value[:SUMMARY_TEXT]
+            elif isinstance(value, int):
+                entry[name] = value
+        found.append(entry)
+    if len(parsed) > SUMMARY_ITEMS:
+        found.append({"type": "...", "more": len(parsed) - SUMMARY_ITEMS})
+    return found
 
 
 def _pick(item: Mapping[str, Any], name: str) -> Any:

@@ -70,12 +70,18 @@ def fault_overdue_step_txn(
     outbox_id: str | None,
     request_id: str | None = None,
     queue: str | None = None,
+    code: str = FAULT_CODE,
+    category: str = FAULT_CATEGORY,
+    message: str | None = None,
 ) -> bool:
-    """``fault_overdue_step`` in the caller's transaction (never commits)."""
+    """``fault_overdue_step`` in the caller's transaction (never commits); ``code``,
+    ``category`` and ``message``: another reason a step cannot run (a definition that cannot be
+    loaded), faulted the same way."""
     if outbox.is_finished(session, outbox_id):
         return False  # the step was saved, or its fault recorded, already
     now = utcnow()
-    message = overdue_message(limit)
+    message = message or overdue_message(limit)
+    suffix = "timeout" if code == FAULT_CODE else code  # the dead letter's idempotency key
     instance = session.get(WorkflowInstance, instance_id)
     if instance is not None:
         request_id = instance.request_id
@@ -90,8 +96,8 @@ def fault_overdue_step_txn(
                 sub_status=InstanceSubStatus.FAULTED.value,
                 fault={
                     "message": message,
-                    "code": FAULT_CODE,
-                    "category": FAULT_CATEGORY,
+                    "code": code,
+                    "category": category,
                     "activityId": None,
                 },
                 updated_at=now,
@@ -108,7 +114,7 @@ def fault_overdue_step_txn(
             instance_id,
             activity_id=instance.definition_id,
             activity_type="Runtime",
-            event_name=FAULT_CODE,
+            event_name=code,
             payload={"error": message, "limit": limit},
         )
     client_key = None
@@ -121,8 +127,8 @@ def fault_overdue_step_txn(
     if request_id is not None or instance is not None:
         dead_letters.record_fault(
             session,
-            key=f"{instance_id}:{instance.checkpoint if instance is not None else 0}:timeout",
-            reason=FAULT_CODE,
+            key=f"{instance_id}:{instance.checkpoint if instance is not None else 0}:{suffix}",
+            reason=code,
             error=message,
             request_id=request_id,
             instance_id=instance_id if instance is not None else None,

@@ -9,7 +9,8 @@ import logging
 
 from sqlalchemy.orm import Session
 
-from broker.errors import NotFound
+from broker.engine.model.definition import WorkflowDefinition
+from broker.errors import NotFound, WorkflowDefinitionError
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
@@ -17,6 +18,7 @@ from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.persist import Start, Target
 from broker.runtime.requests.transitions import finish_request, start_processing
+from broker.runtime.steps import ceiling
 from broker.runtime.steps.remote import dispatch_remote
 from broker.runtime.steps.step import Reads, Step, advance
 from broker.runtime.wiring import Runtime
@@ -54,7 +56,63 @@ class _Divert(Exception):
         )
 
 
+class _Unloadable(Exception):
+    """Raised by a plan when the definition its step needs cannot be loaded (it nests too deep,
+    it no longer validates): the work faults with the reason, once, instead of failing again on
+    every delivery while every other request runs."""
+
+    def __init__(self, error: WorkflowDefinitionError, what: str, queue: str | None) -> None:
+        super().__init__(error.message)
+        self.message = f"{what} cannot be loaded: {error.path}: {error.reason}"
+        self.queue = queue
+
+
+#: the fault's code (and the dead letter's reason) of work whose definition cannot be loaded
+UNLOADABLE = "WorkflowDefinitionUnloadable"
+
 BULK_DISPATCH = "Elsa.BulkDispatchWorkflows"
+
+
+def _version(rt: Runtime, version_id: str) -> PublishedWorkflow | None:
+    """A stored version of a step, or ``_Unloadable`` when its document cannot be read back."""
+    try:
+        return rt.registry.get_version(version_id)
+    except WorkflowDefinitionError as exc:
+        raise _Unloadable(exc, f"workflow version {version_id!r}", None) from exc
+
+
+def _parse(rt: Runtime, published: PublishedWorkflow) -> WorkflowDefinition:
+    """The parsed definition of a step, or ``_Unloadable`` naming why it cannot be loaded."""
+    try:
+        return rt.definitions.parse(published)
+    except WorkflowDefinitionError as exc:
+        what = f"workflow {published.definition_id!r} version {published.version}"
+        raise _Unloadable(exc, what, published.queue) from exc
+
+
+def _fault_unloadable(
+    rt: Runtime,
+    unloadable: _Unloadable,
+    *,
+    instance_id: str,
+    outbox_id: str | None,
+    request_id: str | None = None,
+) -> Outcome:
+    """Fault the work of a step whose definition cannot be loaded (its instance, its request,
+    a dead letter naming the reason): replayable once the definition loads again."""
+    with transaction(rt.factory) as session:
+        ceiling.fault_overdue_step_txn(
+            session,
+            limit=rt.settings.step_time_limit,
+            instance_id=instance_id,
+            outbox_id=outbox_id,
+            request_id=request_id,
+            queue=unloadable.queue,
+            code=UNLOADABLE,
+            category="Definition",
+            message=unloadable.message,
+        )
+    return Outcome.DONE
 
 
 def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
@@ -78,7 +136,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         correlation_id = str(start.get("correlationId") or request_id)
         trigger = start.get("trigger")
         version_id = request.definition_version_id
-        published = rt.registry.get_version(version_id) if version_id else None
+        published = _version(rt, version_id) if version_id else None
         if published is None or published.executor == "elsa":
             raise _Divert(request.request_type, request.submitted_at, version_id)
         opening: Start | None = None
@@ -111,7 +169,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             begin_writing(session)
             start_processing(session, request_id, instance_id)
             session.commit()
-        definition = rt.definitions.parse(published)
+        definition = _parse(rt, published)
         target = Target(
             instance_id=instance_id,
             definition_id=published.definition_id,
@@ -148,6 +206,10 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
 
     try:
         return advance(rt, instance_id, outbox_id, plan, request_id=request_id)
+    except _Unloadable as unloadable:
+        return _fault_unloadable(
+            rt, unloadable, instance_id=instance_id, outbox_id=outbox_id, request_id=request_id
+        )
     except _Divert as divert:
         published = rt.registry.get_version(divert.version_id) if divert.version_id else None
         if published is not None:
@@ -174,13 +236,11 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
         # console is pinned to the version its user chose.
         pinned = instance.definition_version_id
         published = (
-            rt.registry.get_version(pinned)
-            if pinned
-            else rt.registry.get_definition(instance.definition_id)
+            _version(rt, pinned) if pinned else rt.registry.get_definition(instance.definition_id)
         )
         if published is None:
             raise NotFound(f"workflow {instance.definition_id!r} ({pinned}) is not loaded")
-        definition = rt.definitions.parse(published)
+        definition = _parse(rt, published)
         target = _target_for(instance, published, client_key=start.get("clientKey"))
         return Step(
             dataclasses.replace(target, expected_checkpoint=0),
@@ -196,7 +256,10 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
             ),
         )
 
-    return advance(rt, instance_id, outbox_id, plan)
+    try:
+        return advance(rt, instance_id, outbox_id, plan)
+    except _Unloadable as unloadable:
+        return _fault_unloadable(rt, unloadable, instance_id=instance_id, outbox_id=outbox_id)
 
 
 def resume_instance(
@@ -217,12 +280,13 @@ def resume_instance(
             return None
         if instance.state is None:
             return None
-        published = rt.registry.get_version(instance.definition_version_id)
+        published = _version(rt, instance.definition_version_id)
         if published is None:
             raise NotFound(f"workflow version {instance.definition_version_id!r} is not loaded")
         request = reads.request
         if request is not None and RequestStatus(request.status).terminal:
             return None
+        _parse(rt, published)  # the engine parses it again from the cache
         target = _target_for(instance, published, client_key=None, request=request)
         state = dict(instance.state)
         if retry is not None:
@@ -242,7 +306,10 @@ def resume_instance(
             }
         return Step(target, lambda e: e.resume(state, bookmark_id=bookmark_id, input=stimulus))
 
-    return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)
+    try:
+        return advance(rt, instance_id, outbox_id, plan, consumed_item=queue_item_id)
+    except _Unloadable as unloadable:
+        return _fault_unloadable(rt, unloadable, instance_id=instance_id, outbox_id=outbox_id)
 
 
 def _target_for(

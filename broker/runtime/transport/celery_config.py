@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -69,8 +68,8 @@ def transport_options(settings: Settings) -> dict[str, Any]:
             "control_folder": root / "control",
             "processed_folder": root / "processed",
         }
-        for folder in folders.values():
-            Path(folder).mkdir(parents=True, exist_ok=True)
+        # The folders are made when a channel opens (a worker, a publisher; ``filesystem``), never
+        # here: configuring an app, as importing ``tasks`` does, creates nothing on disk.
         # The folder is polled: 0.2 s keeps the embedded default's latency low at little cost.
         return {
             **{k: str(v) for k, v in folders.items()},
@@ -114,6 +113,8 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
+#: Celery's shelve-backed beat schedule, whose folder is made when beat opens it
+PERSISTENT_SCHEDULER = "broker.runtime.transport.filesystem:PersistentScheduler"
 #: kombu's filesystem transport, with messages written atomically (``transport.filesystem``)
 FILESYSTEM_TRANSPORT = "broker.runtime.transport.filesystem:Transport"
 #: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read
@@ -140,8 +141,6 @@ def broker_url(settings: Settings) -> str:
 
 def configure(app: Celery, settings: Settings) -> None:
     """Apply the broker's settings to ``app`` (also used by tests with their own settings)."""
-    # beat keeps its schedule file there, whatever the transport
-    settings.var_path.mkdir(parents=True, exist_ok=True)
     transport = transport_class(settings)
     if transport is not None:
         app.conf.broker_transport = transport
@@ -177,7 +176,9 @@ def configure(app: Celery, settings: Settings) -> None:
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
         beat_schedule=beat_schedule(settings),
+        # beat keeps its schedule file in the var folder, made when beat opens it
         beat_schedule_filename=str(settings.var_path / "celerybeat-schedule"),
+        beat_scheduler=PERSISTENT_SCHEDULER,
         timezone="UTC",
         enable_utc=True,
     )

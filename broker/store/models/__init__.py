@@ -13,6 +13,7 @@ from broker.store.models.base import (
 )
 from broker.store.models.bookmarks import Bookmark, BookmarkQueueItem, Schedule, Timer
 from broker.store.models.delivery import DeadLetter, Lease, OutboxRow, RuntimeFlag
+from broker.store.models.operators import OperatorAction
 from broker.store.models.requests import Request, RequestEvent
 from broker.store.models.states import (
     DeadLetterKind,
@@ -49,6 +50,7 @@ __all__ = [
     "InstanceSubStatus",
     "JsonColumn",
     "Lease",
+    "OperatorAction",
     "OutboxRow",
     "OutboxState",
     "RateBucket",

@@ -4,6 +4,7 @@ waiting instances, in process on SQLite and PostgreSQL (``drain`` stands in for 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,21 @@ def target_call() -> dict[str, Any]:
     return doc
 
 
+def loose_call() -> dict[str, Any]:
+    """``target_call`` without a request type: its instances serve no request."""
+    doc = target_call()
+    doc.update(id="loose-call-v1", definitionId="loose-call", name="loose-call")
+    doc["customProperties"] = {}
+    return doc
+
+
 @pytest.fixture
 def rt(database_url: str, tmp_path: Path, sink: Sink) -> Iterator[Runtime]:
     dispose_engines()
     folder = tmp_path / "wf"
     write_workflow(folder, sink_workflow("call", "Call", sink.url("/effect")))
     write_workflow(folder, target_call())
+    write_workflow(folder, loose_call())
     write_workflow(folder, approval())
     env = runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
     runtime: Runtime = in_process_runtime(Settings.from_env(env), tmp_path / "locks")
@@ -302,3 +312,73 @@ def test_alterations_are_for_operators_only(rt: Runtime, api: Flask, role: str |
     assert caller.post("/elsa/api/alterations/submit", json=body).status_code == expected
     assert caller.post("/elsa/api/alterations/dry-run", json={}).status_code == expected
     assert caller.get("/elsa/api/alterations/some-plan").status_code == expected
+
+
+def test_a_modified_variables_value_never_reaches_the_clients_audit_trail(
+    rt: Runtime, api: Flask
+) -> None:
+    # Given a faulted request whose client reads its audit trail
+    request_id, instance_id = faulted(rt, "TargetCall")
+    big = "v" * 1_000_000
+    # When an operator sets its variable to a 1 MB value
+    answer = client(api).post(
+        "/elsa/api/alterations/run",
+        json={
+            "workflowInstanceIds": [instance_id],
+            "alterations": [{"type": "ModifyVariable", "variableId": "target-var", "value": big}],
+        },
+    )
+    assert answer.status_code == 200, answer.get_json()
+    assert answer.get_json()["results"][0]["isSuccessful"] is True
+    # Then the client's trail names the alteration and the variable, never the value
+    from broker.runtime.requests.queries import list_events
+
+    with transaction(rt.factory, write=False) as session:
+        events = list_events(session, request_id, None)
+    (altered,) = [e for e in events if e["eventType"] == "WorkflowAltered"]
+    assert altered["properties"]["alterations"] == [
+        {"type": "ModifyVariable", "variableId": "target-var"}
+    ]
+    assert len(json.dumps(altered)) < 2000
+    assert "vvvv" not in json.dumps(events)
+
+
+def test_an_alteration_of_an_instance_serving_no_request_is_in_the_operator_audit(
+    rt: Runtime, api: Flask
+) -> None:
+    # Given a workflow a designer started from the console: an instance serving no request
+    started = client(api, "designer").post(
+        "/elsa/api/workflow-definitions/loose-call/dispatch", json={}
+    )
+    assert started.status_code == 200, started.get_json()
+    instance_id = started.get_json()["workflowInstanceId"]
+    drain(rt)
+    # When an operator alters it
+    answer = client(api).post(
+        "/elsa/api/alterations/run",
+        json={
+            "workflowInstanceIds": [instance_id],
+            "alterations": [
+                {"type": "ModifyVariable", "variableId": "target-var", "value": "x" * 50}
+            ],
+        },
+    )
+    assert answer.status_code == 200, answer.get_json()
+    assert answer.get_json()["results"][0]["isSuccessful"] is True, answer.get_json()["results"][0][
+        "log"
+    ]
+    # Then the operator audit lists it: who, what, on which instance, when; never the value
+    listed = client(api).get("/elsa/api/audit/operator-actions?action=alteration")
+    assert listed.status_code == 200, listed.get_json()
+    (entry,) = listed.get_json()["items"]
+    assert entry["action"] == "alteration.run"
+    assert entry["target"] == instance_id
+    assert entry["actor"] == "console:test-operator"
+    assert entry["at"]
+    assert entry["summary"]["requestId"] is None
+    assert entry["summary"]["alterations"] == [
+        {"type": "ModifyVariable", "variableId": "target-var"}
+    ]
+    assert "xxxxx" not in json.dumps(listed.get_json())
+    # ... and only operators may list it
+    assert client(api, "designer").get("/elsa/api/audit/operator-actions").status_code == 403

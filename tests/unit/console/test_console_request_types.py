@@ -108,6 +108,27 @@ def test_granting_an_unknown_client_is_refused(
     )
 
 
+def test_the_grant_form_grants_only_the_type_of_its_page(
+    client: FlaskClient,
+    keys: Keys,
+    console_settings: Settings,
+    session_factory: sessionmaker[Session],
+) -> None:
+    # Given the grant form of invoice-process's page, posted with another request type
+    form = {"clientId": CLIENT, "requestType": "SomeOtherType"}
+    # When an operator sends it
+    response = client.post(
+        f"{PAGE}/request-type/grants", data=form, headers=keys.header("operator")
+    )
+    # Then it is refused, naming the page's own type, and no rule exists for the other one
+    assert response.status_code == 302
+    assert "error=" in response.headers["Location"]
+    assert "InvoiceProcess" in response.headers["Location"]
+    clients = ClientRegistry(console_settings, session_factory)
+    assert clients.rule_for(CLIENT, "SomeOtherType") is None
+    assert clients.rule_for(CLIENT, "InvoiceProcess") is None
+
+
 @pytest.fixture
 def runner(settings: Settings) -> Iterator[CliRunner]:
     set_settings(settings)

@@ -243,3 +243,23 @@ def test_pause_blocks_submissions_until_resume(client_as: ClientAs) -> None:
     assert paused.get_json()["code"] == "runtime_paused"
     assert admin.post("/admin/workflow-runtime/resume").get_json()["paused"] is False
     assert admin.post("/requests", json={"requestType": "OpenType"}).status_code == 202
+
+
+def test_admin_actions_are_in_the_operator_audit(
+    client_as: ClientAs, seeded: sessionmaker[Session]
+) -> None:
+    # When an admin client cancels an instance, pauses and resumes the runtime
+    admin = client_as("Admin")
+    assert admin.post("/admin/workflow-instances/i-2/cancel").status_code == 202
+    admin.post("/admin/workflow-runtime/pause")
+    admin.post("/admin/workflow-runtime/resume")
+    # Then each is in the operator audit, by that client, newest first
+    from broker.store import operator_actions
+
+    with seeded() as session:
+        items, _ = operator_actions.list_page(session, page=0, page_size=10)
+    assert [(i["actor"], i["action"], i["target"]) for i in items] == [
+        ("client:Admin", "runtime.resume", "workflow runtime"),
+        ("client:Admin", "runtime.pause", "workflow runtime"),
+        ("client:Admin", "instance.cancel", "i-2"),
+    ]

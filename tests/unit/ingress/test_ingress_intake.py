@@ -17,8 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest
-from broker.ingress.schemas import decode_json, is_json_media_type
+from broker.ingress.schemas import is_json_media_type
 from broker.runtime.steps import callbacks
+from broker.safety.bounded import JsonLimits, decode_json
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
 
 ClientAs = Callable[[str], FlaskClient]
@@ -201,9 +202,9 @@ def test_json_media_types(mimetype: str, expected: bool) -> None:
 
 
 def test_a_valid_surrogate_pair_is_one_character_and_accepted() -> None:
-    assert decode_json(b'{"e": "\\ud83d\\ude00"}', max_depth=4, max_keys=4) == {"e": "\U0001f600"}
+    assert decode_json(b'{"e": "\\ud83d\\ude00"}', JsonLimits(None, 4, 4)) == {"e": "\U0001f600"}
 
 
 def test_invalid_utf8_is_400() -> None:
     with pytest.raises(BadRequest, match="Malformed JSON"):
-        decode_json(b'{"a": "\xed\xa0\x80"}', max_depth=4, max_keys=4)
+        decode_json(b'{"a": "\xed\xa0\x80"}', JsonLimits(None, 4, 4))

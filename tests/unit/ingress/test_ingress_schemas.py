@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 
 from broker.errors import BadRequest
-from broker.ingress.schemas import check_keys, check_shape, parse_submission
+from broker.ingress.schemas import check_keys, parse_submission
+from broker.safety.bounded import JsonLimits, check_shape
 
 
 def test_depth_counts_nested_containers() -> None:
-    check_shape({"a": [{"b": 1}]}, max_depth=3, max_keys=10)
+    check_shape({"a": [{"b": 1}]}, JsonLimits(None, 3, 10))
     with pytest.raises(BadRequest, match="nesting"):
-        check_shape({"a": [{"b": []}]}, max_depth=3, max_keys=10)
+        check_shape({"a": [{"b": []}]}, JsonLimits(None, 3, 10))
 
 
 def test_key_count_is_over_the_whole_document() -> None:
-    check_shape({"a": {"b": 1}, "c": 2}, max_depth=5, max_keys=3)
+    check_shape({"a": {"b": 1}, "c": 2}, JsonLimits(None, 5, 3))
     with pytest.raises(BadRequest, match="keys"):
-        check_shape({"a": {"b": 1, "d": 2}, "c": 2}, max_depth=5, max_keys=3)
+        check_shape({"a": {"b": 1, "d": 2}, "c": 2}, JsonLimits(None, 5, 3))
 
 
 def test_blank_required_key_counts_as_missing_and_extras_are_sorted() -> None:

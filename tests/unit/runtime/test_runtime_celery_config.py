@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,9 @@ from broker.runtime import ids
 from broker.runtime.steps.usertasks import is_callable
 from broker.runtime.transport import celery_config
 from broker.runtime.transport.celery_config import create_celery
+from broker.runtime.transport.filesystem import FOLDER_OPTIONS, PersistentScheduler
 from broker.settings import Settings
+from tests.support.services import PROJECT_ROOT
 
 
 def test_the_app_is_configured_for_at_least_once_delivery(settings: Settings) -> None:
@@ -97,3 +100,53 @@ def test_the_transport_is_chosen_by_scheme_in_any_case(settings: Settings) -> No
     assert options["visibility_timeout"] == settings.task_visibility_timeout
     filesystem = dataclasses.replace(settings, queue_url="FILESYSTEM:///")
     assert celery_config.broker_url(filesystem) == "filesystem://localhost/"
+
+
+def test_importing_tasks_creates_nothing_in_the_current_folder(tmp_path: Path) -> None:
+    # Given an empty folder and the embedded default's settings, relative to it
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}  # noqa: TID251
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    # When a process imports the tasks package there (as `celery -A tasks --help` would)
+    done = subprocess.run(
+        [sys.executable, "-c", "import tasks, tasks.workflow, tasks.maintenance"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Then no var folder (no var/queue) was made in it
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_queue_folders_are_made_when_a_channel_opens(settings: Settings) -> None:
+    # Given a configured app whose folders do not exist yet
+    app = create_celery(settings, set_as_current=False)
+    folders = [Path(app.conf.broker_transport_options[o]) for o in FOLDER_OPTIONS]
+    assert not any(f.exists() for f in folders)
+    # When a channel of its transport opens (a worker starting, a publisher's first send)
+    with Connection(
+        settings.queue_url,
+        transport=app.conf.broker_transport,
+        transport_options=app.conf.broker_transport_options,
+    ) as conn:
+        conn.default_channel  # noqa: B018 - opens the channel
+        # Then the folders are there
+        assert all(f.is_dir() for f in folders)
+
+
+def test_beat_makes_its_schedules_folder_when_it_opens_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    app = create_celery(settings.replace(var_dir=str(tmp_path / "fresh-var")), set_as_current=False)
+    schedule = Path(app.conf.beat_schedule_filename)
+    assert not schedule.parent.exists()
+    scheduler = PersistentScheduler(app=app, schedule_filename=str(schedule), lazy=True)
+    scheduler.setup_schedule()
+    scheduler.close()
+    assert schedule.parent.is_dir()

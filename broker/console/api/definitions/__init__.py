@@ -4,6 +4,7 @@ and the designer's reads."""
 __all__ = [
     "bulk",
     "designer",
+    "imports",
     "routes",
     "versions",
     "views",

@@ -7,45 +7,66 @@ from typing import Any
 
 from flask import Response
 
+from broker.console import audit
 from broker.console.api.base import blueprint
 from broker.console.api.definitions import graph
 from broker.console.api.definitions.routes import (
-    body_object,
     by_version_id,
     delete_one,
     publish_definition,
     retract_definition,
     with_consumers,
 )
+from broker.console.api.openapi import (
+    TEXT,
+    TEXTS,
+    documented,
+    json_object,
+)
+from broker.console.api.params import body_object
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
 from broker.runtime.admin.enums import InstanceStatus
+from broker.safety.bounded import unstorable_text
+from broker.store.operator_actions import targets
 
 BULK = "/bulk-actions"
 #: the most instances one bulk action over a definition touches
 MAX_BULK = 1000
 
 
+#: the longest id a bulk action takes (the widest id column)
+MAX_ID = 200
+
+
 def id_list(name: str) -> list[str]:
     """A list of ids from the JSON body's ``name`` (each a non-empty string), duplicates once."""
-    raw = body_object().get(name)
-    if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+    ids = _optional_ids(body_object(), name)
+    if not ids:
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
-    return list(dict.fromkeys(i.strip() for i in raw))
+    return ids
+
+
+def _audit(action: str, ids: list[str], summary: dict[str, Any]) -> None:
+    """One operator-audit record of a bulk action, after it ran (its own transaction)."""
+    with transaction() as session:
+        audit.record(session, action, targets(ids), summary)
 
 
 @blueprint.post(f"{BULK}/publish/workflow-definitions/by-definition-ids")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_publish() -> dict[str, Any]:
     published: list[str] = []
     already: list[str] = []
     not_found: list[str] = []
     failed: list[str] = []
     warnings: dict[str, list[str]] = {}
-    for definition_id in id_list("definitionIds"):
+    ids = id_list("definitionIds")
+    for definition_id in ids:
         try:
             _, was_published = publish_definition(definition_id)
         except NotFound:
@@ -56,6 +77,11 @@ def bulk_publish() -> dict[str, Any]:
             warnings[definition_id] = list(exc.details.get("errors") or [exc.message])
             continue
         (already if was_published else published).append(definition_id)
+    _audit(
+        "bulk.publish-definitions",
+        ids,
+        {"published": published, "notFound": not_found, "failed": failed},
+    )
     return {
         "published": published,
         "alreadyPublished": already,
@@ -69,12 +95,14 @@ def bulk_publish() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/retract/workflow-definitions/by-definition-ids")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_retract() -> dict[str, Any]:
     retracted: list[str] = []
     already: list[str] = []
     not_found: list[str] = []
     skipped: list[str] = []
-    for definition_id in id_list("definitionIds"):
+    ids = id_list("definitionIds")
+    for definition_id in ids:
         try:
             retract_definition(definition_id)
         except NotFound:
@@ -85,6 +113,7 @@ def bulk_retract() -> dict[str, Any]:
             (already if "not published" in exc.message else skipped).append(definition_id)
             continue
         retracted.append(definition_id)
+    _audit("bulk.retract-definitions", ids, {"retracted": retracted, "notFound": not_found})
     return {
         "retracted": retracted,
         "alreadyRetracted": already,
@@ -96,30 +125,39 @@ def bulk_retract() -> dict[str, Any]:
 
 @blueprint.post(f"{BULK}/delete/workflow-definitions/by-definition-id")
 @require("designer")
+@documented(body=json_object({"definitionIds": TEXTS}, ("definitionIds",)))
 def bulk_delete() -> dict[str, Any]:
-    deleted = 0
-    for definition_id in id_list("definitionIds"):
+    deleted: list[str] = []
+    ids = id_list("definitionIds")
+    for definition_id in ids:
         try:
             delete_one(definition_id)
         except NotFound:
             continue
-        deleted += 1
-    return {"deleted": deleted}
+        deleted.append(definition_id)
+    _audit("bulk.delete-definitions", ids, {"deleted": deleted})
+    return {"deleted": len(deleted)}
 
 
 @blueprint.post(f"{BULK}/delete/workflow-definitions/by-id")
 @require("designer")
+@documented(body=json_object({"ids": TEXTS}, ("ids",)))
 def bulk_delete_versions() -> dict[str, Any]:
     from broker.console.api.definitions.versions import delete_version_txn
 
     ids = id_list("ids")
-    for version_id in ids:  # checked first: a refused version changes nothing
-        by_version_id(version_id)
-    return {"deleted": sum(delete_version_txn(by_version_id(i)) for i in ids)}
+    versions = [by_version_id(i) for i in ids]  # all checked first: a refused one changes nothing
+    for v in versions:
+        if not v.is_draft:
+            delete_version_txn(v)  # raises the reason, before anything is deleted
+    deleted = sum(delete_version_txn(v) for v in versions)
+    _audit("bulk.delete-versions", ids, {"deleted": deleted})
+    return {"deleted": deleted}
 
 
 @blueprint.post(f"{BULK}/export/workflow-definitions")
 @require("viewer")
+@documented(body=json_object({"ids": TEXTS}, ("ids",)))
 def bulk_export() -> Response:
     """A zip of the export files of the given versions (Elsa's ``workflow-definitions.zip``),
     with every workflow that uses one of them when ``includeConsumingWorkflows`` is true."""
@@ -135,11 +173,18 @@ def bulk_export() -> Response:
 
 
 def _optional_ids(body: dict[str, Any], name: str) -> list[str]:
+    """The ids of ``name`` in the body, each checked before any is acted on (a list of
+    non-empty strings of at most ``MAX_ID`` characters, no NUL), duplicates once."""
     raw = body.get(name)
     if raw is None:
         return []
     if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
         raise BadRequest(f"'{name}' must be a list of ids", field=name)
+    for index, item in enumerate(raw):
+        problem = unstorable_text(item)
+        if problem is not None or len(item) > MAX_ID:
+            why = f"contains {problem}" if problem else f"is longer than {MAX_ID} characters"
+            raise BadRequest(f"'{name}[{index}]' {why}", field=f"{name}[{index}]")
     return list(dict.fromkeys(i.strip() for i in raw))
 
 
@@ -165,6 +210,7 @@ def _instances_of(definition_ids: list[str], version: int | None, status: str) -
 
 @blueprint.post(f"{BULK}/cancel/workflow-instances")
 @require("operator")
+@documented(body=json_object({"ids": TEXTS, "definitionVersionId": TEXT, "definitionId": TEXT}))
 def bulk_cancel_instances() -> dict[str, Any]:
     """Cancel the instances named (``ids``), or the running ones of a definition or version."""
     body = body_object()
@@ -176,19 +222,23 @@ def bulk_cancel_instances() -> dict[str, Any]:
         ids += _instances_of([v.definition_id], v.version, InstanceStatus.RUNNING.value)
     elif definition_id is not None:
         ids += _instances_of([definition_id], None, InstanceStatus.RUNNING.value)
-    cancelled = 0
+    cancelled: list[str] = []
     for instance_id in dict.fromkeys(ids):
         try:
             with transaction() as session:
                 admin_instances.cancel(session, instance_id)
         except (Conflict, NotFound):
             continue  # already finished or gone: nothing to cancel
-        cancelled += 1
-    return {"cancelled": cancelled}
+        cancelled.append(instance_id)
+    _audit("bulk.cancel-instances", list(dict.fromkeys(ids)), {"cancelled": len(cancelled)})
+    return {"cancelled": len(cancelled)}
 
 
 @blueprint.post(f"{BULK}/delete/workflow-instances/by-id")
 @require("operator")
+@documented(
+    body=json_object({"ids": TEXTS, "workflowDefinitionIds": TEXTS, "workflowDefinitionId": TEXT})
+)
 def bulk_delete_instances() -> dict[str, Any]:
     """Delete the named instances, a running one cancelled first (as Elsa's API does), and the
     finished instances of the given definitions."""
@@ -199,12 +249,13 @@ def bulk_delete_instances() -> dict[str, Any]:
     if single is not None:
         definitions.append(single)
     ids += _instances_of(definitions, None, InstanceStatus.FINISHED.value)
-    deleted = 0
+    deleted: list[str] = []
     for instance_id in dict.fromkeys(ids):
         try:
             with transaction() as session:
                 admin_instances.delete(session, instance_id)
         except (Conflict, NotFound):
             continue  # gone, or finished by a racing step (its own save wins)
-        deleted += 1
-    return {"deleted": deleted}
+        deleted.append(instance_id)
+    _audit("bulk.delete-instances", list(dict.fromkeys(ids)), {"deleted": len(deleted)})
+    return {"deleted": len(deleted)}

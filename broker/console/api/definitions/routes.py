@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flask import Response, request
+from flask import Response
 
 from broker.console.api.base import blueprint, workflow_registry
 from broker.console.api.definitions import graph
@@ -15,17 +15,26 @@ from broker.console.api.definitions.views import (
     Version,
     all_versions,
     export_document,
-    export_file_name,
     linked,
     links,
     list_links,
     summary,
 )
-from broker.console.api.params import VersionOptions, arg, args, bool_arg, page_args
+from broker.console.api.openapi import (
+    DEFINITION,
+    FLAG,
+    PAGING,
+    TEXT,
+    TEXTS,
+    documented,
+    json_object,
+)
+from broker.console.api.params import VersionOptions, arg, args, body_object, page_args
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, Forbidden, NotFound
 from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
+from broker.registry.files import MAX_NAME
 from broker.registry.publishing import check, publish_document, remove_file, target_path
 from broker.runtime.admin import drafts as store
 
@@ -88,6 +97,18 @@ def by_version_id(version_id: str) -> Version:
 
 @blueprint.get("/workflow-definitions")
 @require("viewer")
+@documented(
+    query={
+        "versionOptions": TEXT,
+        "searchTerm": TEXT,
+        "definitionIds": TEXTS,
+        "ids": TEXTS,
+        "isSystem": TEXT,
+        "orderBy": TEXT,
+        "orderDirection": TEXT,
+        **PAGING,
+    }
+)
 def list_definitions() -> dict[str, Any]:
     raw = arg("versionOptions")
     options = VersionOptions.parse(raw, "AllVersions")
@@ -137,6 +158,7 @@ def list_definitions() -> dict[str, Any]:
 
 @blueprint.get("/workflow-definitions/by-definition-id/<definition_id>")
 @require("viewer")
+@documented(query={"versionOptions": TEXT})
 def get_by_definition_id(definition_id: str) -> dict[str, Any]:
     return model(one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest")))
 
@@ -149,6 +171,7 @@ def get_by_id(version_id: str) -> dict[str, Any]:
 
 @blueprint.get("/workflow-definitions/many-by-id")
 @require("viewer")
+@documented(query={"ids": TEXTS})
 def get_many_by_id() -> dict[str, Any]:
     wanted = set(args("ids"))
     with transaction(write=False) as session:
@@ -170,6 +193,7 @@ def list_versions(definition_id: str) -> Response:
 
 @blueprint.get("/workflow-definitions/validation/is-name-unique")
 @require("viewer")
+@documented(query={"name": TEXT, "definitionId": TEXT})
 def is_name_unique() -> dict[str, Any]:
     name = (arg("name") or "").strip().lower()
     if not name:
@@ -187,6 +211,15 @@ def is_name_unique() -> dict[str, Any]:
     return {"isUnique": not taken}
 
 
+@blueprint.get("/workflow-definitions/problems")
+@require("viewer")
+def list_problems() -> dict[str, Any]:
+    """The workflow files the registry refused, each with the reason (one bad file is refused
+    alone: every other definition is served)."""
+    items = [{"file": p.file, "reason": p.reason} for p in registry().shown_problems()]
+    return {"items": items, "count": len(items)}
+
+
 @blueprint.get("/workflow-definitions/query/count")
 @require("viewer")
 def count_definitions() -> dict[str, Any]:
@@ -197,18 +230,13 @@ def count_definitions() -> dict[str, Any]:
 # Writing --------------------------------------------------------------------------------------
 
 
-def body_object() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object")
-    return data
-
-
 def draft_document(data: dict[str, Any]) -> dict[str, Any]:
     """The document a save stores, from Studio's ``model`` (checked field by field)."""
     definition_id = data.get("definitionId") or uuid.uuid4().hex[:16]
     if not isinstance(definition_id, str) or not definition_id.strip():
         raise BadRequest("'model.definitionId' must be a non-empty string")
+    if len(definition_id.strip()) > MAX_NAME:
+        raise BadRequest(f"'model.definitionId' is longer than {MAX_NAME} characters")
     doc: dict[str, Any] = {"definitionId": definition_id.strip()}
     for key in ("name", "description", "toolVersion"):
         value = data.get(key)
@@ -308,8 +336,9 @@ def save_response(v: Version, *, already: bool = False) -> dict[str, Any]:
 
 @blueprint.post("/workflow-definitions")
 @require("designer")
+@documented(body=json_object({"model": DEFINITION, "publish": FLAG}, ("model",)))
 def save_definition() -> dict[str, Any]:
-    data = body_object()
+    data = body_object(definition=True, wrapped=True)
     raw_model = data.get("model")
     if not isinstance(raw_model, dict):
         raise BadRequest("'model' must be a workflow definition object")
@@ -350,7 +379,7 @@ def retract_definition(definition_id: str) -> Version:
         # The content stays editable as a draft once its file is gone.
         doc = {k: v for k, v in published.document.items() if k not in ("id", "version")}
         with transaction() as session:
-            store.save_draft_txn(session, definition_id, doc, _who())
+            store.save_draft_txn(session, definition_id, doc, acting_user())
     if not remove_file(registry(), first_folder(), definition_id):
         raise BadRequest(
             f"Workflow {definition_id} is published from a folder the console does not manage"
@@ -364,7 +393,7 @@ def retract(definition_id: str) -> dict[str, Any]:
     return model(retract_definition(definition_id))
 
 
-def _who() -> str | None:
+def acting_user() -> str | None:
     principal = current()
     return principal.name if principal else None
 
@@ -386,45 +415,3 @@ def delete_one(definition_id: str) -> None:
 def delete_definition(definition_id: str) -> tuple[str, int]:
     delete_one(definition_id)
     return "", 204
-
-
-@blueprint.get("/workflow-definitions/<definition_id>/export")
-@require("viewer")
-def export(definition_id: str) -> Response:
-    v = one(definition_id, VersionOptions.parse(arg("versionOptions"), "Latest"))
-    if bool_arg("includeConsumingWorkflows"):
-        # Elsa's export with consumers: a zip of the definition and every workflow using it
-        return graph.zip_response(with_consumers([v]))
-    body = json.dumps(export_document(v), indent=2, ensure_ascii=False)
-    return Response(
-        body,
-        mimetype="application/json",
-        headers={"Content-Disposition": f'attachment; filename="{export_file_name(v)}"'},
-    )
-
-
-@blueprint.route("/workflow-definitions/import", methods=["POST", "PUT"])
-@blueprint.route("/workflow-definitions/<definition_id>/import", methods=["POST", "PUT"])
-@require("designer")
-def import_definition(definition_id: str | None = None) -> tuple[dict[str, Any], int]:
-    """Elsa's import: the model becomes the draft, and is published when it says
-    ``isPublished`` (as an exported file does); 201 for a new definition."""
-    data = body_object()
-    data.pop("$schema", None)
-    if definition_id is not None:
-        data["definitionId"] = definition_id
-    is_new = not data.get("definitionId")
-    publish_it = data.get("isPublished") is True
-    doc = draft_document(data)
-    refuse_read_only(doc["definitionId"])
-    if publish_it:
-        # Checked before anything is stored: a refused import changes nothing.
-        path = target_path(registry(), first_folder(), doc["definitionId"])
-        check(registry(), {**doc, "version": 1}, path)
-    with transaction() as session:
-        store.save_draft_txn(session, doc["definitionId"], doc, _who())
-    if publish_it:
-        v, _ = publish_definition(doc["definitionId"])
-    else:
-        v = one(doc["definitionId"], VersionOptions("Latest"))
-    return model(v), 201 if is_new else 200

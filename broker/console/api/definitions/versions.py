@@ -12,7 +12,9 @@ from broker.console.api.params import VersionOptions
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
+from broker.registry.files import MAX_VERSION
 from broker.runtime.admin import drafts as store
+from broker.safety.bounded import parse_int
 
 
 def delete_version_txn(v: Version) -> int:
@@ -33,19 +35,27 @@ def delete_version(version_id: str) -> tuple[str, int]:
     return "", 204
 
 
-@blueprint.delete("/workflow-definitions/<definition_id>/version/<int:version>")
+def version_number(raw: str) -> int:
+    """A version number from the path (the broker's one number parser: 400, not a 500 from the
+    database, for one out of range)."""
+    return parse_int(raw, "version", low=1, high=MAX_VERSION)
+
+
+@blueprint.delete("/workflow-definitions/<definition_id>/version/<version>")
 @require("designer")
-def delete_version_number(definition_id: str, version: int) -> tuple[str, int]:
-    delete_version_txn(one(definition_id, VersionOptions.parse(str(version), "Latest")))
+def delete_version_number(definition_id: str, version: str) -> tuple[str, int]:
+    number = version_number(version)
+    delete_version_txn(one(definition_id, VersionOptions("Specific", number)))
     return "", 204
 
 
-@blueprint.post("/workflow-definitions/<definition_id>/revert/<int:version>")
+@blueprint.post("/workflow-definitions/<definition_id>/revert/<version>")
 @require("designer")
-def revert(definition_id: str, version: int) -> tuple[dict[str, Any], int]:
+def revert(definition_id: str, version: str) -> tuple[dict[str, Any], int]:
     """Elsa's revert: version ``version``'s content becomes the new draft (201, its summary)."""
-    chosen = one(definition_id, VersionOptions.parse(str(version), "Latest"))
-    if chosen.version != version:
+    number = version_number(version)
+    chosen = one(definition_id, VersionOptions("Specific", number))
+    if chosen.version != number:
         raise NotFound(f"Workflow definition '{definition_id}' has no version {version}")
     doc = {k: v for k, v in chosen.document.items() if k not in ("id", "version")}
     principal = current()

@@ -12,16 +12,40 @@ from typing import Any
 from flask import current_app, request
 
 from broker.console.api.base import blueprint, workflow_registry
+from broker.console.api.openapi import (
+    OBJECT,
+    TEXT,
+    TEXTS,
+    VERSION,
+    documented,
+    json_object,
+)
+from broker.console.api.params import body_object
 from broker.console.roles import current, require
 from broker.errors import BadRequest
 from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
 from broker.runtime.admin import alteration_jobs, alteration_plans
 from broker.runtime.wiring import Runtime
 
 logger = logging.getLogger(__name__)
 
 _RUNTIME = "broker.alterations.runtime"
+
+
+#: Elsa's alteration list (``{"type": "ScheduleActivity", "activityId": ...}``, ...)
+ALTERATIONS: dict[str, Any] = {
+    "type": "array",
+    "items": json_object(
+        {
+            "type": TEXT,
+            "activityId": TEXT,
+            "variableId": TEXT,
+            "value": {},
+            "targetVersion": VERSION,
+        },
+        ("type",),
+    ),
+}
 
 
 def runtime() -> Runtime:
@@ -41,10 +65,7 @@ def actor() -> str:
 
 
 def body() -> dict[str, Any]:
-    raw = read_json(services().settings)
-    if not isinstance(raw, dict):
-        raise BadRequest("the body must be a JSON object", field="body")
-    return raw
+    return body_object()
 
 
 def strings(raw: dict[str, Any], name: str, *, required: bool) -> list[str] | None:
@@ -75,6 +96,10 @@ def results(found: list[alteration_jobs.Result]) -> dict[str, Any]:
 
 @blueprint.route("/alterations/workflows/retry", methods=["GET", "POST"])
 @require("operator")
+@documented(
+    query={"workflowInstanceIds": TEXTS, "activityIds": TEXTS},
+    body=json_object({"workflowInstanceIds": TEXTS, "activityIds": TEXTS}),
+)
 def retry() -> dict[str, Any]:
     """Retry the faulted activities of the given instances (or the ``activityIds`` named)."""
     if request.method == "GET":
@@ -91,6 +116,12 @@ def retry() -> dict[str, Any]:
 
 @blueprint.post("/alterations/run")
 @require("operator")
+@documented(
+    body=json_object(
+        {"workflowInstanceIds": TEXTS, "alterations": ALTERATIONS},
+        ("workflowInstanceIds", "alterations"),
+    )
+)
 def run() -> dict[str, Any]:
     """Apply ``alterations`` to ``workflowInstanceIds`` now."""
     raw = body()
@@ -101,6 +132,9 @@ def run() -> dict[str, Any]:
 
 @blueprint.post("/alterations/submit")
 @require("operator")
+@documented(
+    body=json_object({"id": TEXT, "alterations": ALTERATIONS, "filter": OBJECT}, ("alterations",))
+)
 def submit() -> dict[str, Any]:
     """Record a plan and run it on the instances its filter selects; answers its id."""
     submitted = alteration_plans.submit(runtime(), body(), actor=actor())
@@ -110,6 +144,7 @@ def submit() -> dict[str, Any]:
 
 @blueprint.post("/alterations/dry-run")
 @require("operator")
+@documented(body=OBJECT)
 def dry_run() -> dict[str, Any]:
     """The instances a plan with this filter would alter."""
     with transaction(write=False) as session:

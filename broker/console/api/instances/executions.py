@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import request
-
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
-from broker.console.api.params import arg, bool_arg
+from broker.console.api.openapi import (
+    TEXT,
+    documented,
+    json_object,
+)
+from broker.console.api.params import arg, body_object, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
@@ -134,6 +137,7 @@ def filtered() -> list[dict[str, Any]]:
 
 @blueprint.get("/activity-executions/list")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, "activityNodeId": TEXT, "completed": TEXT})
 def list_records() -> dict[str, Any]:
     found = filtered()
     return {"items": found, "count": len(found)}
@@ -141,6 +145,7 @@ def list_records() -> dict[str, Any]:
 
 @blueprint.get("/activity-execution-summaries/list")
 @require("viewer")
+@documented(query={"workflowInstanceId": TEXT, "activityNodeId": TEXT, "completed": TEXT})
 def list_summaries() -> dict[str, Any]:
     found = [summary(r) for r in filtered()]
     return {"items": found, "count": len(found)}
@@ -149,6 +154,7 @@ def list_summaries() -> dict[str, Any]:
 @blueprint.get("/activity-executions/by-id")
 @blueprint.get("/activity-executions/<record_id>")
 @require("viewer")
+@documented(query={"id": TEXT})
 def get_record(record_id: str | None = None) -> dict[str, Any]:
     wanted = record_id or arg("id")
     if not wanted:
@@ -163,9 +169,10 @@ def get_record(record_id: str | None = None) -> dict[str, Any]:
 
 @blueprint.post("/activity-executions/report")
 @require("viewer")
+@documented(body=json_object({"workflowInstanceId": TEXT}, ("workflowInstanceId",)))
 def report() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict) or not isinstance(body.get("workflowInstanceId"), str):
+    body = body_object()
+    if not isinstance(body.get("workflowInstanceId"), str):
         raise BadRequest("'workflowInstanceId' is required")
     stats: dict[str, dict[str, Any]] = {}
     for record in records(body["workflowInstanceId"]):

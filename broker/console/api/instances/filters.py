@@ -7,7 +7,9 @@ from typing import Any
 
 from broker.console.api.params import args
 from broker.errors import BadRequest
+from broker.registry.files import MAX_VERSION
 from broker.runtime.admin import instance_queries as queries
+from broker.safety.bounded import parse_int
 
 #: Elsa's ``TimestampFilterOperator``, in the enum's order (a number is its index)
 OPERATORS = ("Is", "IsNot", "LessThan", "GreaterThan", "LessThanOrEqual", "GreaterThanOrEqual")
@@ -29,15 +31,14 @@ def one(body: dict[str, Any], name: str) -> str | None:
     return found[0] if found else None
 
 
-def number(body: dict[str, Any], name: str, low: int, high: int | None = None) -> int | None:
-    """A whole number from the body or the query string, within bounds."""
-    raw = one(body, name)
+def number(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    """A whole number from the body or the query string, within ``[low, high]`` (the broker's
+    one number parser: ASCII digits only)."""
+    found = next((v for k, v in body.items() if k.lower() == name.lower()), None)
+    raw = found if found is not None and found != "" else one({}, name)
     if raw is None:
         return None
-    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
-        bound = f" and {high}" if high is not None else ""
-        raise BadRequest(f"'{name}' must be a whole number between {low}{bound}")
-    return int(raw)
+    return parse_int(raw, name, low=low, high=high)
 
 
 def flag(body: dict[str, Any], name: str) -> bool | None:
@@ -76,7 +77,7 @@ def timestamp_filters(body: dict[str, Any]) -> list[queries.TimestampFilter]:
 
 
 def instance_filter(body: dict[str, Any]) -> queries.InstanceFilter:
-    version = number(body, "version", 1)
+    version = number(body, "version", 1, MAX_VERSION)
     return queries.InstanceFilter(
         statuses=values(body, "status") + values(body, "statuses"),
         sub_statuses=values(body, "subStatus") + values(body, "subStatuses"),

@@ -4,28 +4,58 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import request
-
+from broker.console import audit
 from broker.console.api.base import blueprint, version_document
 from broker.console.api.definitions.designer import node_ids
 from broker.console.api.instances.executions import descriptor_names
 from broker.console.api.instances.filters import instance_filter, number, one
-from broker.console.api.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from broker.console.api.openapi import (
+    OBJECT,
+    PAGING,
+    SKIP,
+    TAKE,
+    TEXT,
+    VERSION,
+    documented,
+    json_object,
+)
+from broker.console.api.params import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
+    MAX_SKIP,
+    optional_body_object,
+)
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
 from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
 
+#: the filters and paging of Elsa's instance list, in the query string or the body
+INSTANCE_FILTER: dict[str, dict[str, Any]] = {
+    **PAGING,
+    "orderBy": TEXT,
+    "orderDirection": TEXT,
+    "status": TEXT,
+    "subStatus": TEXT,
+    "definitionId": TEXT,
+    "correlationId": TEXT,
+    "version": VERSION,
+    "searchTerm": TEXT,
+    "hasIncidents": TEXT,
+    "isSystem": TEXT,
+}
+JOURNAL_PAGE: dict[str, dict[str, Any]] = {"skip": SKIP, "take": TAKE, **PAGING}
 ORDER_BY = {"created": "created", "updatedat": "updated", "finished": "finished", "name": "name"}
 
 
 @blueprint.route("/workflow-instances", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=INSTANCE_FILTER, body=json_object(INSTANCE_FILTER))
 def list_instances() -> dict[str, Any]:
-    body = request.get_json(silent=True) if request.method == "POST" else None
-    body = body if isinstance(body, dict) else {}
-    page = number(body, "page", 0) or 0
+    body = optional_body_object()
+    page = number(body, "page", 0, MAX_PAGE) or 0
     size = number(body, "pageSize", 1, MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
     order = (one(body, "orderBy") or "Created").lower()
     if order not in ORDER_BY:
@@ -186,19 +216,19 @@ def journal_filter(body: dict[str, Any], nodes: dict[str, str]) -> queries.Journ
 def _journal_page(body: dict[str, Any]) -> tuple[int, int]:
     """(offset, limit) from ``skip``/``take`` or ``page``/``pageSize``, in the body or query."""
 
-    skip, take = number(body, "skip", 0), number(body, "take", 1, MAX_PAGE_SIZE)
+    skip, take = number(body, "skip", 0, MAX_SKIP), number(body, "take", 1, MAX_PAGE_SIZE)
     if skip is not None or take is not None:
         return skip or 0, take or 50
-    page, size = number(body, "page", 0), number(body, "pageSize", 1, MAX_PAGE_SIZE)
+    page, size = number(body, "page", 0, MAX_PAGE), number(body, "pageSize", 1, MAX_PAGE_SIZE)
     size = size or DEFAULT_PAGE_SIZE
     return (page or 0) * size, size
 
 
 @blueprint.route("/workflow-instances/<instance_id>/journal", methods=["GET", "POST"])
 @require("viewer")
+@documented(query=JOURNAL_PAGE, body=json_object({"filter": OBJECT, **JOURNAL_PAGE}))
 def get_journal(instance_id: str) -> dict[str, Any]:
-    body = request.get_json(silent=True) if request.method == "POST" else None
-    body = body if isinstance(body, dict) else {}
+    body = optional_body_object()
     offset, limit = _journal_page(body)
     with transaction(write=False) as session:
         summary, _ = queries.get(session, instance_id)
@@ -250,6 +280,7 @@ def get_variables(instance_id: str) -> dict[str, Any]:
 def cancel_instance(instance_id: str) -> dict[str, Any]:
     with transaction() as session:
         admin_instances.cancel(session, instance_id)
+        audit.record(session, "instance.cancel", instance_id)
         summary, _ = queries.get(session, instance_id)
     return summary
 
@@ -259,4 +290,5 @@ def cancel_instance(instance_id: str) -> dict[str, Any]:
 def delete_instance(instance_id: str) -> tuple[str, int]:
     with transaction() as session:
         admin_instances.delete(session, instance_id)
+        audit.record(session, "instance.delete", instance_id)
     return "", 204
