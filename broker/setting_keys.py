@@ -90,7 +90,8 @@ K = Key
 KEYS: tuple[Key, ...] = (
     # Backends and files
     K("BROKER_DATABASE_URL", "database_url", "sqlite:///var/broker.db", _str,
-      "SQLAlchemy URL of the database (`postgresql+psycopg://user@host/db` in production)"),
+      "SQLAlchemy URL of the database (`postgresql+psycopg://user@host/db` in production; "
+      "`user@h1:5432,h2:5432/db` names a primary and its standby, see Operations)"),
     K("BROKER_QUEUE_URL", "queue_url", "filesystem://", _str,
       "Celery broker URL; `filesystem://` keeps folders under `var/queue` (`redis://...`, `amqp://...`)"),
     K("BROKER_LOCK_URL", "lock_url", "file://var/locks", _str,
@@ -257,6 +258,9 @@ KEYS: tuple[Key, ...] = (
       "seconds a dispatched outbox row may stay unfinished before it is published again"),
     K("BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS", "max_outbox_delivery_attempts", "10", _int,
       "publish attempts before an outbox row becomes a dead letter"),
+    K("BROKER_MAX_WORKER_DEATHS", "max_worker_deaths", "3", _int,
+      "deliveries of one piece of work that may end with its worker process dead (a segfault, an "
+      "OOM kill, os._exit) before the work is dead-lettered instead of run again"),
     K("BROKER_ORPHANED_OUTBOX_RETENTION", "orphaned_outbox_retention", "86400", _float,
       "seconds before orphaned outbox rows are removed"),
     K("BROKER_BOOKMARK_QUEUE_INTERVAL", "bookmark_queue_interval", "1", _float,

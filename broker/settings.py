@@ -153,6 +153,7 @@ class Settings:
     outbox_batch_size: int
     outbox_lease: float
     max_outbox_delivery_attempts: int
+    max_worker_deaths: int
     orphaned_outbox_retention: float
     bookmark_queue_interval: float
     bookmark_queue_max_delivery_attempts: int

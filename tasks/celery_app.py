@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from celery import Celery, Task, bootsteps, shared_task
 from celery.exceptions import TimeLimitExceeded
-from celery.signals import celeryd_after_setup, import_modules, setup_logging, worker_ready
+from celery.signals import (
+    celeryd_after_setup,
+    import_modules,
+    setup_logging,
+    worker_process_init,
+    worker_ready,
+)
+from celery.utils.time import get_exponential_backoff_interval
 
-from broker.errors import StoreUnavailable
+from broker.errors import LockNotAcquired, StoreUnavailable
 from broker.runtime import ids
-from broker.runtime.steps import ceiling
+from broker.runtime.outbox import deliveries
+from broker.runtime.steps import ceiling, poison
+from broker.runtime.steps.heartbeat import leasing
 from broker.runtime.transport.celery_config import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
@@ -168,10 +179,11 @@ setup_logging.connect(_configure_logging)
 import_modules.connect(_log_like_the_broker)
 
 
-#: While the database is unreachable a task adapter is retried soon, with a capped backoff,
+#: While the database (or the lock backend: PostgreSQL's advisory locks during a failover, a
+#: restarting Redis) is unreachable a task adapter is retried soon, with a capped backoff,
 #: instead of failing and waiting for the relay's lease (the outbox row stays open either way).
 STORE_RETRY = {
-    "autoretry_for": (StoreUnavailable,),
+    "autoretry_for": (StoreUnavailable, LockNotAcquired),
     "retry_backoff": 1,
     "retry_backoff_max": 10,
     "retry_jitter": True,
@@ -185,14 +197,110 @@ def task(name: str, **options: Any) -> Callable[[F], F]:
 
 
 def workflow_task(name: str, **options: Any) -> Callable[[F], F]:
-    """A task adapter that runs workflow steps: retried quickly while the database is down."""
-    return task(name, **{**STORE_RETRY, **options})
+    """A task adapter that does durable work (an outbox row's task: a RunTask call, a webhook
+    attempt, a workflow step): retried quickly while the database is down, and counted by
+    ``DurableTask`` when it kills its worker."""
+    return task(name, **{"base": DurableTask, **STORE_RETRY, **options})
 
 
-class StepTask(Task):  # type: ignore[misc]
+class DurableTask(Task):  # type: ignore[misc]
+    """The base of every task adapter that runs an outbox row's work (docs/design.md, section 7:
+    poison work). Before the work runs, the delivery's start is committed on the row
+    (``deliveries.begin``), which counts the earlier deliveries that died (their worker process
+    segfaulted, was OOM-killed, called ``os._exit``): at ``BROKER_MAX_WORKER_DEATHS`` the work is
+    dead-lettered instead (``poison.bury``), so the pool stops losing children to it and the
+    queue keeps moving. While the work runs its lease is beaten; when it raises, or returns
+    without recording a result, its start is closed: only a death leaves it open.
+
+    A new kind of durable work gets all of this by being declared with ``workflow_task`` (or
+    ``base=DurableTask``) and taking its row's id as the keyword ``outbox_id``, as the outbox's
+    messages pass it."""
+
+    #: whether the work beats its row's lease itself (a workflow step, with its instance)
+    beats_lease = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        outbox_id = kwargs.get("outbox_id")
+        if not outbox_id or self.request.id is None:
+            return super().__call__(*args, **kwargs)  # called directly, not delivered
+        rt = get_runtime()
+        retries = int(self.request.retries or 0)
+        try:
+            delivery = deliveries.begin(rt.factory, rt.settings, str(outbox_id), retries=retries)
+        except (StoreUnavailable, LockNotAcquired) as exc:
+            countdown = get_exponential_backoff_interval(
+                factor=STORE_RETRY["retry_backoff"],
+                retries=retries,
+                maximum=STORE_RETRY["retry_backoff_max"],
+                full_jitter=True,
+            )
+            raise self.retry(exc=exc, countdown=countdown) from exc
+        # Called by Celery's tracer, which pushed this delivery's request: run ``run`` under it.
+        if delivery is None:
+            return self.run(*args, **kwargs)  # finished or unknown: the work recognises it
+        log = {"outbox_id": delivery.outbox_id, "request_id": delivery.request_id}
+        if delivery.busy:
+            logger.info(
+                "outbox row %s is being run by another live delivery; this one leaves it",
+                delivery.outbox_id,
+                extra=log,
+            )
+            return None
+        if delivery.poisoned:
+            poison.bury(rt, delivery)
+            return None
+        beating = contextlib.nullcontext() if self.beats_lease else leasing(rt, delivery.outbox_id)
+        with deliveries.running(delivery.outbox_id) as work:
+            try:
+                with beating:
+                    result = self.run(*args, **kwargs)
+            except MemoryError:
+                _die_of_memory(delivery.outbox_id)
+                raise
+            except BaseException:
+                deliveries.end_quietly(rt.factory, delivery)
+                raise
+            if not work.finished:
+                deliveries.end_quietly(rt.factory, delivery)
+        return result
+
+
+#: the exit status of a pool process that ran out of memory (as a shell reports a SIGKILL)
+OUT_OF_MEMORY_EXIT = 137
+_pool_process = False
+
+
+def _mark_pool_process(**_: Any) -> None:
+    global _pool_process
+    _pool_process = True
+
+
+worker_process_init.connect(_mark_pool_process)
+
+
+def _die_of_memory(outbox_id: str) -> None:
+    """Work that ran out of memory (a ``MemoryError`` under a memory limit) ends its pool process
+    as the kernel's OOM killer would: Celery would otherwise re-raise the error in the worker's
+    main process, which stops the whole worker (and every redelivery would stop the next). The
+    pool replaces the process, the start stays open, and the delivery counts as one that died."""
+    if not _pool_process:
+        return  # the solo or threads pool: Celery's own handling applies
+    logger.critical(
+        "outbox row %s ran out of memory: its pool process exits", outbox_id,
+        extra={"outbox_id": outbox_id},
+    )  # fmt: skip
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(OUT_OF_MEMORY_EXIT)
+
+
+class StepTask(DurableTask):
     """A task adapter that runs one workflow step. When Celery's hard time limit kills the step's
     process, this runs in the worker's main process (on a Celery that reports it) and records the
     fault, in case the step's own watchdog could not (``broker.runtime.steps.ceiling``)."""
+
+    beats_lease = True
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any

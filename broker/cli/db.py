@@ -10,6 +10,7 @@ import click
 from broker.errors import StoreUnavailable
 from broker.settings import get_settings
 from broker.store import db as store
+from broker.store import urls
 
 URL_OPTION = click.option(
     "--url",
@@ -25,7 +26,7 @@ def _url(url: str | None) -> str:
 
 def _shown(url: str) -> str:
     # Never print a password an operator put into the URL.
-    return store.normalize_url(url).render_as_string(hide_password=True)
+    return urls.normalize_url(url).render_as_string(hide_password=True)
 
 
 @click.group()

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 REDIS_PREFIX = "broker:ratelimit:"
 #: seconds between two warnings about an unreachable store
 WARN_INTERVAL = 60.0
+#: after the store failed, seconds during which requests pass without asking it: a store cut
+#: off by a partition costs each request its whole timeout, which one failure per window bounds
+STORE_BACKOFF = 5.0
 
 
 # Stores -----------------------------------------------------------------------------------------
@@ -165,7 +168,7 @@ class DatabaseBuckets:
     ingress process on every host, for deployments without Redis."""
 
     def __init__(self, url: str) -> None:
-        from broker.store.db import normalize_url
+        from broker.store.urls import normalize_url
 
         parsed = normalize_url(url)
         if parsed.get_backend_name() != "postgresql":
@@ -218,6 +221,7 @@ class RateLimiter:
         self.buckets = buckets
         self.defaults = dict(defaults)
         self._warned_at = -math.inf
+        self._skip_until = -math.inf
 
     def rate_for(self, kind: str, limits: ClientLimits | None) -> Rate:
         own = limits.for_kind(kind) if limits is not None else None
@@ -227,7 +231,7 @@ class RateLimiter:
         """Take one token of ``client_id``'s ``kind`` bucket, or raise ``RateLimited`` with the
         whole seconds after which to try again."""
         rate = self.rate_for(kind, limits)
-        if rate.unlimited:
+        if rate.unlimited or time.monotonic() < self._skip_until:
             return
         try:
             wait = self.buckets.take(f"{kind}:{client_id.lower()}", rate)
@@ -235,7 +239,8 @@ class RateLimiter:
             OSError,
             RedisError,
             SQLAlchemyError,
-        ) as exc:  # an unreachable store must not refuse work
+        ) as exc:  # an unreachable store must not refuse work, nor slow every request down
+            self._skip_until = time.monotonic() + STORE_BACKOFF
             self._warn(exc)
             return
         if wait <= 0:

@@ -53,10 +53,21 @@ def liveness() -> dict[str, str]:
     return {"status": "ok"}
 
 
+#: PostgreSQL's answer to "may this connection write?": not while the server is a standby
+_WRITABLE = text("SELECT NOT pg_is_in_recovery()")
+
+
 def check_database(session_factory: sessionmaker[Session]) -> str:
+    """``ok`` when the database answers and takes writes: a PostgreSQL standby (in recovery, as
+    one is until its promotion) answers but takes none, so it counts as down."""
     try:
         with session_factory() as session:
-            session.execute(text("SELECT 1"))
+            if session.get_bind().dialect.name == "postgresql":
+                if not session.execute(_WRITABLE).scalar():
+                    logger.warning("readiness: the database is a read-only standby")
+                    return "down"
+            else:
+                session.execute(text("SELECT 1"))
     except Exception as exc:
         logger.warning("readiness: database unreachable: %s", exc)
         return "down"

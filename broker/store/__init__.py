@@ -9,4 +9,5 @@ __all__ = [
     "models",
     "operator_actions",
     "rows",
+    "urls",
 ]

@@ -19,13 +19,14 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, case, create_engine, event, exc, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from broker.errors import ConfigError, StoreUnavailable
 from broker.store import audit
 from broker.store.models import Lease, utcnow
+from broker.store.urls import normalize_url
 
 logger = logging.getLogger(__name__)
 
@@ -42,15 +43,6 @@ _migrate_lock = threading.Lock()
 
 
 # Engines ------------------------------------------------------------------------------------------
-
-
-def normalize_url(url: str) -> URL:
-    """The SQLAlchemy URL to connect with; plain PostgreSQL URLs are routed to psycopg 3."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            url = "postgresql+psycopg://" + url[len(prefix) :]
-            break
-    return make_url(url)
 
 
 def make_engine(url: str) -> Engine:
@@ -169,7 +161,7 @@ def transaction(factory: sessionmaker[Session], *, write: bool = True) -> Iterat
             yield session
             session.commit()
         except exc.DBAPIError as error:
-            if error.connection_invalidated:
+            if error.connection_invalidated or _server_unavailable(error):
                 raise StoreUnavailable(
                     "the database connection was lost", reason=_reason(error)
                 ) from error
@@ -246,6 +238,17 @@ class HeldRead:
         """The owner's wait is over: the session is the owner's alone again."""
         with self._lock:
             self._done = True
+
+
+#: SQLSTATEs of a server that cannot take the work now, whatever the statement: a lost
+#: connection (class 08), a server shutting down or starting (57P01-57P03), a read-only standby
+#: (25006: a connection made before a failover to a server that is no primary any more)
+_UNAVAILABLE_STATES = ("57P01", "57P02", "57P03", "25006")
+
+
+def _server_unavailable(error: exc.DBAPIError) -> bool:
+    state = str(getattr(error.orig, "sqlstate", "") or "")
+    return state.startswith("08") or state in _UNAVAILABLE_STATES
 
 
 def _reason(error: exc.DBAPIError) -> str:

@@ -56,6 +56,11 @@ def test_every_redis_url_form_gives_redis_locks(settings: Settings, url: str) ->
             "postgresql+psycopg://broker:pa+ss@db/broker?application_name=relay://one",
             "postgresql://broker:pa+ss@db/broker?application_name=relay://one",
         ),
+        # several servers (a primary and its standby): locks go to the one that takes writes
+        (
+            "postgresql+psycopg://broker@db1:5432,db2:5432/broker",
+            "postgresql://broker@db1:5432,db2:5432/broker?target_session_attrs=read-write",
+        ),
     ],
 )
 def test_every_postgresql_url_form_gives_advisory_locks_on_that_database(

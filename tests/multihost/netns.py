@@ -5,6 +5,11 @@ host's end is its ``eth0``, with an address in a private test range; the other e
 bridge in the test's own namespace, which gets the range's ``.254``), and takes them all away
 again, the processes started in them first. ``cut`` sets a host's bridge port down (its link is
 gone: packets are dropped, no connection is reset) and ``rejoin`` sets it up again.
+``partition(a, b)`` cuts two hosts apart while both still reach every other host: each is told,
+by a permanent neighbour entry, that the other's address lives at a MAC no port has, so the
+bridge floods their frames to ports that drop them (silently, as a partition does: no reset, no
+error), and ``heal(a, b)`` removes the entries (ARP finds the real ones again). Only ``ip`` is
+needed; no firewall.
 
 Needs root and ``ip``; ``unavailable`` says why not, for the caller to skip or fail.
 """
@@ -23,6 +28,8 @@ from pathlib import Path
 from typing import IO
 
 COMMAND_TIMEOUT = 20.0
+#: a locally administered MAC that no test host has: frames sent to it reach nobody
+NOWHERE_MAC = "02:00:5e:00:00:01"
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -92,6 +99,21 @@ class Network:
 
     def rejoin(self, host: int) -> None:
         ip("link", "set", self.ports[host - 1], "up")
+
+    def partition(self, a: int, b: int) -> None:
+        """Drop every packet between hosts ``a`` and ``b``, both ways; the rest still talk."""
+        for source, target in ((a, b), (b, a)):
+            ip(*self._inside(source), "neigh", "replace", self.address(target),
+               "lladdr", NOWHERE_MAC, "dev", "eth0", "nud", "permanent")  # fmt: skip
+
+    def heal(self, a: int, b: int) -> None:
+        """Undo ``partition(a, b)``."""
+        for source, target in ((a, b), (b, a)):
+            ip(*self._inside(source), "neigh", "del", self.address(target), "dev", "eth0",
+               check=False)  # fmt: skip
+
+    def _inside(self, host: int) -> tuple[str, ...]:
+        return ("netns", "exec", self.names[host - 1], "ip")
 
     def wrap(self, host: int, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside host ``host``'s namespace."""

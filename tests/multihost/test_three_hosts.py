@@ -19,30 +19,34 @@ times. Bounded to about two minutes; every namespace and process is removed, wha
 from __future__ import annotations
 
 import contextlib
-import http.client
-import http.server
-import json
 import re
 import shutil
-import ssl
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from broker.clients import certificates as certs
 from broker.runtime import ids
 from broker.store import db
-from tests.chaos.pg_private import PrivatePostgres, require_binaries
+from tests.chaos.pg_private import require_binaries
+from tests.multihost.hosts import (
+    BIN,
+    Client,
+    NamespacedPostgres,
+    Sink,
+    completed,
+    completed_instances,
+    completion_counts,
+    redis_up,
+    role_env,
+    write_pki_and_config,
+)
 from tests.multihost.netns import Network, unavailable
-from tests.support.processes import process_env
 from tests.support.services import ON_CI, PROJECT_ROOT
 from tests.support.waits import wait_until
 from tests.support.workflows import sink_workflow, write_workflow
@@ -53,7 +57,6 @@ DB_HOST, APP_HOST, CUT_HOST = 1, 2, 3
 REQUESTS = 48
 SUBMIT_INTERVAL = 0.25  # seconds between submissions: the burst lasts about 12 s
 CUT_SECONDS = 20.0  # longer than the visibility timeout and a restore sweep, with room to spare
-BIN = Path(sys.executable).parent
 
 
 def require_namespaces() -> None:
@@ -66,201 +69,6 @@ def require_namespaces() -> None:
         if ON_CI:
             pytest.fail("redis-server is missing (CI=true)")
         pytest.skip("redis-server is missing")
-
-
-class NamespacedPostgres(PrivatePostgres):
-    """The chaos tests' private cluster, run inside a test host and listening on its address."""
-
-    def __init__(self, binaries: Path, network: Network, host: int) -> None:
-        super().__init__(binaries)
-        self.network, self.host, self.port = network, host, 5432
-        self.address = network.address(host)
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@{self.address}:{self.port}/broker"
-
-    def _run(
-        self, program: str, *args: str, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        # the parent's _run, wrapped into the namespace
-        argv = [str(self.binaries / program), *args]
-        if self._account is not None:
-            argv = ["runuser", "-u", "postgres", "--", *argv]
-        result = subprocess.run(
-            self.network.wrap(self.host, argv),
-            cwd=self.folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{program}: {result.stdout}\n{result.stderr}\n{self.log_tail()}")
-        return result
-
-    def create(self) -> None:
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        )
-        # trust the test range too (initdb trusts only loopback and the socket)
-        with (self.data / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {self.network.prefix}.0/24 trust\n")
-        self.start()
-        self._run(
-            "psql",
-            "-h",
-            self.address,
-            "-p",
-            str(self.port),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            'CREATE DATABASE "broker"',
-        )
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.folder} -c listen_addresses={self.address} "
-            "-c fsync=off -c synchronous_commit=off -c max_connections=200 "
-            "-c shared_buffers=32MB -c log_min_messages=warning"
-        )
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
-
-
-class Sink:
-    """The downstream the workflows call: applies each Idempotency-Key once, records who called,
-    and can hold the first call from one address until told to answer."""
-
-    def __init__(self, address: str) -> None:
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str]] = []  # (Idempotency-Key, caller address)
-        self.effects: Counter[str] = Counter()
-        self.hold_from: str | None = None
-        self.held = threading.Event()
-        self.held_key: str | None = None
-        self.release = threading.Event()
-        sink = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                key = self.headers.get("Idempotency-Key") or ""
-                caller = self.client_address[0]
-                hold = False
-                with sink.lock:
-                    sink.calls.append((key, caller))
-                    if sink.hold_from == caller and not sink.held.is_set():
-                        sink.held_key, hold = key, True
-                        sink.held.set()
-                if hold:
-                    sink.release.wait(timeout=90)
-                with sink.lock:
-                    if not sink.effects[key]:
-                        sink.effects[key] += 1
-                body = b'{"ok": true}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer((address, 0), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://{address}:{self.port}/effect"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def write_pki_and_config(root: Path, server_address: str) -> dict[str, str]:
-    pki = root / "pki"
-    certs.init_ca(pki)
-    certs.issue_server(pki, server_address)
-    certs.issue_client(pki, "ClientA")
-    clients = {
-        "clients": [
-            {
-                "clientId": "ClientA",
-                "thumbprint": certs.thumbprint(pki / "ClientA.pem"),
-                "description": "multi-host test client",
-                "scopes": [],
-            }
-        ]
-    }
-    rules = {
-        "requestTypes": [
-            {
-                "clientId": "ClientA",
-                "requestType": "MultiHost",
-                "requiredKeys": [],
-                "allowAdditionalKeys": True,
-            }
-        ]
-    }
-    (root / "clients.json").write_text(json.dumps(clients))
-    (root / "requestTypes.json").write_text(json.dumps(rules))
-    return {
-        "BROKER_TLS_CERT": str(pki / "server.pem"),
-        "BROKER_TLS_KEY": str(pki / "server.key"),
-        "BROKER_TLS_CLIENT_CA": str(pki / "ca.pem"),
-        "BROKER_CLIENTS_FILE": str(root / "clients.json"),
-        "BROKER_REQUEST_TYPES_FILE": str(root / "requestTypes.json"),
-    }
-
-
-class Client:
-    def __init__(self, pki: Path, host: str, port: int) -> None:
-        self.context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-        self.context.load_cert_chain(pki / "ClientA.pem", pki / "ClientA.key")
-        self.host, self.port = host, port
-
-    def submit(self, n: int) -> str | None:
-        """POST one request; its correlation id when accepted (202), else None."""
-        conn = http.client.HTTPSConnection(self.host, self.port, timeout=15, context=self.context)
-        try:
-            body = json.dumps({"requestType": "MultiHost", "keys": {}, "payload": {"n": n}})
-            conn.request(
-                "POST", "/requests", body=body, headers={"Content-Type": "application/json"}
-            )
-            response = conn.getresponse()
-            data = response.read()
-            return json.loads(data)["correlationId"] if response.status == 202 else None
-        except OSError:
-            return None
-        finally:
-            conn.close()
 
 
 @contextlib.contextmanager
@@ -321,7 +129,7 @@ def three_hosts(root: Path) -> Iterator[tuple[Network, NamespacedPostgres, Sink,
             "REMAP_SIGTERM": "SIGQUIT",
             **write_pki_and_config(root, network.address(APP_HOST)),
         }
-        wait_until(lambda: _redis_up(redis_url), timeout=30, what="redis on h1")
+        wait_until(lambda: redis_up(redis_url), timeout=30, what="redis on h1")
         yield network, cluster, sink, env
     finally:
         if sink is not None:
@@ -331,20 +139,6 @@ def three_hosts(root: Path) -> Iterator[tuple[Network, NamespacedPostgres, Sink,
             cluster.destroy()
         network.destroy()
         db.dispose_engines()
-
-
-def _redis_up(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(f"{url}/0", socket_timeout=1).ping())
-    except redis.RedisError:
-        return False
-
-
-def role_env(env: dict[str, str], var: Path) -> dict[str, str]:
-    var.mkdir(parents=True, exist_ok=True)
-    return process_env({**env, "BROKER_VAR_DIR": str(var)})
 
 
 def test_a_host_cut_off_mid_burst_loses_nothing_and_its_stale_step_cannot_commit(
@@ -447,16 +241,16 @@ def test_a_host_cut_off_mid_burst_loses_nothing_and_its_stale_step_cannot_commit
             engine = sa.create_engine(cluster.url)
             takeover: float | None = None
             while time.monotonic() - cut_at < CUT_SECONDS:
-                if takeover is None and held_instance in _completed_instances(engine):
+                if takeover is None and held_instance in completed_instances(engine):
                     takeover = time.monotonic() - cut_at  # h2 finished the held request
                 time.sleep(0.5)
             submitter.join(timeout=60)
-            taken_over = _completed_instances(engine)
+            taken_over = completed_instances(engine)
             network.rejoin(CUT_HOST)
             rejoined_at = time.monotonic()
             # Then every accepted request completes
             wait_until(
-                lambda: _completed(engine, accepted) == len(accepted),
+                lambda: completed(engine, accepted) == len(accepted),
                 timeout=90,
                 interval=0.5,
                 what="every accepted request to complete",
@@ -469,14 +263,14 @@ def test_a_host_cut_off_mid_burst_loses_nothing_and_its_stale_step_cannot_commit
                 interval=0.5,
                 what="h3's stale save to be refused",
             )
-            completions = _completion_counts(engine, accepted)
+            completions = completion_counts(engine, accepted)
             duplicates = sum(1 for count in completions.values() if count > 1)
             effects_by_instance = Counter(key.split(":")[0] for key in sink.effects)
             repeated_calls = len(sink.calls) - len({key for key, _ in sink.calls})
             refused = len(_dropped(text("h3-worker")))
-            completed = sum(1 for count in completions.values() if count)
+            finished = sum(1 for count in completions.values() if count)
             print(
-                f"\nmulti-host: accepted={len(accepted)} completed={completed} "
+                f"\nmulti-host: accepted={len(accepted)} completed={finished} "
                 f"duplicates={duplicates} stale_saves_refused={refused} "
                 f"repeated_calls_same_key={repeated_calls} "
                 f"cut={CUT_SECONDS:.0f}s held_request_finished_by_h2_after={takeover or -1:.1f}s "
@@ -503,41 +297,3 @@ STALE = re.compile(r"instance (\S+) moved on; this step's result is dropped")
 
 def _dropped(log: str) -> set[str]:
     return set(STALE.findall(log))
-
-
-def _completed(engine: sa.Engine, request_ids: list[str]) -> int:
-    if not request_ids:
-        return 0
-    with engine.connect() as conn:
-        return int(
-            conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM requests WHERE status = 'Completed' AND id = ANY(:ids)"
-                ),
-                {"ids": request_ids},
-            ).scalar()
-            or 0
-        )
-
-
-def _completion_counts(engine: sa.Engine, request_ids: list[str]) -> dict[str, int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT request_id, count(*) FROM request_events "
-                "WHERE event_type = 'RequestCompleted' AND request_id = ANY(:ids) "
-                "GROUP BY request_id"
-            ),
-            {"ids": request_ids},
-        ).all()
-    counts = dict.fromkeys(request_ids, 0)
-    counts.update({str(r[0]): int(r[1]) for r in rows})
-    return counts
-
-
-def _completed_instances(engine: sa.Engine) -> set[str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT id FROM workflow_instances WHERE status = 'Finished'")
-        ).all()
-    return {str(r[0]) for r in rows}

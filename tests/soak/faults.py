@@ -1,8 +1,8 @@
 """The soak's faults, one after another on a schedule, each recorded with its time.
 
-Every fault ends with the stack whole again: a killed role is started again, a stopped server
-restarted, a cut host rejoined. The partition needs network namespaces (root); without them it is
-recorded as skipped.
+Every fault ends with the stack whole again: a killed role is started again, a stopped or killed
+server restarted, a cut host rejoined. The partition needs network namespaces (root); without
+them it is recorded as skipped.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Faults:
             ("worker SIGTERM drain", self.worker_drain),
             ("Redis restart", self.redis_restart),
             ("PostgreSQL restart", self.postgres_restart),
+            ("PostgreSQL killed (failover stand-in)", self.postgres_killed),
             ("beat killed", self.beat_killed),
             ("ingress restart", self.ingress_restart),
             ("worker host partitioned", self.partition),
@@ -105,6 +106,16 @@ class Faults:
     def postgres_restart(self) -> None:
         assert self.stack.postgres is not None
         self.stack.postgres.stop("fast")
+        time.sleep(OUTAGE_SECONDS)
+        self.stack.postgres.start()
+
+    def postgres_killed(self) -> None:
+        """The postmaster SIGKILLed and started again after crash recovery: what a failover is
+        to the broker on one machine (every session cut at once, 503s, reconnects, the relay
+        republishing what was in flight), with the same server coming back instead of a
+        promoted standby (``tests/chaos/test_chaos_failover.py`` promotes a real one)."""
+        assert self.stack.postgres is not None
+        self.stack.postgres.kill()
         time.sleep(OUTAGE_SECONDS)
         self.stack.postgres.start()
 

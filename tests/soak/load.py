@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.soak.workloads import EVENT, KINDS, TRIGGER_PATH, Kind
+from tests.soak.workloads import EVENT, TRIGGER_PATH, Kind, kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ class Client:
 
 
 class Load:
-    """``rate`` arrivals a second, the kinds in turn, until ``stop``."""
+    """``rate`` arrivals a second, the kinds in turn (one in ``POISON_EVERY`` poison), until
+    ``stop``."""
 
     def __init__(self, client: Client, rate: float, started: float) -> None:
         self.client = client
@@ -116,7 +117,7 @@ class Load:
         n = 0
         next_at = time.monotonic()
         while not self.stopping.is_set():
-            kind = KINDS[n % len(KINDS)]
+            kind = kind_of(n)
             self.pool.submit(self._one, kind, n)
             n += 1
             next_at += 1.0 / self.rate

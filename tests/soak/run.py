@@ -27,7 +27,7 @@ from tests.soak.load import Accepted, Client, Load
 from tests.soak.receiver import Receiver
 from tests.soak.sampler import Sampler
 from tests.soak.stack import CLIENT, Stack
-from tests.soak.workloads import CANCELLED_EFFECT, KINDS, documents
+from tests.soak.workloads import ALL_KINDS, CANCELLED_EFFECT, POISON_KINDS, POISON_TASKS, documents
 
 logger = logging.getLogger("tests.soak")
 
@@ -61,7 +61,10 @@ SOAK_ENV = {
     "BROKER_WEBHOOK_RETRY_INITIAL_DELAY": "2",
     "BROKER_WEBHOOK_HORIZON": "600",
     "BROKER_LOG_LEVEL": "INFO",
+    "BROKER_TASK_MODULES": f"tasks,{POISON_TASKS}",
 }
+#: what a poison request's errorDetail begins with (``broker.runtime.steps.poison``)
+POISON_ERROR = "the worker died "
 
 
 def window_length(minutes: float) -> float:
@@ -76,8 +79,8 @@ def warmup(minutes: float) -> float:
 
 
 def fault_spacing(duration: float, kinds: int) -> float:
-    """Seconds between two faults: every kind at least once, at most every 150 s, at least 30 s."""
-    return max(30.0, min(150.0, (duration - 90.0) / kinds))
+    """Seconds between two faults: every kind at least once, at most every 150 s, at least 25 s."""
+    return max(25.0, min(150.0, (duration - 90.0) / kinds))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,8 +107,14 @@ def run(minutes: float, rate: float, out: Path) -> int:
     try:
         stack.start_servers()
         receiver = Receiver(stack.address).__enter__()
+        # Poison tasks die while this file exists (the whole run): tests/chaos/poison_tasks.py
+        armed = stack.root / "poison-armed"
+        armed.touch()
+        poison = {"switch": str(armed), "attempts": str(stack.root / "poison-attempts")}
         stack.configure(
-            documents(receiver.base), [k.request_type for k in KINDS], receiver.base + "/hook"
+            documents(receiver.base, poison),
+            [k.request_type for k in ALL_KINDS],
+            receiver.base + "/hook",
         )
         for role in ROLES:
             stack.start(role)
@@ -206,6 +215,14 @@ def check(
     try:
         found = statuses(engine, [a.request_id for a in accepted])
         with engine.connect() as conn:
+            died = {
+                rid
+                for (rid,) in conn.execute(
+                    sa.text("SELECT id FROM requests WHERE error_detail LIKE :died"),
+                    {"died": POISON_ERROR + "%"},
+                )
+            }
+        with engine.connect() as conn:
             terminal_events = Counter(
                 rid
                 for (rid,) in conn.execute(
@@ -270,12 +287,22 @@ def check(
         duplicates["child effects beyond completed parents"] += child_effects - parents_completed
     elif child_effects < parents_completed:
         lost["completed parents without a child effect"] += parents_completed - child_effects
+    poison_types = {k.request_type for k in POISON_KINDS}
+    poisoned = [a.request_id for a in accepted if a.kind.request_type in poison_types]
+    poison = {
+        "submitted": len(poisoned),
+        "dead_lettered": sum(1 for rid in poisoned if rid in died),
+        # requests that were no poison but were dead-lettered as such (the faults' kills are
+        # counted as deaths too: three on one piece of work would be a false verdict)
+        "false": sum(1 for a in accepted if a.request_id in died and a.request_id not in poisoned),
+    }
     return {
         "lost": lost,
         "duplicates": duplicates,
         "stuck": stuck,
         "outcomes": outcomes,
         "finished": finished,
+        "poison": poison,
     }
 
 
@@ -299,7 +326,7 @@ def finish(
         for key, n in checked["outcomes"].items()
         if key.split(":")[1] in TERMINAL
         and key.split(":")[1]
-        != next(k.expected for k in KINDS if k.request_type == key.split(":")[0])
+        != next(k.expected for k in ALL_KINDS if k.request_type == key.split(":")[0])
     )
     samples = [s for s in sampler.samples if s.at < duration]
     folded = report.windows(
@@ -324,6 +351,13 @@ def finish(
         problems.append(f"unexpected outcomes={unexpected}")
     if faults.errors:
         problems.append(f"faults failed: {faults.errors}")
+    poison = checked["poison"]
+    if poison["dead_lettered"] != poison["submitted"] or poison["false"]:
+        problems.append(f"poison: {poison}")
+    logger.info(
+        "poison: %d submitted, %d dead-lettered as the worker dying, %d others dead-lettered so",
+        poison["submitted"], poison["dead_lettered"], poison["false"],
+    )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     document = {
         "version": 1,
@@ -341,6 +375,7 @@ def finish(
         "duplicates": checked["duplicates"],
         "stuck": checked["stuck"],
         "outcomes": checked["outcomes"],
+        "poison": checked["poison"],
         "partition": "on" if stack.network is not None else f"skipped: {stack.partition_reason}",
         "faults": [{"at": round(at, 1), "fault": name} for at, name in faults.log],
         "fault_errors": faults.errors,

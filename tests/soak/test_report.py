@@ -106,11 +106,11 @@ def test_losses_fail_the_run_and_too_short_a_run_compares_nothing() -> None:
 
 
 def test_every_fault_fits_in_the_short_run_and_the_long_one_repeats_them() -> None:
-    # Given the seven faults, the first after a minute (or a sixth of the run), the last a minute
+    # Given the eight faults, the first after a minute (or a sixth of the run), the last a minute
     # before the load stops
-    for minutes, expected in ((5, 7), (30, 12)):
+    for minutes, expected in ((5, 8), (30, 12), (60, 24)):
         duration = minutes * 60.0
-        every = fault_spacing(duration, 7)
+        every = fault_spacing(duration, 8)
         first = min(60.0, duration / 6)
         fired = len([at for at in (first + n * every for n in range(100)) if at < duration - 60])
         # Then the short run sees each fault once and the long one sees them again

@@ -37,6 +37,18 @@ class Kind:
     expected: str = "Completed"
 
 
+#: poison work: a RunTask whose task kills its pool process (a segfault, ``os._exit``) every time;
+#: dead-lettered after BROKER_MAX_WORKER_DEATHS deaths, its request Faulted (never lost)
+POISON_KINDS = (
+    Kind("SoakPoisonSegfault", None, expected="Faulted"),
+    Kind("SoakPoisonExit", None, expected="Faulted"),
+)
+#: one arrival in this many is poison (at 2 a second, one every 50 s: each costs the pool three
+#: processes, which the machine must absorb beside the load)
+POISON_EVERY = 100
+#: the module of the poison tasks, listed in BROKER_TASK_MODULES by the soak's roles
+POISON_TASKS = "tests.chaos.poison_tasks"
+
 KINDS = (
     Kind("SoakStraight", None),
     Kind("SoakEvent", "/effect/event", follow_up="event"),
@@ -50,10 +62,39 @@ KINDS = (
 CANCELLED_EFFECT = "/effect/cancel"
 
 
-def documents(base: str) -> dict[str, dict[str, Any]]:
-    """The workflow files, calling the receiver at ``base`` (``http://host:port``)."""
+#: every kind, the poison ones included
+ALL_KINDS = (*KINDS, *POISON_KINDS)
+
+
+def kind_of(n: int) -> Kind:
+    """The kind of arrival ``n``: the kinds in turn, one in ``POISON_EVERY`` poison instead."""
+    if n % POISON_EVERY == POISON_EVERY - 1:
+        return POISON_KINDS[(n // POISON_EVERY) % len(POISON_KINDS)]
+    return KINDS[n % len(KINDS)]
+
+
+def documents(base: str, poison: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """The workflow files, calling the receiver at ``base`` (``http://host:port``); ``poison``:
+    the poison tasks' payload (``switch`` and ``attempts`` files, ``tests/chaos/poison_tasks``)."""
     done = set_output("out", "result", {"ok": True})
+    poisoned = {
+        f"soak-poison-{name}": workflow(
+            f"soak-poison-{name}",
+            [
+                activity(
+                    "poison",
+                    "Elsa.RunTask",
+                    taskName=literal(f"poison.{name}"),
+                    payload=obj(poison or {}),
+                ),
+                done,
+            ],
+            request_type=kind.request_type,
+        )
+        for name, kind in zip(("segfault", "exit"), POISON_KINDS, strict=True)
+    }
     return {
+        **poisoned,
         "soak-straight": workflow("soak-straight", [done], request_type="SoakStraight"),
         "soak-event": workflow(
             "soak-event",

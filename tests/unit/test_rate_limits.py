@@ -305,6 +305,23 @@ def test_an_unreachable_store_lets_requests_through(caplog: pytest.LogCaptureFix
     assert len(warnings) == 1
 
 
+def test_after_the_store_failed_requests_pass_without_asking_it_for_a_while() -> None:
+    # Given a store that fails (cut off: each ask would cost its whole timeout)
+    class Failing:
+        asked = 0
+
+        def take(self, key: str, rate: Rate) -> float:
+            Failing.asked += 1
+            raise OSError("timed out")
+
+    limiter = RateLimiter(Failing(), {SUBMISSIONS: Rate(1, 3600.0)})
+    # When requests come one after another
+    for _ in range(5):
+        limiter.check("ClientA", SUBMISSIONS)
+    # Then only the first asked the store; the rest passed at once
+    assert Failing.asked == 1
+
+
 # Shared by processes ------------------------------------------------------------------------------
 
 

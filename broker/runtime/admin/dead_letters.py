@@ -197,9 +197,15 @@ def _replay_request(
             .execution_options(synchronize_session=False)
         )
     instance = session.get(WorkflowInstance, letter.instance_id) if letter.instance_id else None
-    if instance is None:  # never started (a remote dispatch): start it again
+    work = letter.data or {}
+    args: dict[str, Any]
+    reason = "request reopened and resumed at the failed activity"
+    if work.get("taskName"):  # work that killed its worker (poison): run that task once more
+        task, args = str(work["taskName"]), dict(work.get("args") or {})
+        reason = "request reopened; the work that killed its worker runs once more"
+    elif instance is None:  # never started (a remote dispatch): start it again
         task = RUN_REQUEST
-        args: dict[str, Any] = {"request_id": letter.request_id}
+        args = {"request_id": letter.request_id}
     elif instance.state is None:  # its first step never saved (it ran out of time): run it again
         task = RUN_CHILD if letter.request_id is None else RUN_REQUEST
         key = "instance_id" if letter.request_id is None else "request_id"
@@ -208,7 +214,7 @@ def _replay_request(
         task = RESUME_INSTANCE
         args = {"instance_id": letter.instance_id, "retry": 1}
     _add_outbox_row(session, letter, outbox_id, task, args, now)
-    return _outbox_replay(letter, outbox_id, "request reopened and resumed at the failed activity")
+    return _outbox_replay(letter, outbox_id, reason)
 
 
 def _replay_outbox(session: Session, letter: DeadLetter, now: dt.datetime, source: str) -> Replayed:

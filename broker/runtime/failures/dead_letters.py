@@ -77,10 +77,14 @@ def record_fault(
     attempts: int = 1,
     queue: str | None = None,
     source_id: str | None = None,
+    work: dict[str, Any] | None = None,
 ) -> DeadLetter:
     """The ``request`` dead letter of one fault of a request or of a (child) instance: ``key``
     names the fault (its id derives from it, so recording it twice writes it once), ``reason``
-    and ``activity_id`` say why and where. Replaying it resumes at the failed activity."""
+    and ``activity_id`` say why and where. Replaying it resumes at the failed activity, or, when
+    ``work`` names a task (``{"taskName", "args"}``: work that killed its worker), publishes that
+    task once more."""
+    data: dict[str, Any] = {**(work or {}), **({"queue": queue} if queue else {})}
     letter = record(
         session,
         dead_letter_id=ids.dead_letter_id_for("request", key),
@@ -94,7 +98,7 @@ def record_fault(
         name=name,
         error=error,
         attempts=attempts,
-        data={"queue": queue} if queue else None,
+        data=data or None,
     )
     logger.info(
         "dead letter %s: %s in activity %s",

@@ -23,6 +23,7 @@ from broker.backends import BackendUrl, by_url, parse_backend_url
 from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.ports import Lock, LockProvider
 from broker.settings import Settings
+from broker.store.urls import libpq_url
 
 if TYPE_CHECKING:  # psycopg comes with the `postgres` extra; imported where a lock uses it
     import psycopg
@@ -274,9 +275,10 @@ class PostgresLockProvider:
                 "pip install 'elsa-celery-broker[postgres]'",
                 field="BROKER_LOCK_URL",
             )
-        scheme, sep, rest = url.partition("://")
-        # SQLAlchemy names the driver (postgresql+psycopg://); libpq only knows postgresql://.
-        self.conninfo = f"{scheme.split('+', 1)[0]}{sep}{rest}"
+        # libpq's form of the URL: postgresql:// (no driver), several servers as h1:p1,h2:p2
+        # with target_session_attrs=read-write, so every lock is taken on the current primary
+        # (after a failover, the promoted standby) and never on a standby beside it.
+        self.conninfo = libpq_url(url)
 
     def acquire(
         self, name: str, *, ttl: float | None = None, timeout: float | None = 0.0

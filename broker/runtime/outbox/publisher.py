@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,9 +19,11 @@ from broker.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
-#: fail fast when the transport is down: the relay retries later, a caller must not hang
+#: fail fast when the transport is down: the relay retries later, a caller must not hang (one
+#: retry reconnects a pooled connection a Redis restart left stale; with the transport's socket
+#: timeouts a send to a Redis cut off by a partition gives up within about 8 s)
 PUBLISH_RETRY_POLICY = {
-    "max_retries": 2,
+    "max_retries": 1,
     "interval_start": 0,
     "interval_step": 0.2,
     "interval_max": 0.5,
@@ -73,6 +76,12 @@ class CelerySender:
         return errors
 
 
+#: after a send failed, seconds during which the fast path sends nothing and hands its rows to
+#: the relay at once: while the transport is out (a restart, a partition), a submission is
+#: answered at the database's pace instead of waiting for a send that will fail
+FAST_PATH_BACKOFF = 30.0
+
+
 class OutboxPublisher:
     """``publish(outbox_ids)`` after commit: send each due pending row, then mark it dispatched
     (only if it is still pending: the consumer may already have finished it)."""
@@ -81,6 +90,14 @@ class OutboxPublisher:
         self.settings = settings
         self.factory = factory
         self.sender = sender
+        #: until when (monotonic) the fast path stands aside after a failed send
+        self._quiet_until = 0.0
+
+    def _quiet(self) -> bool:
+        return time.monotonic() < self._quiet_until
+
+    def _failed(self) -> None:
+        self._quiet_until = time.monotonic() + FAST_PATH_BACKOFF
 
     @property
     def dispatch_lease(self) -> float | None:
@@ -99,10 +116,15 @@ class OutboxPublisher:
             )
             for message in messages
         ]
+        if self._quiet():
+            self._hand_back([row.id for row in rows], "publish skipped: the transport is failing")
+            return
         errors = self._send_all(rows)
-        for row, error in zip(rows, errors, strict=True):
-            if error is not None:
-                self._hand_back(row.id, f"publish failed: {error}")
+        failed = [row.id for row, error in zip(rows, errors, strict=True) if error is not None]
+        if failed:
+            self._failed()
+            first = next(error for error in errors if error is not None)
+            self._hand_back(failed, f"publish failed: {first}")
 
     def _send_all(self, rows: Sequence[OutboxRow]) -> list[Exception | None]:
         send_all = getattr(self.sender, "send_all", None)
@@ -137,19 +159,22 @@ class OutboxPublisher:
             return exc
         return None
 
-    def _hand_back(self, outbox_id: str, error: str) -> None:
-        """Put a row inserted as dispatched back to pending, due now, so the relay publishes it
-        on its next run instead of after the whole lease."""
+    def _hand_back(self, outbox_ids: Sequence[str], error: str) -> None:
+        """Put rows inserted as dispatched back to pending, due now (one transaction), so the
+        relay publishes them on its next run instead of after the whole lease."""
         try:
             with transaction(self.factory) as session:
-                outbox.postpone(session, outbox_id, delay=0, error=error)
+                for outbox_id in outbox_ids:
+                    outbox.postpone(session, outbox_id, delay=0, error=error)
         except Exception:
-            # The lease still runs out: the relay republishes the row then.
+            # The lease still runs out: the relay republishes the rows then.
             logger.warning(
-                "could not hand outbox row %s back to the relay", outbox_id, exc_info=True
+                "could not hand outbox rows %s back to the relay", list(outbox_ids), exc_info=True
             )
 
     def publish(self, outbox_ids: Sequence[str]) -> None:
+        if self._quiet():
+            return  # the rows are pending: the relay publishes them
         try:
             with transaction(self.factory, write=False) as session:
                 rows = outbox.pending_ids(session, outbox_ids)
@@ -158,7 +183,10 @@ class OutboxPublisher:
             logger.warning("fast-path publish skipped; the relay will publish", exc_info=True)
             return
         for row in rows:
+            if self._quiet():
+                return  # a send just failed: the relay publishes the rest
             if self._send(row) is not None:
+                self._failed()
                 continue
             try:
                 with transaction(self.factory) as session:

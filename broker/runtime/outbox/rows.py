@@ -19,6 +19,7 @@ from broker.errors import LockLost
 from broker.redaction import redact_optional, redact_text
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
+from broker.runtime.outbox.deliveries import CLOSE_DEAD_START, note_finished, tracked
 from broker.runtime.outbox.pause import is_paused, is_paused_cached, paused_if_known
 from broker.runtime.ports import Lock, LockProvider, Sender
 from broker.settings import Settings
@@ -79,7 +80,7 @@ def enqueue(
 
 _OUTBOX = table_of(OutboxRow)
 # Built once (see ``table_of``): every task runs these.
-_MARK_DONE = (
+_MARK_DONE_BEFORE_0004 = (
     update(_OUTBOX)
     .where(
         _OUTBOX.c.id == bindparam("outbox_id"),
@@ -90,6 +91,9 @@ _MARK_DONE = (
     )
     .values(state=OutboxState.DONE.value, finished_at=bindparam("now"), lease_expires_at=None)
 )
+_MARK_DONE = _MARK_DONE_BEFORE_0004.values(started_at=None, start_retries=None)
+#: what a result of the work writes besides: its delivery's start is closed
+_CLOSE_START: dict[str, Any] = {"started_at": None, "start_retries": None}
 _STATE_OF = select(_OUTBOX.c.state).where(_OUTBOX.c.id == bindparam("outbox_id"))
 
 
@@ -97,7 +101,9 @@ def mark_done(session: Session, outbox_id: str | None) -> bool:
     """Record that the consumer finished the row; False when it was already finished."""
     if outbox_id is None:
         return False
-    result = session.execute(_MARK_DONE, {"outbox_id": outbox_id, "now": utcnow()})
+    statement = _MARK_DONE if tracked(session) else _MARK_DONE_BEFORE_0004
+    result = session.execute(statement, {"outbox_id": outbox_id, "now": utcnow()})
+    note_finished(outbox_id)
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -111,7 +117,9 @@ def is_finished(session: Session, outbox_id: str | None) -> bool:
 
 def postpone(session: Session, outbox_id: str, *, delay: float, error: str | None = None) -> None:
     """Put an unfinished row back to pending, due after ``delay`` seconds (e.g. the instance was
-    locked by another worker); the relay publishes it then."""
+    locked by another worker); the relay publishes it then. The delivery that postpones it ended
+    with a result: its start is closed."""
+    note_finished(outbox_id)
     session.execute(
         update(OutboxRow)
         .where(
@@ -123,6 +131,7 @@ def postpone(session: Session, outbox_id: str, *, delay: float, error: str | Non
             available_at=utcnow() + dt.timedelta(seconds=delay),
             lease_expires_at=None,
             last_error=redact_optional(error),
+            **(_CLOSE_START if tracked(session) else {}),
         )
         .execution_options(synchronize_session=False)
     )
@@ -183,6 +192,7 @@ def mark_dispatched(session: Session, outbox_id: str, *, lease: float, only_pend
             attempts=OutboxRow.attempts + 1,
             dispatched_at=now,
             lease_expires_at=now + dt.timedelta(seconds=lease),
+            **(CLOSE_DEAD_START if tracked(session) else {}),
         )
         .execution_options(synchronize_session=False)
     )
@@ -206,6 +216,7 @@ def mark_all_dispatched(session: Session, outbox_ids: Sequence[str], *, lease: f
             attempts=OutboxRow.attempts + 1,
             dispatched_at=now,
             lease_expires_at=now + dt.timedelta(seconds=lease),
+            **(CLOSE_DEAD_START if tracked(session) else {}),
         )
         .execution_options(synchronize_session=False)
     )
@@ -368,6 +379,8 @@ def bury(session: Session, row: OutboxRow) -> None:
     row.state = OutboxState.DEAD.value
     row.finished_at = utcnow()
     row.lease_expires_at = None
+    if tracked(session):
+        row.started_at = None
     dead_letters.record(
         session,
         dead_letter_id=ids.dead_letter_id_for("outbox", row.id),

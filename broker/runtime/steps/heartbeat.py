@@ -1,4 +1,5 @@
-"""One heartbeat thread per worker process, beating for every step the process is running."""
+"""One heartbeat thread per worker process, beating for every step the process is running and
+the outbox lease of every other piece of durable work it runs."""
 
 from __future__ import annotations
 
@@ -46,10 +47,11 @@ class Opening(Protocol):
 
 @dataclasses.dataclass(eq=False)
 class Beating:
-    """One registered step: what to beat, when next, and whether it still beats."""
+    """One registered step: what to beat, when next, and whether it still beats (a piece of work
+    that is no step has no instance: only its outbox row's lease is beaten)."""
 
     rt: Runtime
-    instance_id: str
+    instance_id: str | None
     outbox_id: str | None
     lock: Lock
     opening: Opening
@@ -84,7 +86,7 @@ class Heartbeat:
     def register(
         self,
         rt: Runtime,
-        instance_id: str,
+        instance_id: str | None,
         outbox_id: str | None,
         lock: Lock,
         opening: Opening,
@@ -177,12 +179,20 @@ class Heartbeat:
             return
         try:
             with transaction(step.rt.factory) as session:
-                session.execute(_BEAT_INSTANCE, {"instance_id": step.instance_id, "now": utcnow()})
+                if step.instance_id is not None:
+                    session.execute(
+                        _BEAT_INSTANCE, {"instance_id": step.instance_id, "now": utcnow()}
+                    )
                 if step.outbox_id is not None:
                     outbox.extend_lease(session, step.outbox_id, step.rt.settings.outbox_lease)
             step.lock.extend(step.rt.settings.lock_ttl)
         except Exception:
-            logger.warning("heartbeat of instance %s failed", step.instance_id, exc_info=True)
+            logger.warning(
+                "heartbeat of instance %s (outbox row %s) failed",
+                step.instance_id,
+                step.outbox_id,
+                exc_info=True,
+            )
         self._reschedule(step, now)
 
     def _reschedule(self, step: Beating, now: float) -> None:
@@ -237,3 +247,57 @@ def beating(
         yield
     finally:
         heartbeat.unregister(step)
+
+
+class _NoLock:
+    """The lock of work that holds none (only its outbox lease is beaten)."""
+
+    name = ""
+
+    def extend(self, ttl: float | None = None) -> None:
+        """Nothing to extend."""
+
+    def release(self) -> None:
+        """Nothing to release."""
+
+    def owned(self) -> bool:
+        return True
+
+    def __enter__(self) -> _NoLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Nothing to release."""
+
+
+class _Opened:
+    """The opening of work that is no request's first step: nothing to write."""
+
+    pending = False
+
+    def write_now(self, rt: Runtime) -> None:
+        """Nothing to write."""
+
+
+@contextlib.contextmanager
+def leasing(rt: Runtime, outbox_id: str) -> Iterator[None]:
+    """Beat ``outbox_id``'s lease while the ``with`` block runs a piece of durable work that is no
+    workflow step (a RunTask call, a webhook attempt), for at most the step ceiling: the relay then
+    knows the delivery is alive, and a delivery that stops beating died
+    (``broker.runtime.outbox.deliveries``)."""
+    heartbeat = _HEARTBEAT
+    interval = max(MIN_INTERVAL, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
+    deadline = time.monotonic() + rt.settings.step_time_limit
+    work = heartbeat.register(
+        rt, None, outbox_id, _NoLock(), _Opened(), deadline, _stop_beating,
+        open_delay=interval,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        heartbeat.unregister(work)
+
+
+def _stop_beating() -> None:
+    """Past the ceiling a piece of work that is no step is no longer beaten: its lease runs out,
+    and the relay publishes its row again, counting the delivery as one that died."""

@@ -145,7 +145,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
             # heartbeats and recovery sees it; a delivery that finds it at checkpoint 0 redoes
             # the step never saved), else by the step's save, in its final state.
             started = utcnow()
-            opening = Start(
+            first = Start(
                 request_id=request_id,
                 row={
                     "id": instance_id,
@@ -163,6 +163,15 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
                 },
                 started=started,
             )
+            if request.status == RequestStatus.QUEUED.value:
+                opening = first
+            else:
+                # A replay reopened a request that faulted before anything of its first step
+                # was written (its worker died at once): write the instance now, committed
+                # before the engine runs, as a long first step's heartbeat would have.
+                begin_writing(session)
+                session.add(WorkflowInstance(**first.row, heartbeat_at=started))
+                session.commit()
         elif request.status == RequestStatus.QUEUED.value:
             # An instance opened without its request (not written by this runtime): open the
             # request now, committed before the engine runs, as the start would have been.

@@ -53,6 +53,10 @@ def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
     return {name: {"time_limit": limit} for name in STEP_TASKS}
 
 
+#: seconds a Redis command may wait for its answer, and a connection to be made (kombu's own
+#: blocking reads, BRPOP's, last 1 s)
+REDIS_SOCKET_TIMEOUT = 5.0
+REDIS_CONNECT_TIMEOUT = 3.0
 #: the schemes whose unacknowledged messages come back after a visibility timeout
 VISIBILITY_TRANSPORTS = ("redis", "rediss", "sentinel")
 
@@ -85,6 +89,11 @@ def transport_options(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": visibility,
             "unacked_restore_interval": max(1.0, min(10.0, visibility / 10)),
             "unacked_restore_throttle": 1,
+            # Without them a command on a connection whose packets vanish (Redis cut off by a
+            # partition) waits for the kernel to give up, a quarter of an hour: a publish after
+            # a commit would hold its caller (the ingress's 202) that long.
+            "socket_timeout": REDIS_SOCKET_TIMEOUT,
+            "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
         }
     return {}
 

@@ -56,6 +56,20 @@ class OutboxRow(Base):
     finished_at: Mapped[dt.datetime | None]
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    #: the open start of the delivery running the row (None: none runs it), the Celery retry
+    #: that started it, and how many deliveries ended with their worker process dead
+    #: (``broker.runtime.outbox.deliveries``). Deferred, and the count defaulted by the server:
+    #: rows are read and written without them, so the code also runs on the schema before
+    #: migration 0004 (a rolling upgrade), where only poison work's count is missing.
+    started_at: Mapped[dt.datetime | None] = mapped_column(
+        deferred=True, server_default=text("NULL")
+    )
+    start_retries: Mapped[int | None] = mapped_column(
+        Integer, deferred=True, server_default=text("NULL")
+    )
+    deaths: Mapped[int] = mapped_column(Integer, deferred=True, server_default=text("0"))
+    # (their server defaults are not read back after an INSERT: nothing reads them then)
+    __mapper_args__ = {"eager_defaults": False}
 
     __table_args__ = (
         Index(

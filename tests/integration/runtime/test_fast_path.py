@@ -147,6 +147,30 @@ def test_a_failed_fast_path_send_hands_the_row_back_to_the_relay_at_once(
     assert sender.ids == [outbox_id]
 
 
+def test_after_a_failed_send_the_fast_path_stands_aside_and_the_relay_publishes(
+    settings: Settings, factory: sessionmaker[Session], locks: FileLockProvider
+) -> None:
+    # Given a fast path whose transport just failed a send (down, or cut off by a partition)
+    down = RecordingSender(fail=True)
+    publisher = OutboxPublisher(settings, factory, down)
+    publisher.publish_new(submit_one(factory, settings.outbox_lease).messages)
+    # When more submissions commit right after
+    later = [submit_one(factory, settings.outbox_lease) for _ in range(3)]
+    down.fail = False
+    for submitted in later:
+        publisher.publish_new(submitted.messages)
+    # Then the fast path sent none of them (no caller waits for a send that would fail): each
+    # row is handed to the relay at once, which publishes it
+    assert down.ids == []
+    for submitted in later:
+        (outbox_id,) = submitted.outbox_ids
+        row = row_of(factory, outbox_id)
+        assert row.state == "pending"
+        assert "skipped" in (row.last_error or "")
+    sender = RecordingSender()
+    assert outbox.relay(settings, factory, sender, locks).published == 4
+
+
 def test_the_paused_flag_is_cached_but_a_local_change_is_seen_at_once(
     factory: sessionmaker[Session],
 ) -> None:

@@ -150,3 +150,21 @@ def test_beat_makes_its_schedules_folder_when_it_opens_it(
     scheduler.setup_schedule()
     scheduler.close()
     assert schedule.parent.is_dir()
+
+
+def test_a_redis_command_waits_a_bounded_time_for_its_answer() -> None:
+    from broker.runtime.transport.celery_config import (
+        REDIS_CONNECT_TIMEOUT,
+        REDIS_SOCKET_TIMEOUT,
+        transport_options,
+    )
+
+    # Given the Redis transport
+    settings = Settings.from_env({"BROKER_QUEUE_URL": "redis://127.0.0.1:6379/0"})
+    # When its options are built
+    options = transport_options(settings)
+    # Then a command on a connection whose packets vanish (a partition) fails within seconds,
+    # above the one-second blocking reads kombu makes itself
+    assert options["socket_timeout"] == REDIS_SOCKET_TIMEOUT
+    assert 1.0 < REDIS_SOCKET_TIMEOUT <= 30.0
+    assert options["socket_connect_timeout"] == REDIS_CONNECT_TIMEOUT

@@ -11,15 +11,16 @@ from sqlalchemy import Engine, event, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import QueuePool
 
+from broker.errors import StoreUnavailable
 from broker.store.db import (
     SQLITE_BUSY_TIMEOUT_MS,
     make_engine,
     make_session_factory,
-    normalize_url,
     transaction,
     upgrade,
 )
 from broker.store.models import RuntimeFlag
+from broker.store.urls import libpq_url, normalize_url
 
 
 def record_statements(engine: Engine) -> list[str]:
@@ -44,6 +45,106 @@ def record_statements(engine: Engine) -> list[str]:
 def test_plain_postgresql_urls_are_routed_to_psycopg(given: str, expected: str) -> None:
     # When / Then
     assert normalize_url(given).render_as_string(hide_password=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        # libpq's own form, as a PostgreSQL operator writes it
+        (
+            "postgresql+psycopg://u:p%40ss@h1:5432,h2:5433/broker?target_session_attrs=read-write",
+            "postgresql+psycopg://u:p%40ss@/broker?host=h1%3A5432&host=h2%3A5433"
+            "&target_session_attrs=read-write",
+        ),
+        # read-write is added when the URL names several servers and no target
+        (
+            "postgresql://h1:5432,h2/broker",
+            "postgresql+psycopg:///broker?host=h1%3A5432&host=h2&target_session_attrs=read-write",
+        ),
+        # SQLAlchemy's form
+        (
+            "postgresql+psycopg://u@/broker?host=h1:5432&host=h2:5433",
+            "postgresql+psycopg://u@/broker?host=h1%3A5432&host=h2%3A5433"
+            "&target_session_attrs=read-write",
+        ),
+        # an operator's own choice is kept
+        (
+            "postgresql://u@h1,h2/broker?target_session_attrs=primary",
+            "postgresql+psycopg://u@/broker?host=h1&host=h2&target_session_attrs=primary",
+        ),
+        # one server: as before
+        ("postgresql://u@db:5432/broker", "postgresql+psycopg://u@db:5432/broker"),
+    ],
+)
+def test_a_url_naming_several_servers_connects_to_the_one_that_takes_writes(
+    given: str, expected: str
+) -> None:
+    # When the URL is read
+    parsed = normalize_url(given)
+    # Then it names every server, in order, and asks for the read-write one
+    assert parsed.render_as_string(hide_password=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (
+            "postgresql+psycopg://u:p@/broker?host=h1:5432&host=h2:5433",
+            "postgresql://u:p@h1:5432,h2:5433/broker?target_session_attrs=read-write",
+        ),
+        (
+            "postgresql://h1:5432,h2:5433/broker",
+            "postgresql://h1:5432,h2:5433/broker?target_session_attrs=read-write",
+        ),
+        ("postgresql+psycopg://u@db/broker", "postgresql://u@db/broker"),
+    ],
+)
+def test_libpq_gets_the_servers_in_its_own_form(given: str, expected: str) -> None:
+    # When / Then (what the PostgreSQL lock provider connects with)
+    assert libpq_url(given) == expected
+
+
+def test_a_multi_host_engine_hands_psycopg_every_server_and_the_target() -> None:
+    # Given an engine on a URL naming two servers
+    engine = make_engine("postgresql://u@127.0.0.1:5999,127.0.0.1:5998/broker")
+    # When SQLAlchemy builds psycopg's connect arguments
+    _, params = engine.dialect.create_connect_args(engine.url)
+    # Then libpq tries both, for the one that takes writes
+    assert params["host"] == "127.0.0.1,127.0.0.1"
+    assert params["port"] == "5999,5998"
+    assert params["target_session_attrs"] == "read-write"
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"server said {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize("sqlstate", ["25006", "57P01", "57P03", "08006"])
+def test_a_server_that_cannot_take_the_work_now_is_unavailable_not_an_error(
+    sqlite_url: str, sqlstate: str
+) -> None:
+    # Given a statement the server refuses because it is a standby, shutting down or gone
+    from sqlalchemy import exc
+
+    factory = make_session_factory(make_engine(sqlite_url))
+    error = exc.OperationalError("UPDATE ...", {}, _PgError(sqlstate))
+    # When it happens inside a transaction
+    with pytest.raises(StoreUnavailable), transaction(factory):
+        raise error
+    # Then callers see StoreUnavailable: the ingress answers 503, a worker retries
+
+
+def test_a_statement_error_of_the_work_itself_stays_what_it_is(sqlite_url: str) -> None:
+    # Given an error of the statement, not of the server (a unique violation)
+    from sqlalchemy import exc
+
+    factory = make_session_factory(make_engine(sqlite_url))
+    error = exc.IntegrityError("INSERT ...", {}, _PgError("23505"))
+    # Then it is not mistaken for an unavailable database
+    with pytest.raises(exc.IntegrityError), transaction(factory):
+        raise error
 
 
 def test_sqlite_engine_creates_the_folder_of_its_file(tmp_path: Path) -> None:
