@@ -98,7 +98,7 @@ _tracked: dict[Any, tuple[bool, float]] = {}
 
 
 def tracked(session: Session) -> bool:
-    """Whether the database has the columns of poison work (migration 0004): on the schema before
+    """Whether the database has the columns of poison work (migration 0005): on the schema before
     it (a rolling upgrade runs this code there for a while) nothing is counted, and every other
     statement of the outbox leaves the columns out."""
     bind = session.get_bind()

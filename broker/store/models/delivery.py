@@ -60,7 +60,7 @@ class OutboxRow(Base):
     #: that started it, and how many deliveries ended with their worker process dead
     #: (``broker.runtime.outbox.deliveries``). Deferred, and the count defaulted by the server:
     #: rows are read and written without them, so the code also runs on the schema before
-    #: migration 0004 (a rolling upgrade), where only poison work's count is missing.
+    #: migration 0005 (a rolling upgrade), where only poison work's count is missing.
     started_at: Mapped[dt.datetime | None] = mapped_column(
         deferred=True, server_default=text("NULL")
     )
