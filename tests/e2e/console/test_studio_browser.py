@@ -219,7 +219,7 @@ def test_4_the_instance_viewer_shows_a_finished_requests_journal(
     # The viewer shows the journal (each activity's start and completion) and the executions
     page = page_as("viewer")
     page.goto(f"{studio.url}/instances/{instance_id}")
-    for entry in ("Http Endpoint - Completed", "Event - Completed", "Send Email - Completed"):
+    for entry in ("HTTP Endpoint - Completed", "Event - Completed", "Send Email - Completed"):
         page.get_by_text(entry, exact=True).first.wait_for(timeout=STUDIO_TIMEOUT_MS)
     page.get_by_text("WaitForApproval", exact=True).first.click()
     page.get_by_text("Executions", exact=False).first.click()
