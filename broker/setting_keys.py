@@ -38,6 +38,15 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def _deaths(text: str) -> int:
+    """A count of worker deaths: at least 1 (0 would dead-letter work that never ran), at most
+    100 (past that a crashing task is no longer held back)."""
+    value = int(text.strip())
+    if not 1 <= value <= 100:
+        raise ValueError(f"expected a whole number from 1 to 100, got {text!r}")
+    return value
+
+
 def _float(text: str) -> float:
     return float(text.strip())
 
@@ -258,7 +267,7 @@ KEYS: tuple[Key, ...] = (
       "seconds a dispatched outbox row may stay unfinished before it is published again"),
     K("BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS", "max_outbox_delivery_attempts", "10", _int,
       "publish attempts before an outbox row becomes a dead letter"),
-    K("BROKER_MAX_WORKER_DEATHS", "max_worker_deaths", "3", _int,
+    K("BROKER_MAX_WORKER_DEATHS", "max_worker_deaths", "3", _deaths,
       "deliveries of one piece of work that may end with its worker process dead (a segfault, an "
       "OOM kill, os._exit) before the work is dead-lettered instead of run again"),
     K("BROKER_ORPHANED_OUTBOX_RETENTION", "orphaned_outbox_retention", "86400", _float,

@@ -69,6 +69,17 @@ def refuse_placeholders(env: Mapping[str, str]) -> None:
             )
 
 
+def _under_var_dir(default: str, var_dir: str) -> str:
+    """A default that names a place under ``var/`` (the embedded database, locks, certificates,
+    files, mail), moved under ``BROKER_VAR_DIR`` when that is set; any other default unchanged."""
+    if not var_dir or var_dir.rstrip("/") == "var":
+        return default
+    return _VAR_PREFIX.sub(lambda m: m.group(1) + var_dir.rstrip("/") + "/", default, count=1)
+
+
+_VAR_PREFIX = re.compile(r"^((?:[a-z]+://)?/?)var/")
+
+
 def _shown(value: str) -> str:
     """A placeholder as an error shows it: the marker, not a secret (it is none), shortened."""
     text = value.strip()
@@ -180,13 +191,21 @@ class Settings:
         """Build settings from ``environ`` (the process environment when None)."""
         env: Mapping[str, str] = os.environ if environ is None else environ  # noqa: TID251
         values: dict[str, Any] = {}
+        var_dir = env.get("BROKER_VAR_DIR", "").strip()
         for key in KEYS:
-            raw = env.get(key.env, key.default)
+            raw = env.get(key.env, _under_var_dir(key.default, var_dir))
             try:
                 values[key.attr] = key.parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"{key.env}={raw!r} is invalid: {exc}") from exc
         refuse_placeholders(env)
+        if values["max_worker_deaths"] >= values["max_outbox_delivery_attempts"]:
+            raise ConfigError(
+                f"BROKER_MAX_WORKER_DEATHS={values['max_worker_deaths']} must be below "
+                f"BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS={values['max_outbox_delivery_attempts']}: "
+                "otherwise work that kills its worker is given up as undeliverable first",
+                field="BROKER_MAX_WORKER_DEATHS",
+            )
         unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in KEY_BY_ENV)
         for name in unknown:
             warnings.warn(

@@ -85,6 +85,11 @@ def scan_folder(folder: Path) -> Iterator[Path]:
     yield from sorted(found)
 
 
+#: the largest workflow file the registry reads (Studio's exports are kilobytes; the console's
+#: publish and import are bounded by BROKER_MAX_BODY_BYTES): a larger file is refused alone
+WORKFLOW_FILE_MAX_BYTES = 16 * 1024 * 1024
+
+
 def read_workflow_file(path: Path) -> WorkflowFile:
     """Read and validate one workflow file.
 
@@ -92,6 +97,13 @@ def read_workflow_file(path: Path) -> WorkflowFile:
     the file, the JSON path and the reason) when it is malformed, nests too deep or is invalid.
     """
     file = str(path)
+    size = path.stat().st_size
+    if size > WORKFLOW_FILE_MAX_BYTES:
+        raise WorkflowDefinitionError(
+            f"the file holds {size} bytes, over the {WORKFLOW_FILE_MAX_BYTES} a workflow file "
+            "may hold",
+            file=file,
+        )
     return parse_workflow_document(read_document(path.read_bytes(), file=file), file=file)
 
 

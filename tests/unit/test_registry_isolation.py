@@ -64,6 +64,26 @@ def test_a_deep_file_is_refused_alone_and_every_other_type_is_served(
     assert any(str(deep) in r.getMessage() and "nesting" in r.getMessage() for r in caplog.records)
 
 
+def test_an_oversized_file_is_refused_alone_before_it_is_read(
+    settings: Settings, folder: Path
+) -> None:
+    # Given, beside the shipped workflows, a valid definition padded past the file size limit
+    big = folder / "big.json"
+    padding = "x" * (registry_files.WORKFLOW_FILE_MAX_BYTES + 1)
+    document = {"definitionId": "big", "name": "Big", "description": padding, "root": {}}
+    big.write_text(json.dumps(document), encoding="utf-8")
+    registry = registry_over(settings, folder)
+    # When the registry loads the folder
+    registry.load()
+    # Then the big file alone is refused, naming its size, and the other types are served
+    (problem,) = registry.problems
+    assert problem.file == str(big)
+    assert f"over the {registry_files.WORKFLOW_FILE_MAX_BYTES} a workflow file may hold" in (
+        problem.reason
+    )
+    assert registry.for_request_type("InvoiceProcess") is not None
+
+
 @pytest.mark.parametrize("depth", DEPTHS)
 def test_the_watcher_refuses_a_deep_file_saved_while_it_runs(
     settings: Settings, folder: Path, depth: int

@@ -67,6 +67,41 @@ def test_an_invalid_value_names_the_key() -> None:
         Settings.from_env({"BROKER_MAX_BODY_BYTES": "lots"})
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "101", "many"])
+def test_a_worker_death_limit_out_of_range_is_refused_naming_the_key(value: str) -> None:
+    with pytest.raises(ConfigError, match="BROKER_MAX_WORKER_DEATHS"):
+        Settings.from_env({"BROKER_MAX_WORKER_DEATHS": value})
+
+
+def test_a_worker_death_limit_at_or_above_the_delivery_attempts_is_refused() -> None:
+    with pytest.raises(ConfigError, match="BROKER_MAX_WORKER_DEATHS=10 must be below"):
+        Settings.from_env({"BROKER_MAX_WORKER_DEATHS": "10"})
+    s = Settings.from_env(
+        {"BROKER_MAX_WORKER_DEATHS": "10", "BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS": "11"}
+    )
+    assert s.max_worker_deaths == 10
+
+
+def test_the_var_folder_moves_every_default_place_under_it(tmp_path: Path) -> None:
+    # Given BROKER_VAR_DIR and no other place configured
+    var = tmp_path / "state"
+    s = Settings.from_env({"BROKER_VAR_DIR": str(var)})
+    # Then the embedded database, locks, certificates, files and mail all live under it
+    assert s.database_url == f"sqlite:///{var}/broker.db"
+    assert s.lock_url == f"file://{var}/locks"
+    assert (s.tls_cert, s.tls_key, s.tls_client_ca) == (
+        f"{var}/certs/server.pem",
+        f"{var}/certs/server.key",
+        f"{var}/certs/ca.pem",
+    )
+    assert s.file_storage_url == f"file://{var}/files"
+    assert s.smtp_url == f"file://{var}/mail"
+    # And a place given explicitly stays where it was given
+    given = Settings.from_env({"BROKER_VAR_DIR": str(var), "BROKER_LOCK_URL": "file://elsewhere"})
+    assert given.lock_url == "file://elsewhere"
+    assert given.database_url == f"sqlite:///{var}/broker.db"
+
+
 def test_unknown_broker_keys_warn_and_others_are_ignored() -> None:
     with pytest.warns(UnknownKeyWarning, match="BROKER_DATABSE_URL"):
         Settings.from_env({"BROKER_DATABSE_URL": "x", "PATH": "/bin"})

@@ -202,7 +202,10 @@ def _replay_request(
     reason = "request reopened and resumed at the failed activity"
     if work.get("taskName"):  # work that killed its worker (poison): run that task once more
         task, args = str(work["taskName"]), dict(work.get("args") or {})
-        reason = "request reopened; the work that killed its worker runs once more"
+        reason = (
+            "request reopened; the work that killed its worker is delivered again "
+            "(its count of deaths starts at 0)"
+        )
     elif instance is None:  # never started (a remote dispatch): start it again
         task = RUN_REQUEST
         args = {"request_id": letter.request_id}

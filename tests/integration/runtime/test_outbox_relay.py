@@ -45,6 +45,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
             workflows=tmp_path / "wf",
             BROKER_OUTBOX_BATCH_SIZE="10",
             BROKER_MAX_OUTBOX_DELIVERY_ATTEMPTS="3",
+            BROKER_MAX_WORKER_DEATHS="2",
             BROKER_OUTBOX_LEASE="60",
         )
     )
