@@ -23,7 +23,7 @@ from broker.engine.run.activity_context import ActivityContext
 from broker.engine.run.results import RunActivity
 from broker.errors import ActivityDeclarationError, RetryLater, WorkflowFault
 
-__all__ = ["DECLARED", "TASK_BOOKMARK", "PythonActivity", "activity", "call", "install"]
+__all__ = ["DECLARED", "TASK_BOOKMARK", "PythonActivity", "activity", "call", "fit", "install"]
 
 T = TypeVar("T")
 
@@ -133,13 +133,33 @@ def call(declared: ActivityDeclaration, function: Callable[..., Any], inputs: An
     exception its policy names) carries its declared policy; anything else it raises faults."""
     policy = declared.retry.as_policy() if declared.retry is not None else None
     retry_on = declared.retry.on if declared.retry is not None else ()
+    arguments = fit(declared, inputs)
     try:
-        returned = function(**dict(inputs))
+        returned = function(**arguments)
     except RetryLater as exc:
         raise RetryLater(exc.message, delay=exc.delay, policy=policy) from exc
     except retry_on as exc:
         raise RetryLater(f"{type(exc).__name__}: {exc}", policy=policy) from exc
     return answer_of(returned, declared.outputs)
+
+
+def fit(declared: ActivityDeclaration, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs a call was scheduled with, fitted to the function's current signature (the
+    versions rule, docs/activities.md): inputs it no longer takes are dropped, new ones take
+    their default, and a new required one it has no value for faults the activity."""
+    fitted: dict[str, Any] = {}
+    for item in declared.inputs:
+        if item.name in inputs:
+            fitted[item.name] = inputs[item.name]
+        elif item.required:
+            raise WorkflowFault(
+                f"activity {declared.type_name!r} now requires the input "
+                f"{item.descriptor_name!r}, which this call was scheduled without (deploy a "
+                "version that gives it a default, then replay)"
+            )
+        else:
+            fitted[item.name] = item.default
+    return fitted
 
 
 class PythonActivity(Behaviour):
@@ -162,8 +182,8 @@ class PythonActivity(Behaviour):
     def resume(self, ax: ActivityContext, bookmark: Mapping[str, Any], value: Any) -> None:
         if bookmark.get("name") == EVENT:
             waited = bookmark.get("then") or {}
-            ax.set_output("result", value)
-            self.finish(ax, waited.get("outputs") or {}, str(waited.get("outcome") or "Done"))
+            outputs = {**(waited.get("outputs") or {}), "result": value}
+            self.finish(ax, outputs, str(waited.get("outcome") or "Done"))
             return
         self.apply(ax, value if isinstance(value, Mapping) else {"outputs": {}})
 
