@@ -45,6 +45,12 @@ INPUT_TYPES: Mapping[Any, str] = {
     Any: "Object",
 }
 
+#: properties every activity in a workflow file has: an input may not take their names
+RESERVED = frozenset(
+    {"id", "type", "name", "version", "metadata", "customProperties", "canStartWorkflow"}
+    | {"runAsynchronously", "nodeId", "displayText", "description", "source"}
+)
+
 #: the editor an input gets when its declaration names none
 DEFAULT_EDITORS: Mapping[str, str] = {"Boolean": "checkbox", "Object": "json"}
 
@@ -211,6 +217,13 @@ def _inputs(
             raise ActivityDeclarationError(
                 f"activity {type_name!r}: input {parameter.name!r} has the unknown type "
                 f"{getattr(hint, '__name__', hint)!s} (use str, int, float, bool, dict or list)",
+                activity=type_name,
+                input=parameter.name,
+            )
+        if camel_case(pascal_case(parameter.name)) in RESERVED:
+            raise ActivityDeclarationError(
+                f"activity {type_name!r}: input {parameter.name!r} takes the name of a property "
+                "every activity has in a workflow file (choose another)",
                 activity=type_name,
                 input=parameter.name,
             )

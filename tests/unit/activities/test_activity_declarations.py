@@ -33,7 +33,7 @@ def test_a_function_becomes_an_activity_with_typed_inputs_editors_and_defaults()
         outcomes=("Accepted", "Rejected"),
     )
     def score(
-        name: str,
+        applicant: str,
         age: int,
         ratio: float = 0.5,
         vip: bool = False,
@@ -53,7 +53,7 @@ def test_a_function_becomes_an_activity_with_typed_inputs_editors_and_defaults()
     )
     inputs = {i["name"]: (i["typeName"], i["uiHint"], i["defaultValue"]) for i in found["inputs"]}
     assert inputs == {
-        "Name": ("String", "singleline", None),
+        "Applicant": ("String", "singleline", None),
         "Age": ("Int32", "singleline", None),
         "Ratio": ("Double", "singleline", 0.5),
         "Vip": ("Boolean", "checkbox", False),
@@ -68,7 +68,7 @@ def test_a_function_becomes_an_activity_with_typed_inputs_editors_and_defaults()
     assert [o["name"] for o in found["outputs"]] == ["Score"]
     assert [p["name"] for p in found["ports"]] == ["Accepted", "Rejected"]
     assert FIXED_PORTS["Declared.Score"] == frozenset({"Accepted", "Rejected"})
-    assert REQUIRED_INPUTS["Declared.Score"] == ("name", "age")
+    assert REQUIRED_INPUTS["Declared.Score"] == ("applicant", "age")
 
 
 def test_a_queue_makes_it_a_task_and_the_retry_policy_is_kept() -> None:
@@ -135,4 +135,12 @@ def test_an_unknown_editor_and_a_stray_input_are_refused() -> None:
 
         @activity("Declared.Stray", category="Bad", inputs={"missing": Input()})
         def stray(n: int) -> None:
+            return None
+
+
+def test_an_input_named_like_a_property_of_every_activity_is_refused() -> None:
+    with pytest.raises(ActivityDeclarationError, match="input 'metadata' takes the name"):
+
+        @activity("Declared.Meta", category="Bad")
+        def meta(metadata: dict[str, Any]) -> None:
             return None

@@ -45,8 +45,8 @@ def test_a_module_listed_in_the_setting_is_imported_and_its_activities_load(
         "team_found_acts",
         "from broker.activities import activity\n"
         "@activity('Found.Hello', category='Found')\n"
-        "def hello(name: str) -> str:\n"
-        "    return 'hi ' + name\n",
+        "def hello(who: str) -> str:\n"
+        "    return 'hi ' + who\n",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     loaded = load_activities(settings_for(tmp_path, "team_found_acts"))

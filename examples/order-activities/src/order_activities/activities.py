@@ -62,13 +62,13 @@ def price_order(sku: str, quantity: int = 1, coupon: str = "") -> dict[str, Any]
     description="Charge the customer's card (slow I/O: its own Celery task).",
     inputs={
         "card": Input("The card token the shop's front end gave."),
-        "metadata": Input("Anything to attach to the charge.", editor="json"),
+        "details": Input("Anything to attach to the charge.", editor="json"),
     },
     outputs=("charge_id",),
     retry=Retry(max_attempts=3, initial_delay=0.5, max_delay=5, on=(PaymentGatewayBusy,)),
     queue="orders.payments",
 )
-def charge_card(amount: float, card: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def charge_card(amount: float, card: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     if card == "tok_declined":
         raise ValueError("the card was declined")
     if card == "tok_busy":
