@@ -45,7 +45,11 @@ def check_stock(sku: str, quantity: int = 1, warehouse: str = "north") -> Result
     category="Orders",
     display_name="Price order",
     description="The order's total, after a coupon.",
-    inputs={"coupon": Input("A coupon code, if any.")},
+    inputs={
+        "sku": Input("The SKU to price."),
+        "quantity": Input("How many units to price.", editor="number"),
+        "coupon": Input("A coupon code, if any."),
+    },
     outputs=("total", "currency"),
 )
 def price_order(sku: str, quantity: int = 1, coupon: str = "") -> dict[str, Any]:
