@@ -136,10 +136,11 @@ def test_an_author_uses_the_teams_activities_from_the_toolbox_to_a_finished_run(
     page.wait_for_function("document.querySelectorAll('.x6-edge').length == 1")
 
     # And sets each one's typed Sku input
-    check.click()
+    check.click(force=True)  # a freshly dropped node's selection box covers it
     fill_input(page, "The SKU to look up.", "SKU-1")
     page.wait_for_timeout(1000)
-    price.click()
+    canvas.click(position={"x": 400, "y": 420})  # an empty spot: nothing selected
+    page.get_by_text("PriceOrder1", exact=True).first.click()
     fill_input(page, "The SKU to price.", "SKU-1")
     page.wait_for_timeout(1500)  # Studio's auto-save runs on a short debounce
     screenshot(page, "activities-2-designed")
@@ -167,7 +168,10 @@ def test_an_author_uses_the_teams_activities_from_the_toolbox_to_a_finished_run(
     screenshot(page, "activities-3-instance-viewer")
     # And the journal's entry for Check stock shows its outputs
     page.get_by_text("Check stock - Completed", exact=True).first.click()
-    page.get_by_text("Available", exact=True).first.wait_for()
+    available = page.get_by_text("Available", exact=True).first
+    available.scroll_into_view_if_needed()
+    # the output's row: its name, then the value the activity returned (10 units of SKU-1)
+    assert available.locator("xpath=../..").inner_text().split() == ["Available", "10"]
     screenshot(page, "activities-4-outputs")
     status, journal = studio.api("GET", f"workflow-instances/{instance_id}/journal", role="viewer")
     assert status == 200, journal
