@@ -2,9 +2,9 @@
 on a full stack whose processes load the example package (``examples/order-activities``).
 
 The toolbox lists the example's activities under "Orders"; an author drags Check stock and Price
-order in, sets their Sku inputs, connects Check stock's custom InStock outcome to Price order,
-publishes and runs it; the instance viewer shows the run Finished, and the journal the
-activities' outputs. Screenshots: ``var/screenshots/``.
+order in, sets their Sku inputs and Check stock's Quantity to a JavaScript expression, connects
+Check stock's custom InStock outcome to Price order, publishes and runs it; the instance viewer
+shows the run Finished, and the journal the activities' outputs. Screenshots: ``var/screenshots/``.
 """
 
 from __future__ import annotations
@@ -81,6 +81,20 @@ def center(locator: Any) -> tuple[float, float]:
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
 
+def as_javascript(page: Any, description: str, code: str) -> None:
+    """Switch the input whose description is ``description`` to JavaScript (its expression menu
+    beside it) and type ``code`` into the code editor Studio then shows."""
+    row = page.locator("div[role=group].flex-row", has=page.get_by_text(description, exact=True))
+    row.last.locator(".mud-menu button").first.click()
+    page.locator(".mud-popover-open").get_by_text("JavaScript", exact=True).first.click()
+    editor = row.last.locator(".monaco-editor").first
+    editor.wait_for()
+    editor.click()
+    page.keyboard.press("Control+A")  # the editor keeps the literal it had: replace it
+    page.keyboard.type(code)
+    page.wait_for_timeout(1000)
+
+
 def fill_input(page: Any, description: str, value: str) -> None:
     """Type ``value`` into the input whose description Studio shows as ``description``."""
     field = page.locator(".mud-input-control", has=page.get_by_text(description, exact=True))
@@ -138,6 +152,7 @@ def test_an_author_uses_the_teams_activities_from_the_toolbox_to_a_finished_run(
     # And sets each one's typed Sku input
     check.click(force=True)  # a freshly dropped node's selection box covers it
     fill_input(page, "The SKU to look up.", "SKU-1")
+    as_javascript(page, "How many units the order needs.", "1 + 2")
     page.wait_for_timeout(1000)
     canvas.click(position={"x": 400, "y": 420})  # an empty spot: nothing selected
     page.get_by_text("PriceOrder1", exact=True).first.click()
@@ -154,7 +169,9 @@ def test_an_author_uses_the_teams_activities_from_the_toolbox_to_a_finished_run(
     assert status == 200, published
     nodes = {a["type"]: a for a in published["root"]["activities"]}
     assert set(nodes) == {"Orders.CheckStock", "Orders.PriceOrder"}
-    assert nodes["Orders.CheckStock"]["sku"]["expression"] == {"type": "Literal", "value": "SKU-1"}
+    check_stock = nodes["Orders.CheckStock"]
+    assert check_stock["sku"]["expression"] == {"type": "Literal", "value": "SKU-1"}
+    assert check_stock["quantity"]["expression"] == {"type": "JavaScript", "value": "1 + 2"}
     (connection,) = published["root"]["connections"]
     assert connection["source"]["port"] == "InStock"
 
