@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,33 @@ def test_a_busy_gateway_is_retried_by_the_declared_policy() -> None:
     run = WorkflowTest.from_file(WORKFLOW).submit({"Sku": "SKU-1"}, {"card": "tok_busy"})
     assert run.retry_pending is not None
     assert run.retry_pending.policy == {"maxAttempts": 3, "initialDelay": 0.5, "maxDelay": 5}
+
+
+def test_await_shipment_waits_for_the_warehouses_event(tmp_path: Path) -> None:
+    # Given a workflow that waits for the shipment after the order
+    document = {
+        "id": "ship-v1",
+        "definitionId": "ship",
+        "version": 1,
+        "isPublished": True,
+        "root": {
+            "id": "flow",
+            "type": "Elsa.Flowchart",
+            "activities": [
+                {
+                    "id": "await",
+                    "type": "Orders.AwaitShipment",
+                    "orderNumber": {"expression": {"type": "Literal", "value": "ORD-1"}},
+                }
+            ],
+            "connections": [],
+        },
+    }
+    path = tmp_path / "ship.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    run = WorkflowTest.from_file(path).start()
+    # Then it suspends until the ShipmentDispatched event, whose payload becomes its result
+    run.assert_waiting_for("await")
+    run.deliver_event("ShipmentDispatched", {"carrier": "DHL"}).assert_finished()
+    [done] = [e for e in run.journal if e.activity_id == "await" and e.event_name == "Completed"]
+    assert done.outputs == {"orderNumber": "ORD-1", "result": {"carrier": "DHL"}}
