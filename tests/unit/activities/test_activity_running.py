@@ -207,3 +207,29 @@ def test_a_new_required_input_faults_a_call_scheduled_without_it() -> None:
 
 def test_every_declared_activity_here_is_in_the_registry_of_declarations() -> None:
     assert {"Running.Weigh", "Running.Ship", "Running.Park", "Running.Flaky"} <= set(DECLARED)
+
+
+@activity("Running.Refuse", category="Test")
+def refuse(reason: str) -> None:
+    raise ValueError(reason)
+
+
+def test_a_python_activitys_failure_is_an_incident_like_a_built_ins(tmp_path: Path) -> None:
+    # Given a workflow whose incident strategy continues, and a Python activity that raises
+    document = flowchart(
+        "refuse",
+        [node("refuse", "Running.Refuse", reason=literal("no stock feed"))],
+        [],
+    )
+    document["options"] = {
+        "incidentStrategyType": (
+            "Elsa.Workflows.IncidentStrategies.ContinueWithIncidentsStrategy, Elsa.Workflows.Core"
+        )
+    }
+    run = WorkflowTest.from_file(write_workflow(tmp_path, document)).start()
+    # Then its failure is recorded as an incident naming the activity and the exception
+    [incident] = run.latest.incidents
+    assert incident.activity_id == "refuse"
+    assert "no stock feed" in incident.message
+    assert incident.exception is not None
+    assert incident.exception["type"] == "ValueError"
