@@ -30,10 +30,14 @@ $(VENV)/.installed: $(BIN)/python $(LOCK) pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python $(DEV_LOCK) pyproject.toml
+#: the example team package of Python activities (docs/activities.md); its tests run in `make test`
+EXAMPLE_ACTIVITIES := examples/order-activities
+
+$(VENV)/.installed-dev: $(BIN)/python $(DEV_LOCK) pyproject.toml $(EXAMPLE_ACTIVITIES)/pyproject.toml
 	$(DROP_OLD_QUICKJS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e $(EXAMPLE_ACTIVITIES)
 	@touch $@ $(VENV)/.installed
 
 # Regenerate the locks after a change of dependencies in pyproject.toml: existing pins are kept

@@ -32,6 +32,13 @@ class ConfigError(BrokerError):
     code = "config_error"
 
 
+class ActivityDeclarationError(ConfigError):
+    """Raised at start when a Python activity's declaration is bad (a duplicate or built-in type
+    name, an unknown input type, a module that does not import); names the activity."""
+
+    code = "activity_declaration_error"
+
+
 class ClientFileError(ConfigError):
     """Raised when clients.json or requestTypes.json is malformed; names the file and entry."""
 
@@ -141,9 +148,12 @@ class RetryLater(BrokerError):
         status_code: int | None = None,
         reason: str | None = None,
         strategy: str | None = None,
+        policy: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.delay = delay
+        #: the retry policy the activity declares (``customProperties.retry``'s shape), if any
+        self.policy = policy
         #: the HTTP status that caused it (429, 5xx), None for connect errors and timeouts
         self.status_code = status_code
         #: for an outbound call: ``connect`` (no connection) or ``timeout`` (ran out of time)

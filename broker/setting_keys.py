@@ -204,7 +204,8 @@ KEYS: tuple[Key, ...] = (
       "worker processes started by `broker run`"),
     # Workflow execution
     K("BROKER_TASK_MODULES", "task_modules", "tasks", _csv,
-      "modules whose Celery tasks a RunTask activity may call, comma-separated"),
+      "modules whose Celery tasks RunTask may call and whose Python activities load, "
+      "comma-separated"),
     K("BROKER_HTTP_ALLOWLIST", "http_allowlist", "", _csv,
       "outbound hosts for HTTP activities, `host[:port]` patterns with `*`; empty allows public "
       "addresses only"),

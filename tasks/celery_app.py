@@ -21,6 +21,7 @@ from celery.signals import (
 )
 from celery.utils.time import get_exponential_backoff_interval
 
+from broker.activities import DECLARED
 from broker.errors import LockNotAcquired, StoreUnavailable
 from broker.runtime import ids
 from broker.runtime.outbox import deliveries
@@ -106,6 +107,7 @@ def worker_queues(runtime: Runtime) -> list[str]:
     queues = {DEFAULT_QUEUE, MAINTENANCE_QUEUE, WEBHOOK_QUEUE}
     for workflow in runtime.registry.definitions():
         queues.add(workflow.queue)
+    queues.update(declared.queue for declared in DECLARED.values() if declared.queue)
     return sorted(queues)
 
 

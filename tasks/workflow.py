@@ -6,8 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.steps import runner, usertasks
-from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
+from broker.runtime.steps import activities, runner, usertasks
+from broker.runtime.transport.celery_config import (
+    RESUME_INSTANCE,
+    RUN_ACTIVITY,
+    RUN_CHILD,
+    RUN_REQUEST,
+    RUN_TASK,
+)
 from broker.runtime.wiring import get_runtime
 from tasks.celery_app import step_task, workflow_task
 
@@ -70,6 +76,26 @@ def run_task(
         outbox_id=outbox_id,
         task_name=task_name,
         payload=payload,
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+    )
+
+
+@workflow_task(name=RUN_ACTIVITY)
+def run_activity(
+    type_name: str,
+    inputs: dict[str, Any],
+    instance_id: str,
+    bookmark_id: str,
+    outbox_id: str | None = None,
+) -> Any:
+    if _held(outbox_id):
+        return None
+    return activities.run_activity(
+        get_runtime(),
+        outbox_id=outbox_id,
+        type_name=type_name,
+        inputs=inputs,
         instance_id=instance_id,
         bookmark_id=bookmark_id,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from broker.engine.activities.catalog import CATALOG, FIXED_PORTS
+from broker.engine.activities.catalog import CATALOG, FIXED_PORTS, REQUIRED_INPUTS
 from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.engine.model.cron import check_cron
 from broker.engine.model.definition import Activity, WorkflowDefinition
@@ -126,8 +126,27 @@ def check_definition(definition: WorkflowDefinition, known_type: Callable[[str],
                     path=where,
                 )
         check_ports(node, file)
+        check_required_inputs(node, file)
         if node.type == "Elsa.Cron":
             check_cron_input(node, file)
+
+
+def check_required_inputs(node: Activity, file: str | None) -> None:
+    """A Python activity's required inputs are set (to an expression, or a non-empty literal)."""
+    for name in REQUIRED_INPUTS.get(node.type, ()):
+        item = node.inputs.get(name)
+        expression = item.expression if item is not None else None
+        plain = node.properties.get(name)
+        empty = not expression or (
+            expression.get("type") == "Literal" and expression.get("value") in (None, "")
+        )
+        if empty and not isinstance(plain, str | int | float | bool):
+            raise WorkflowDefinitionError(
+                f"activity {node.id!r} ({node.type}) misses its required input "
+                f"{name[:1].upper() + name[1:]!r}",
+                file=file,
+                path=f"{node.path}.{name}",
+            )
 
 
 def check_cron_input(node: Activity, file: str | None) -> None:

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.activities import load_activities
 from broker.errors import StoreUnavailable, WorkflowDefinitionError
 from broker.registry.files import (
     Problem,
@@ -61,6 +62,7 @@ class WorkflowRegistry:
         quiet: float = 0.2,
         max_delay: float = 1.0,
     ) -> None:
+        load_activities(settings)  # a team's Python activities: a bad one stops the process here
         self._folders = [Path(p) for p in settings.workflow_paths]
         self._factory = session_factory
         self._quiet = quiet

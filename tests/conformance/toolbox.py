@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 
-from broker.engine.activities.catalog import CATALOG, TYPE_ALIASES
+from broker.engine.activities.catalog import BUILT_IN, CATALOG, TYPE_ALIASES
 from tests.conformance.ledger import INVENTORY, LEDGERS, LedgerError
 
 HEADER = ("type", "module", "source", "toolbox", "loses")
@@ -68,4 +68,4 @@ def activities_line(entries: list[Entry]) -> str:
 
 def catalog_types() -> list[str]:
     """The engine catalog's own type names (aliases left out)."""
-    return sorted(name for name in CATALOG if name not in TYPE_ALIASES)
+    return sorted(name for name in BUILT_IN if name not in TYPE_ALIASES)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.engine.activities.catalog import CATALOG, TYPE_ALIASES
+from broker.engine.activities.catalog import BUILT_IN, TYPE_ALIASES
 from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.engine.model.strategies import (
     ACTIVATION_STRATEGIES,
@@ -31,7 +31,7 @@ def listing(names: object) -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "activities": lambda: listing(
-        name for name in CATALOG if name not in TYPE_ALIASES and name != WORKFLOW_TYPE
+        name for name in BUILT_IN if name not in TYPE_ALIASES and name != WORKFLOW_TYPE
     ),
     "aliases": lambda: listing(f"{alias} = {name}" for alias, name in TYPE_ALIASES.items()),
     "options": lambda: listing(f"options.{key}" for key in WORKFLOW_OPTIONS),

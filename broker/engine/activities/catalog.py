@@ -32,6 +32,7 @@ __all__ = [
     "behaviour_for",
     "declaration_for",
     "is_known_type",
+    "register",
 ]
 
 #: The activity families, in the order the catalog (and Studio's activity list) shows them.
@@ -70,9 +71,24 @@ for _alias, _name in TYPE_ALIASES.items():
 #: The ports a flowchart connection may leave an activity by, where they are fixed. Types not listed
 #: have ports that depend on the file (FlowSwitch cases, FlowFork branches, SendHttpRequest status
 #: codes, a workflow-definition activity's outcomes, a script's ``setOutcome``): not checked.
-FIXED_PORTS: Mapping[str, frozenset[str]] = {
+FIXED_PORTS: dict[str, frozenset[str]] = {
     found.type_name: found.outbound for _cls, found in _DECLARED if found.outbound is not None
 }
+
+#: Types registered after the built-ins (a team's Python activities), and their required inputs.
+BUILT_IN: frozenset[str] = frozenset(CATALOG)
+REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {}
+
+
+def register(declaration: Declaration, behaviour: Behaviour, *, required: tuple[str, ...]) -> None:
+    """Add a type declared outside the engine (a Python activity) to the catalog; the caller has
+    checked that it shadows no built-in type."""
+    DECLARED[type(behaviour)] = declaration
+    CATALOG[declaration.type_name] = behaviour
+    if declaration.outbound is not None:
+        FIXED_PORTS[declaration.type_name] = declaration.outbound
+    REQUIRED_INPUTS[declaration.type_name] = required
+
 
 COMPOSITE = composite.Composite()
 

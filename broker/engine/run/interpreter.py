@@ -158,7 +158,7 @@ class Run:
                 return
             self.queue.insert(0, ax.ctx["id"])
             ax.ctx["status"] = "Scheduled"
-            policy = ax.node.custom_properties.get("retry")
+            policy = ax.node.custom_properties.get("retry") or exc.policy
             if exc.strategy is not None:
                 # The activity's resilience strategy counts its own attempts and names the
                 # delay: the runtime waits exactly that long, whatever its own policy says.

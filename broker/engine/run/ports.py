@@ -141,3 +141,7 @@ class EngineServices:
     read_line: Callable[[], str | None] | None = None
     files: FileStore | None = None
     strategies: Mapping[str, HttpStrategy] = dataclasses.field(default_factory=dict)
+    #: Python activities' stand-ins by type name (the kit's fakes), and whether task-mode
+    #: activities run in the step instead of as their own task (the kit runs them in-process)
+    activities: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
+    inline_tasks: bool = False

@@ -66,7 +66,18 @@ class RunTask:
     bookmark_id: str
 
 
-Command = DispatchWorkflow | PublishEvent | RunTask
+@dataclasses.dataclass(frozen=True)
+class RunActivity:
+    """Run a task-mode Python activity as its own Celery task on ``queue``; its answer resumes
+    ``bookmark_id`` (docs/activities.md)."""
+
+    type_name: str
+    inputs: Mapping[str, Any]
+    bookmark_id: str
+    queue: str | None
+
+
+Command = DispatchWorkflow | PublishEvent | RunTask | RunActivity
 
 
 @dataclasses.dataclass(frozen=True)

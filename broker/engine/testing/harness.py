@@ -39,8 +39,9 @@ class WorkflowTest:
     ``tasks``, the clock, which stays at ``now`` until timers fire, and ``standard_in``, the
     lines ReadLine reads. ``flowchart_mode`` (``CounterBased`` or ``TokenBased``) holds for every
     instance, over what the files say; ``strategies`` are the resilience strategies an HTTP
-    activity may name (by id), and ``files`` the in-memory file storage (``MemoryFiles``) the file
-    activities use."""
+    activity may name (by id), ``files`` the in-memory file storage (``MemoryFiles``) the file
+    activities use, and ``activities`` stand-ins for the team's Python activities by type name
+    (the others run for real; task-mode ones in-process, in the step)."""
 
     def __init__(
         self,
@@ -53,6 +54,7 @@ class WorkflowTest:
         flowchart_mode: str | None = None,
         standard_in: Iterable[str] = (),
         strategies: Iterable[HttpStrategy] = (),
+        activities: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.workflow = workflow
         used = list(uses)
@@ -75,6 +77,8 @@ class WorkflowTest:
             read_line=lambda: self.standard_in.pop(0) if self.standard_in else None,
             files=self.files,
             strategies={strategy.id: strategy for strategy in strategies},
+            activities=dict(activities or {}),
+            inline_tasks=True,
         )
         self.engine = Engine(
             self.definitions, services, flowchart_mode=flowchart_mode or "CounterBased"
@@ -92,6 +96,7 @@ class WorkflowTest:
         flowchart_mode: str | None = None,
         standard_in: Iterable[str] = (),
         strategies: Iterable[HttpStrategy] = (),
+        activities: Mapping[str, Callable[..., Any]] | None = None,
     ) -> WorkflowTest:
         """The workflow in ``path``, validated as the broker loads it, and the files it uses."""
         return cls(
@@ -103,6 +108,7 @@ class WorkflowTest:
             flowchart_mode=flowchart_mode,
             standard_in=standard_in,
             strategies=strategies,
+            activities=activities,
         )
 
     def submit(

@@ -15,7 +15,7 @@ from broker.runtime import ids
 from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.persist.target import PARENT_LINK, Target
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_CHILD, RUN_TASK
+from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_ACTIVITY, RUN_CHILD, RUN_TASK
 from broker.store.models import (
     BookmarkQueueItem,
     InstanceStatus,
@@ -69,6 +69,22 @@ def save_commands(session: Session, target: Target, commands: Any, now: dt.datet
                 args={
                     "task_name": command.task_name,
                     "payload": command.payload,
+                    "instance_id": target.instance_id,
+                    "bookmark_id": command.bookmark_id,
+                },
+                request_id=target.request_id,
+                instance_id=target.instance_id,
+            )
+            written.append(row.id)
+        elif kind == "RunActivity":
+            row = outbox.enqueue(
+                session,
+                outbox_id=ids.outbox_id_for("activity", target.instance_id, command.bookmark_id),
+                task_name=RUN_ACTIVITY,
+                queue=command.queue or target.queue,
+                args={
+                    "type_name": command.type_name,
+                    "inputs": dict(command.inputs),
                     "instance_id": target.instance_id,
                     "bookmark_id": command.bookmark_id,
                 },

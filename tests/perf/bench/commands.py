@@ -10,7 +10,8 @@ The phases, in order (each side has the machine to itself while it is measured):
    Completed, with the CPU time every process of the stack used meanwhile (``cpu``);
 4. broker light load: requests one at a time, polled by the client;
 5. worker memory: RSS after the low and the high request counts;
-6. raw Celery, after the broker's roles are stopped: the same three figures for a no-op task (the
+6. the same N requests of a five-step workflow of Python activities, inline, then as tasks;
+7. raw Celery, after the broker's roles are stopped: the same three figures for a no-op task (the
    end-to-end one with its CPU time), and N chains of five no-op tasks run to the end.
 
 Everything runs under one global timeout; every process started is stopped by its PID, and the
@@ -30,7 +31,7 @@ from typing import Any
 import click
 
 from broker.errors import BrokerError
-from tests.perf.bench import e2e, ingress, raw_celery
+from tests.perf.bench import e2e, ingress, python_steps, raw_celery
 from tests.perf.bench.cpu import SHARED_NOTE, CpuMeter
 from tests.perf.bench.engine import measure_all
 from tests.perf.bench.harness import (
@@ -115,6 +116,10 @@ def run_bench(options: Options) -> Report:
         say(f"starting the stack ({options.backend.name}, concurrency {options.concurrency})")
         with Stack(options.backend, concurrency=options.concurrency, deadline=deadline) as stack:
             broker, memory = _broker_side(stack, options, deadline)
+            say(f"broker, five Python activities inline and as tasks: {options.requests} each")
+            python = python_steps.measure_all(
+                stack, requests=options.requests, threads=options.threads, deadline=deadline
+            )
             stack.stop_broker()
             raw = _raw_side(stack, options, deadline) if options.raw else Side()
     return Report(
@@ -130,6 +135,7 @@ def run_bench(options: Options) -> Report:
         seconds=time.monotonic() - started,
         load=(load_before, os.getloadavg()[0]),
         cpu_note="" if options.embedded else SHARED_NOTE,
+        python=python,
     )
 
 
@@ -311,5 +317,7 @@ def bench(
         signal.signal(signal.SIGTERM, previous)
     report.write(options.output)
     Console(soft_wrap=True).print(render(report))
+    for line in python_steps.summary(report.python, report.broker.e2e, report.raw.chain):
+        click.echo(line)
     click.echo(f"wrote {options.output}")
     click.echo(last_line(report))

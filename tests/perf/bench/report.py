@@ -254,6 +254,8 @@ class Report:
     load: tuple[float, float] = (math.nan, math.nan)
     #: how the shared processes' CPU was counted (``cpu.SHARED_NOTE``), shown with the figures
     cpu_note: str = ""
+    #: five steps of Python activities (``python_steps``), by mode: inline, task
+    python: dict[str, Throughput] = dataclasses.field(default_factory=dict)
 
     @property
     def e2e_ratio(self) -> float:
@@ -339,6 +341,7 @@ class Report:
                 "cpu_per_request": _round(self.cpu_ratio, 3),
             },
             "cpu_note": self.cpu_note,
+            "python_activities": {mode: found.as_dict() for mode, found in self.python.items()},
             "targets": [t.as_dict() for t in self.targets()],
         }
 

@@ -8,18 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from broker.console.api.activity_descriptors import activity_descriptors
-from broker.engine.activities.catalog import CATALOG, FIXED_PORTS, TYPE_ALIASES
+from broker.engine.activities.catalog import BUILT_IN, CATALOG, FIXED_PORTS, TYPE_ALIASES
 
 SNAPSHOT = Path(__file__).with_name("declarations.snapshot.json")
 
 
 def current() -> dict[str, Any]:
-    behaviours = {name: type(found).__qualname__ for name, found in CATALOG.items()}
+    """The built-in declarations (a team's Python activities, once loaded, are left out)."""
+    behaviours = {
+        name: type(found).__qualname__ for name, found in CATALOG.items() if name in BUILT_IN
+    }
     return {
-        "descriptors": activity_descriptors(),
+        "descriptors": [d for d in activity_descriptors() if d["typeName"] in BUILT_IN],
         "catalog": behaviours,
         "aliases": dict(sorted(TYPE_ALIASES.items())),
-        "fixedPorts": {name: sorted(FIXED_PORTS[name]) for name in sorted(FIXED_PORTS)},
+        "fixedPorts": {
+            name: sorted(FIXED_PORTS[name]) for name in sorted(FIXED_PORTS) if name in BUILT_IN
+        },
     }
 
 
@@ -33,7 +38,9 @@ def test_the_declarations_match_the_snapshot_byte_for_byte() -> None:
 
 def test_the_snapshot_keeps_the_catalog_order_studio_lists() -> None:
     pinned = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    assert [item["typeName"] for item in pinned["descriptors"]] == list(CATALOG)
+    assert [item["typeName"] for item in pinned["descriptors"]] == [
+        name for name in CATALOG if name in BUILT_IN
+    ]
 
 
 if __name__ == "__main__":  # regenerate after a deliberate change: python -m <this module>

@@ -1,0 +1,1 @@
+"""An example team package: order activities for workflows (``order_activities.activities``)."""
