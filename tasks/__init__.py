@@ -1,9 +1,9 @@
 """The Celery application: ``celery -A tasks worker|beat|flower``. Task bodies are thin adapters
 onto ``broker.runtime``, which never imports this package (docs/design.md, section 1)."""
 
-from broker.runtime.outbox.locks import warn_if_local_locks
-from broker.runtime.wiring import Runtime, set_runtime
+from broker.adapters.locks import warn_if_local_locks
 from broker.settings import get_settings
+from broker.wiring.runtime import Runtime, set_runtime
 from tasks.celery_app import create_app
 
 warn_if_local_locks(get_settings())

@@ -21,23 +21,23 @@ from celery.signals import (
 )
 from celery.utils.time import get_exponential_backoff_interval
 
+from broker.adapters.transport.celery_config import create_celery
 from broker.errors import LockNotAcquired, StoreUnavailable
 from broker.runtime import ids
 from broker.runtime.outbox import deliveries
 from broker.runtime.steps import ceiling, poison
 from broker.runtime.steps.heartbeat import leasing
-from broker.runtime.transport.celery_config import (
+from broker.runtime.task_names import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASKS,
     RUN_REQUEST,
     WEBHOOK_QUEUE,
-    create_celery,
 )
-from broker.runtime.wiring import Runtime, get_runtime
 from broker.settings import Settings, get_settings
 from broker.telemetry import metrics, tracing
 from broker.telemetry.logs import configure_logging, demote
+from broker.wiring.runtime import Runtime, get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker.runtime import health
+    from broker.adapters import health
     from broker.serving import metrics_port
 
     # /readyz there too: the readiness probe of a worker pod (database and transport).

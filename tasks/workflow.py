@@ -7,8 +7,8 @@ from typing import Any
 
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import runner, usertasks
-from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
-from broker.runtime.wiring import get_runtime
+from broker.runtime.task_names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
+from broker.wiring.runtime import get_runtime
 from tasks.celery_app import step_task, workflow_task
 
 #: what a task answers when the pause held its row back

@@ -51,9 +51,9 @@ def roles(settings: Settings) -> list[Role]:
 
     celery = (py, "-m", "celery", "-A", "tasks", "--quiet")
     return [
-        Role("ingress", gunicorn("public", "broker.ingress.wsgi:public")),
-        Role("internal", gunicorn("internal", "broker.ingress.wsgi:internal")),
-        Role("console", gunicorn("console", "broker.console.wsgi:console")),
+        Role("ingress", gunicorn("public", "broker.serving.wsgi:public")),
+        Role("internal", gunicorn("internal", "broker.serving.wsgi:internal")),
+        Role("console", gunicorn("console", "broker.serving.wsgi:console")),
         Role(
             "worker",
             (

@@ -580,9 +580,9 @@ def start_stack(
         sink.__exit__(None, None, None)
         raise
     try:
-        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.ingress.wsgi:public")
+        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.serving.wsgi:public")
         internal = _gunicorn(
-            env, root, "internal", "gunicorn_internal.conf.py", "broker.ingress.wsgi:internal"
+            env, root, "internal", "gunicorn_internal.conf.py", "broker.serving.wsgi:internal"
         )
         stack.services.update(public=public.start(), internal=internal.start())
         # The worker publishes the workflows first (the listeners then find them in the store).

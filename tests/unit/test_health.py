@@ -1,4 +1,4 @@
-"""Readiness (``broker.runtime.health``): each part checked, the part that is down named, a
+"""Readiness (``broker.adapters.health``): each part checked, the part that is down named, a
 part that hangs counted as down instead of holding the probe past its timeout."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import health
+from broker.adapters import health
 from broker.settings import Settings
 from broker.store import db
 

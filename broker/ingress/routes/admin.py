@@ -11,13 +11,13 @@ from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest
 from broker.ingress.auth import authenticate, require_scope
-from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime.admin import dead_letters, instances
 from broker.runtime.admin.dead_letters import BOOKMARK, WORK
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
 from broker.store import operator_actions
+from broker.web.context import services, transaction
 
 logger = logging.getLogger(__name__)
 

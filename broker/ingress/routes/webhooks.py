@@ -8,11 +8,11 @@ from flask import Blueprint, Response, jsonify, request
 
 from broker.errors import BadRequest
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
 from broker.runtime import webhooks
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.safety.bounded import parse_int
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 bp = Blueprint("webhooks", __name__)
 

@@ -16,7 +16,7 @@ from broker.runtime.outbox.pause import is_paused_cached
 from broker.runtime.persist import add_pending_instance
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow, Publisher
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_CHILD
+from broker.runtime.task_names import DEFAULT_QUEUE, RUN_CHILD
 from broker.store.models import (
     WorkflowInstance,
     utcnow,

@@ -17,7 +17,7 @@ from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.requests.activation import check_activation
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST
+from broker.runtime.task_names import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import (
     BookmarkQueueItem,
     Request,

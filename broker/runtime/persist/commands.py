@@ -15,7 +15,7 @@ from broker.runtime import ids
 from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.persist.target import PARENT_LINK, Target
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_CHILD, RUN_TASK
+from broker.runtime.task_names import DEFAULT_QUEUE, RUN_CHILD, RUN_TASK
 from broker.store.models import (
     BookmarkQueueItem,
     InstanceStatus,

@@ -24,7 +24,7 @@ from broker.runtime.persist.commands import notify_parent, save_commands
 from broker.runtime.persist.faults import fault_error, fault_of
 from broker.runtime.persist.target import PARENT_LINK, Saved, StaleStep, Start, Target
 from broker.runtime.requests.transitions import finish_request, run_through, start_processing
-from broker.runtime.transport.celery_config import RESUME_INSTANCE
+from broker.runtime.task_names import RESUME_INSTANCE
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,

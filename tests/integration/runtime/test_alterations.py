@@ -16,14 +16,14 @@ from sqlalchemy import select
 
 from broker.console.api import blueprint
 from broker.console.roles import ROLES, Principal
-from broker.ingress.context import EXTENSION, Services
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.ports import NullPublisher
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WorkflowInstance
+from broker.web.context import EXTENSION, Services
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     event_types,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.transport.celery_config import create_celery
 from broker.runtime.outbox.publisher import CelerySender, OutboxPublisher
 from broker.runtime.ports import Sender
-from broker.runtime.transport.celery_config import create_celery
 from broker.settings import Settings, get_settings
 from broker.store.db import make_engine, make_session_factory
 
@@ -85,7 +85,7 @@ class Runtime:
     def locks(self) -> LockProvider:
         with self._lock:
             if self._locks is None:
-                from broker.runtime.outbox.locks import make_lock_provider
+                from broker.adapters.locks import make_lock_provider
 
                 self._locks = make_lock_provider(self.settings)
             return self._locks

@@ -77,7 +77,7 @@ def check_database(session_factory: sessionmaker[Session]) -> str:
 def check_transport(settings: Settings) -> str:
     from kombu.connection import Connection
 
-    from broker.runtime.transport.celery_config import (
+    from broker.adapters.transport.celery_config import (
         broker_url,
         transport_class,
         transport_options,
