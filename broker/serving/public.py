@@ -45,11 +45,12 @@ def when_ready(server: Any) -> None:
     if _settings.ingress_metrics_bind:
         from broker.adapters import health
         from broker.serving import metrics_port
+        from broker.wiring.runtime import connect
 
         metrics_port.serve(
             _settings.ingress_metrics_bind,
             "BROKER_INGRESS_METRICS_BIND",
-            ready=health.probe(_settings),
+            ready=health.probe(_settings, connect(_settings)),
         )
         server.log.info("serving /metrics, /healthz, /readyz on %s", _settings.ingress_metrics_bind)
 

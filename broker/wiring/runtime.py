@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -195,6 +196,12 @@ def set_runtime(runtime: Runtime | None) -> None:
     with _current_lock:
         _current = runtime
         _current_pid = os.getpid() if runtime is not None else None
+
+
+def connect(settings: Settings) -> Callable[[], sessionmaker[Session]]:
+    """A session factory made when first called: the readiness probe of a process that has no
+    runtime of its own (a gunicorn master, a worker's metrics thread)."""
+    return lambda: make_session_factory(make_engine(settings.database_url))
 
 
 def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> OutboxPublisher:

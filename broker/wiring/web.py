@@ -56,6 +56,7 @@ def create_public_app(
             "trust_store": TrustStore(settings.tls_client_ca),
             LIMITER: rate_limiter or make_rate_limiter(settings),
         },
+        parts=rt,
     )
     return public_app(svc)
 

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.clients import certificates as certs
 from broker.store import db
+from broker.wiring import cli as cli_wiring
 from tests.support.services import PROJECT_ROOT, free_port
 from tests.support.sink import Sink
 from tests.support.waits import wait_until
@@ -571,7 +572,10 @@ def start_stack(
 
         settings = Settings.from_env(broker_env)
         certs.register_dev_client(
-            settings, certs_folder / f"{DEV}.pem", DEV, scopes=certs.ADMIN_SCOPES
+            cli_wiring.client_registry(settings),
+            certs_folder / f"{DEV}.pem",
+            DEV,
+            scopes=certs.ADMIN_SCOPES,
         )
         env = _python_env(broker_env)
         factory = db.make_session_factory(db.make_engine(settings.database_url))

@@ -177,7 +177,7 @@ def _wait_for_response(request_id: str, bound: float) -> Response | None:
         with transaction(write=False) as session:
             response, over = http_response(session, request_id)
         if response is not None:
-            return render(services().settings, response, request)
+            return render(services().shared().files, response, request)
         if over:
             return None
         time.sleep(POLL)
@@ -198,7 +198,7 @@ def _wait_for_resume(resumed: Resumed, bound: float) -> Response | None:
         with transaction(write=False) as session:
             response, over = resumed_response(session, resumed)
         if response is not None:
-            return render(services().settings, response, request)
+            return render(services().shared().files, response, request)
         if over:
             return jsonify(
                 {"correlationId": resumed.request_id, "workflowInstanceId": resumed.instance_id}

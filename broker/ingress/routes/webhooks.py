@@ -21,13 +21,8 @@ MAX_LOG = 500
 
 
 def outbound() -> Any:
-    """The listener's outbound guard (one ``OutboundHttp``, built on first use)."""
-    extra = services().extra
-    if "outbound" not in extra:
-        from broker.outbound.http_client import OutboundHttp
-
-        extra["outbound"] = OutboundHttp(services().settings)
-    return extra["outbound"]
+    """The listener's outbound guard (the process's one ``OutboundHttp``)."""
+    return services().shared().http
 
 
 @bp.post("/webhooks")

@@ -14,8 +14,10 @@ from flask import Flask, g, request
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
+from broker.console import auth
 from broker.console.api import blueprint
 from broker.console.roles import ROLES, Principal
+from broker.console.tokens import TokenIssuer
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.ports import NullPublisher
@@ -100,6 +102,14 @@ def api(rt: Runtime) -> Flask:
         session_factory=rt.factory,
         publisher=NullPublisher(),
         registry=rt.registry,
+    )
+    # Alterations and retries run on the parts the console's context hands them.
+    app.extensions[auth.EXTENSION] = auth.ConsoleContext(
+        session_factory=rt.factory,
+        tokens=TokenIssuer("test-secret", access_ttl=60, refresh_ttl=60),
+        session_lifetime=60,
+        registry=rt.registry,
+        operations=rt,
     )
     app.register_blueprint(blueprint)
 
