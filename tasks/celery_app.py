@@ -22,17 +22,17 @@ from celery.signals import (
 from celery.utils.time import get_exponential_backoff_interval
 
 from broker.errors import LockNotAcquired, StoreUnavailable
-from broker.runtime import ids
-from broker.runtime.outbox import deliveries
-from broker.runtime.steps import ceiling, poison
-from broker.runtime.steps.heartbeat import leasing
-from broker.runtime.task_names import (
+from broker.names import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASKS,
     RUN_REQUEST,
     WEBHOOK_QUEUE,
 )
+from broker.runtime import ids
+from broker.runtime.outbox import deliveries
+from broker.runtime.steps import ceiling, poison
+from broker.runtime.steps.heartbeat import leasing
 from broker.settings import Settings, get_settings
 from broker.telemetry import metrics, tracing
 from broker.telemetry.logs import configure_logging, demote

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime.admin import recovery
-from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.outbox import rows as outbox
-from broker.runtime.task_names import (
+from broker.names import (
     FIRE_TIMERS,
     PROCESS_BOOKMARK_QUEUE,
     PURGE,
     RECOVER_STALLED,
     RELAY_OUTBOX,
 )
+from broker.runtime.admin import recovery
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.outbox import rows as outbox
 from broker.wiring.runtime import get_runtime
 from tasks.celery_app import maintenance_job, task
 

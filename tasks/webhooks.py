@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from broker.names import DELIVER_WEBHOOK, SYNC_WEBHOOKS
 from broker.runtime import webhooks
-from broker.runtime.task_names import DELIVER_WEBHOOK, SYNC_WEBHOOKS
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.store.db import transaction
 from broker.wiring.runtime import get_runtime

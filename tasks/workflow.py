@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import runner, usertasks
-from broker.runtime.task_names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.wiring.runtime import get_runtime
 from tasks.celery_app import step_task, workflow_task
 

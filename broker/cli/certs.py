@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from broker.clients.certificates import (
-    ADMIN_SCOPES,
     fingerprint_sha256,
     init_ca,
     issue_client,
@@ -16,6 +15,7 @@ from broker.clients.certificates import (
     register_dev_client,
     thumbprint,
 )
+from broker.clients.scopes import ADMIN_SCOPES
 from broker.settings import get_settings
 from broker.wiring import cli as cli_wiring
 

@@ -91,6 +91,7 @@ def _ensure_dev_certificates(settings: Settings) -> None:
     DevClient (with every admin scope) where missing, and register DevClient. On an operator's
     PKI: check the files and create and register nothing."""
     from broker.clients import certificates as certs
+    from broker.clients.scopes import ADMIN_SCOPES
 
     folder = certs.development_folder(settings)
     if folder is None:
@@ -109,7 +110,7 @@ def _ensure_dev_certificates(settings: Settings) -> None:
         cli_wiring.client_registry(settings),
         folder / f"{DEV_CLIENT}.pem",
         DEV_CLIENT,
-        scopes=certs.ADMIN_SCOPES,
+        scopes=ADMIN_SCOPES,
     )
     certs.check_pki(settings)
 

@@ -27,19 +27,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: every scope an admin endpoint can ask for (the README's admin API table)
-ADMIN_SCOPES: tuple[str, ...] = (
-    "read:bookmark-queue:dead-letters",
-    "replay:bookmark-queue:dead-letters",
-    "delete:bookmark-queue:dead-letters",
-    "read:dead-letters",
-    "replay:dead-letters",
-    "read:workflow-instances",
-    "cancel:workflow-instances",
-    "read:workflow-runtime",
-    "manage:workflow-runtime",
-)
-
 CA_DAYS = 3650
 LEAF_DAYS = 825
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -14,6 +14,5 @@ __all__ = [
     "ports",
     "requests",
     "steps",
-    "task_names",
     "webhooks",
 ]

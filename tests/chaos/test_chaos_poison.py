@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from broker.names import RUN_TASK
 from broker.runtime.admin import dead_letters as dead_letter_admin
-from broker.runtime.task_names import RUN_TASK
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request

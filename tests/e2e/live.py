@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.clients import certificates as certs
+from broker.clients.scopes import ADMIN_SCOPES
 from broker.store import db
 from broker.wiring import cli as cli_wiring
 from tests.support.services import PROJECT_ROOT, free_port
@@ -56,7 +57,7 @@ from tests.support.workflows import (
 DEV = "DevClient"
 OTHER = "ClientB"
 READER = "Reader"
-READ_SCOPES = tuple(s for s in certs.ADMIN_SCOPES if s.startswith("read:"))
+READ_SCOPES = tuple(s for s in ADMIN_SCOPES if s.startswith("read:"))
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 TEARDOWN_GRACE = 3.0
@@ -575,7 +576,7 @@ def start_stack(
             cli_wiring.client_registry(settings),
             certs_folder / f"{DEV}.pem",
             DEV,
-            scopes=certs.ADMIN_SCOPES,
+            scopes=ADMIN_SCOPES,
         )
         env = _python_env(broker_env)
         factory = db.make_session_factory(db.make_engine(settings.database_url))

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from broker.runtime.task_names import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
+from broker.names import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
 from broker.settings import Settings, set_settings
 from broker.store.db import dispose_engines
 from broker.telemetry import tracing

@@ -147,9 +147,9 @@ def drain(rt: Any, *, limit: int = 50) -> list[str]:
     and a worker would, without waiting for their due times (a retry's delay passes at once);
     answers the task names run, in order. Nothing else may be running: a row the runner
     published on its fast path (dispatched, not finished) is run here too."""
+    from broker.names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
     from broker.runtime.outbox import rows as outbox
     from broker.runtime.steps import runner
-    from broker.runtime.task_names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 
     ran: list[str] = []
     for _ in range(limit):

@@ -10,14 +10,14 @@ import pytest
 from celery.signals import setup_logging
 
 from broker.adapters.transport.celery_config import beat_schedule
-from broker.registry import WorkflowRegistry
-from broker.runtime.task_names import (
+from broker.names import (
     DEFAULT_QUEUE,
     DELIVER_WEBHOOK,
     MAINTENANCE_QUEUE,
     SYNC_WEBHOOKS,
     WEBHOOK_QUEUE,
 )
+from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.wiring.runtime import Runtime, set_runtime
 from tasks.celery_app import _consume_workflow_queues, create_app

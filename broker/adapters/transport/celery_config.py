@@ -8,7 +8,7 @@ from typing import Any
 from celery import Celery
 
 from broker.backends import parse_backend_url, scheme_family
-from broker.runtime.task_names import (
+from broker.names import (
     DEFAULT_QUEUE,
     DELIVER_WEBHOOK,
     FIRE_TIMERS,

@@ -27,6 +27,7 @@ __all__ = [
     "CATALOG",
     "COMPOSITE",
     "FIXED_PORTS",
+    "TRIGGER_NAMES",
     "TYPE_ALIASES",
     "UNKNOWN",
     "behaviour_for",
@@ -72,6 +73,15 @@ for _alias, _name in TYPE_ALIASES.items():
 #: codes, a workflow-definition activity's outcomes, a script's ``setOutcome``): not checked.
 FIXED_PORTS: Mapping[str, frozenset[str]] = {
     found.type_name: found.outbound for _cls, found in _DECLARED if found.outbound is not None
+}
+
+#: Every spelling of a trigger activity's type mapped to the one name its trigger is stored under
+#: (``@activity(..., trigger=...)``), so a stimulus matches whatever spelling the file used.
+TRIGGER_NAMES: Mapping[str, str] = {
+    spelling: found.trigger
+    for _cls, found in _DECLARED
+    if found.trigger is not None
+    for spelling in found.trigger_spellings
 }
 
 COMPOSITE = composite.Composite()

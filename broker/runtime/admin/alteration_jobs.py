@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound, WorkflowDefinitionError
+from broker.names import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime import ids
 from broker.runtime.admin import (
     alterations,
@@ -31,7 +32,6 @@ from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Alterations
 from broker.runtime.persist.faults import fault_error
 from broker.runtime.requests import transitions as statuses
-from broker.runtime.task_names import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.store import operator_actions
 from broker.store.db import transaction
 from broker.store.models import (

@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from broker.names import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime import ids
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Recovery
-from broker.runtime.task_names import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.settings import Settings
 from broker.store.db import transaction

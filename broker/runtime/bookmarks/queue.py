@@ -12,13 +12,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
+from broker.names import DEFAULT_QUEUE, EVENT, RESUME_INSTANCE
 from broker.registry.triggers import trigger_hash
 from broker.runtime import ids
 from broker.runtime.bookmarks import schedules, triggers
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Bookmarks
-from broker.runtime.task_names import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 QUEUE_LOCK = "bookmark-queue"
 TIMER_LOCK = "timers"
-EVENT_BOOKMARK = "Elsa.Event"
+EVENT_BOOKMARK = EVENT
 BATCH = 200
 
 

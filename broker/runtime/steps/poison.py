@@ -8,13 +8,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from broker.names import RUN_REQUEST
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import deliveries
 from broker.runtime.outbox.deliveries import Delivery
 from broker.runtime.parts import Store
 from broker.runtime.steps.outside import OutsideFault, fault_instance_txn
-from broker.runtime.task_names import RUN_REQUEST
 from broker.store.db import transaction
 from broker.store.models import Bookmark, DeadLetterKind
 

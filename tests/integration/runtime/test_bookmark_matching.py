@@ -16,9 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.adapters.locks import FileLockProvider
+from broker.names import RESUME_INSTANCE
 from broker.runtime import ids
 from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.task_names import RESUME_INSTANCE
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (

@@ -21,6 +21,7 @@ from broker.adapters.locks import FileLockProvider
 from broker.cli import ops as ops_commands
 from broker.engine.run.results import PublishEvent
 from broker.errors import Conflict
+from broker.names import DEFAULT_QUEUE
 from broker.runtime import ids, persist
 from broker.runtime.admin import dead_letters, recovery
 from broker.runtime.admin.runtime_status import runtime_view
@@ -28,7 +29,6 @@ from broker.runtime.bookmarks import queue as bookmarks
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.persist import Target
 from broker.runtime.requests.cancellation import cancel_instances
-from broker.runtime.task_names import DEFAULT_QUEUE
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (

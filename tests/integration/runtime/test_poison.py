@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import undefer
 
+from broker.names import DELIVER_WEBHOOK, RUN_REQUEST, RUN_TASK
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.bookmarks import queue as bookmark_queue
 from broker.runtime.outbox import deliveries
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import poison, runner, usertasks
-from broker.runtime.task_names import DELIVER_WEBHOOK, RUN_REQUEST, RUN_TASK
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance, utcnow

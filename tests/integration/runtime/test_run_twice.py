@@ -19,12 +19,12 @@ from celery import Celery
 from sqlalchemy import func, select, update
 
 from broker.adapters.locks import FileLockProvider
+from broker.names import RUN_CHILD, RUN_TASK
 from broker.runtime import ids
 from broker.runtime.admin import recovery
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner, usertasks
-from broker.runtime.task_names import RUN_CHILD, RUN_TASK
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (

@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import select
 
 from broker.adapters.locks import FileLockProvider
+from broker.names import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner
 from broker.runtime.steps.ceiling import FAULT_CODE
-from broker.runtime.task_names import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.adapters.locks import FileLockProvider
 from broker.clients.entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
+from broker.names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import webhooks
 from broker.runtime.admin import dead_letters as dead_letter_admin
@@ -28,7 +29,6 @@ from broker.runtime.failures import dead_letters
 from broker.runtime.requests.cancellation import cancel
 from broker.runtime.requests.submission import Submission, submit
 from broker.runtime.requests.transitions import finish_request, start_processing
-from broker.runtime.task_names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.runtime.webhooks import sender as webhook_sender
 from broker.settings import Settings

@@ -1,5 +1,5 @@
-"""The Celery queue and task names, each written once: the contract between the outbox rows the
-runtime writes and the task adapters in ``tasks`` (the transport's configuration reads them)."""
+"""The names the processes agree on, each written once: Celery queues and tasks (outbox rows and
+the task adapters in ``tasks``), and the names triggers and bookmarks are stored under."""
 
 from __future__ import annotations
 
@@ -36,3 +36,13 @@ STEP_TASKS = (RUN_REQUEST, RESUME_INSTANCE, RUN_CHILD)
 #: seconds past ``BROKER_STEP_TIME_LIMIT`` before the pool kills a step's process: the step's own
 #: watchdog records the fault at the limit, the kill frees the worker whatever the step is stuck in
 STEP_KILL_GRACE = 5.0
+
+# Trigger and bookmark names (``@activity(..., trigger=...)``, the trigger index, the queue).
+HTTP_ENDPOINT = "Elsa.HttpEndpoint"
+EVENT = "Elsa.Event"
+TIMER = "Elsa.Timer"
+CRON = "Elsa.Cron"
+START_AT = "Elsa.StartAt"
+WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
+#: the scheduled triggers (their stimulus is a due time, not a call)
+SCHEDULED = (TIMER, CRON, START_AT)
