@@ -72,7 +72,6 @@ def console_app(
     # As Elsa's routing: an empty segment matches no route (``/workflow-definitions//execute`` is
     # 404), never a neighbour's after the slashes are merged.
     app.url_map.merge_slashes = False
-    app.extensions[studio.SETTINGS] = settings
     app.extensions[sign_in_limits.EXTENSION] = sign_in_limiter
     app.extensions[auth.EXTENSION] = context
     # The Elsa API reaches the database, registry and publisher the way the ingress routes do.
