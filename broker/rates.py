@@ -1,5 +1,5 @@
 """Rates and per-client limits as values: ``"100/second"`` parsed into a ``Rate``; the buckets that
-enforce them are the ingress's (``broker.ingress.buckets``, docs/design.md, section 11)."""
+enforce them are the ingress's (``broker.adapters.buckets``, docs/design.md, section 11)."""
 
 from __future__ import annotations
 

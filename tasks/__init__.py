@@ -1,20 +1,12 @@
 """The Celery application: ``celery -A tasks worker|beat|flower``. Task bodies are thin adapters
 onto ``broker.runtime``, which never imports this package (docs/design.md, section 1)."""
 
-from broker.activities import load_activities
-from broker.runtime.outbox.locks import warn_if_local_locks
-from broker.runtime.wiring import Runtime, set_runtime
-from broker.settings import get_settings
+from broker.wiring import worker
 from tasks.celery_app import create_app
 
-warn_if_local_locks(get_settings())
-load_activities(get_settings())  # a bad Python activity declaration stops the worker here
 app = create_app()
 celery = app
-# The worker's runtime publishes through this app (its connection pool is the worker's own).
-_runtime = Runtime(get_settings(), celery_app=app)
-_ = _runtime.strategies  # a malformed BROKER_RESILIENCE_STRATEGIES stops the process here
-set_runtime(_runtime)
+worker.start(app)
 
 from tasks import maintenance, webhooks, workflow  # noqa: E402  (tasks register on the app above)
 

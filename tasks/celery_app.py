@@ -23,22 +23,22 @@ from celery.utils.time import get_exponential_backoff_interval
 
 from broker.activities import DECLARED
 from broker.errors import LockNotAcquired, StoreUnavailable
-from broker.runtime import ids
-from broker.runtime.outbox import deliveries
-from broker.runtime.steps import ceiling, poison
-from broker.runtime.steps.heartbeat import leasing
-from broker.runtime.transport.celery_config import (
+from broker.names import (
     DEFAULT_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASKS,
     RUN_REQUEST,
     WEBHOOK_QUEUE,
-    create_celery,
 )
-from broker.runtime.wiring import Runtime, get_runtime
+from broker.runtime import ids
+from broker.runtime.outbox import deliveries
+from broker.runtime.steps import ceiling, poison
+from broker.runtime.steps.heartbeat import leasing
 from broker.settings import Settings, get_settings
 from broker.telemetry import metrics, tracing
 from broker.telemetry.logs import configure_logging, demote
+from broker.wiring import worker
+from broker.wiring.runtime import Runtime, connect, get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +46,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def create_app(settings: Settings | None = None) -> Celery:
-    settings = settings or get_settings()
-    app = create_celery(settings)
-    app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
+    app = worker.celery_app(settings)
     app.steps["worker"].add(Liveness)
     # OTEL_* turns traces on (the otel extra): a span per task, under its publisher's context.
     tracing.configure(tracing.SERVICE)
@@ -361,11 +359,13 @@ def _serve_worker_metrics(sender: Any = None, **_: Any) -> None:
     bind = settings.worker_metrics_bind
     if not bind:
         return
-    from broker.runtime import health
+    from broker.adapters import health
     from broker.serving import metrics_port
 
     # /readyz there too: the readiness probe of a worker pod (database and transport).
-    metrics_port.serve(bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings))
+    metrics_port.serve(
+        bind, "BROKER_WORKER_METRICS_BIND", ready=health.probe(settings, connect(settings))
+    )
     logger.info("worker %s serves /metrics, /healthz, /readyz on %s", sender, bind)
 
 

@@ -1,21 +1,21 @@
-"""Beat jobs (``broker.runtime.transport.celery_config.beat_schedule``): each takes its lock and is
+"""Beat jobs (``broker.adapters.transport.celery_config.beat_schedule``): each takes its lock and is
 safe to run twice, so two beats running by mistake cause no double effects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.runtime.admin import recovery
-from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.outbox import rows as outbox
-from broker.runtime.transport.celery_config import (
+from broker.names import (
     FIRE_TIMERS,
     PROCESS_BOOKMARK_QUEUE,
     PURGE,
     RECOVER_STALLED,
     RELAY_OUTBOX,
 )
-from broker.runtime.wiring import get_runtime
+from broker.runtime.admin import recovery
+from broker.runtime.bookmarks import queue as bookmarks
+from broker.runtime.outbox import rows as outbox
+from broker.wiring.runtime import get_runtime
 from tasks.celery_app import maintenance_job, task
 
 

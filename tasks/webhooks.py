@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from broker.names import DELIVER_WEBHOOK, SYNC_WEBHOOKS
 from broker.runtime import webhooks
-from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, SYNC_WEBHOOKS
 from broker.runtime.webhooks import delivery as webhook_delivery
-from broker.runtime.wiring import get_runtime
 from broker.store.db import transaction
+from broker.wiring.runtime import get_runtime
 from tasks.celery_app import maintenance_job, task, workflow_task
 
 

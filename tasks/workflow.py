@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.names import RESUME_INSTANCE, RUN_ACTIVITY, RUN_CHILD, RUN_REQUEST, RUN_TASK
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import activities, runner, usertasks
-from broker.runtime.transport.celery_config import (
-    RESUME_INSTANCE,
-    RUN_ACTIVITY,
-    RUN_CHILD,
-    RUN_REQUEST,
-    RUN_TASK,
-)
-from broker.runtime.wiring import get_runtime
+from broker.wiring.runtime import get_runtime
 from tasks.celery_app import step_task, workflow_task
 
 #: what a task answers when the pause held its row back

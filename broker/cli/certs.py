@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from broker.clients.certificates import (
-    ADMIN_SCOPES,
     fingerprint_sha256,
     init_ca,
     issue_client,
@@ -16,7 +15,9 @@ from broker.clients.certificates import (
     register_dev_client,
     thumbprint,
 )
+from broker.clients.scopes import ADMIN_SCOPES
 from broker.settings import get_settings
+from broker.wiring import cli as cli_wiring
 
 
 def _default_folder() -> Path:
@@ -86,7 +87,7 @@ def client_command(
     click.echo(f"thumbprint {thumbprint(path)}")
     click.echo(f"sha256 {fingerprint_sha256(path)}")
     if register:
-        register_dev_client(get_settings(), path, client_id, scopes=granted)
+        register_dev_client(cli_wiring.client_registry(), path, client_id, scopes=granted)
         click.echo(f"registered {client_id} with scopes: {', '.join(granted) or 'none'}")
 
 
@@ -100,11 +101,9 @@ def thumbprint_command(file: Path) -> None:
 @certs.command("clients")
 def clients_command() -> None:
     """List the allowlisted clients (files and database) and the refused database rows."""
-    from broker.clients.registry import ClientRegistry
-    from broker.store.db import make_engine, make_session_factory
+    from broker.wiring import cli as cli_wiring
 
-    settings = get_settings()
-    registry = ClientRegistry(settings, make_session_factory(make_engine(settings.database_url)))
+    registry = cli_wiring.client_registry()
     for c in sorted(registry.clients(), key=lambda c: c.client_id.lower()):
         click.echo(
             f"{c.client_id}\tthumbprint {c.thumbprint or '-'}\tsha256 {c.fingerprint_sha256 or '-'}"

@@ -13,6 +13,7 @@ from broker.errors import BadRequest, BrokerError, Conflict, NotFound
 from broker.settings import get_settings
 from broker.store import credentials, operator_actions
 from broker.store import db as store
+from broker.wiring import cli as cli_wiring
 
 ROLE_OPTION = click.option(
     "--role",
@@ -24,9 +25,7 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 def _factory() -> sessionmaker[Session]:
-    settings = get_settings()
-    store.upgrade(settings.database_url)
-    return store.make_session_factory(store.make_engine(settings.database_url))
+    return cli_wiring.session_factory(upgrade=True)
 
 
 def _fail(error: BrokerError) -> None:

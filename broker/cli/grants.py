@@ -10,17 +10,12 @@ from broker.clients.entries import RequestTypeRule
 from broker.clients.registry import ClientRegistry
 from broker.console.client_rules import check_key, grant, rules_for
 from broker.errors import BadRequest, NotFound
-from broker.settings import get_settings
-from broker.store import db as store
 from broker.store import operator_actions
+from broker.wiring import cli as cli_wiring
 
 
 def _clients() -> ClientRegistry:
-    settings = get_settings()
-    store.upgrade(settings.database_url)
-    return ClientRegistry(
-        settings, store.make_session_factory(store.make_engine(settings.database_url))
-    )
+    return cli_wiring.client_registry(upgrade=True)
 
 
 def _as_dict(rule: RequestTypeRule) -> dict[str, object]:

@@ -51,9 +51,9 @@ def roles(settings: Settings) -> list[Role]:
 
     celery = (py, "-m", "celery", "-A", "tasks", "--quiet")
     return [
-        Role("ingress", gunicorn("public", "broker.ingress.wsgi:public")),
-        Role("internal", gunicorn("internal", "broker.ingress.wsgi:internal")),
-        Role("console", gunicorn("console", "broker.console.wsgi:console")),
+        Role("ingress", gunicorn("public", "broker.serving.wsgi:public")),
+        Role("internal", gunicorn("internal", "broker.serving.wsgi:internal")),
+        Role("console", gunicorn("console", "broker.serving.wsgi:console")),
         Role(
             "worker",
             (
@@ -79,12 +79,9 @@ def prepare(settings: Settings) -> None:
     settings.resolved_callback_secret()
     settings.resolved_console_secret()
     _ensure_dev_certificates(settings)
-    from broker.registry import WorkflowRegistry
+    from broker.wiring import cli as cli_wiring
 
-    registry = WorkflowRegistry(
-        settings, db.make_session_factory(db.make_engine(settings.database_url))
-    )
-    registry.load()
+    registry = cli_wiring.workflow_registry(settings)
     for problem in registry.problems:
         click.echo(f"workflow problem: {problem.file}: {problem.reason}", err=True)
 
@@ -94,6 +91,7 @@ def _ensure_dev_certificates(settings: Settings) -> None:
     DevClient (with every admin scope) where missing, and register DevClient. On an operator's
     PKI: check the files and create and register nothing."""
     from broker.clients import certificates as certs
+    from broker.clients.scopes import ADMIN_SCOPES
 
     folder = certs.development_folder(settings)
     if folder is None:
@@ -106,8 +104,13 @@ def _ensure_dev_certificates(settings: Settings) -> None:
         certs.issue_server(folder, "localhost")
     if not (folder / f"{DEV_CLIENT}.pem").exists():
         certs.issue_client(folder, DEV_CLIENT)
+    from broker.wiring import cli as cli_wiring
+
     certs.register_dev_client(
-        settings, folder / f"{DEV_CLIENT}.pem", DEV_CLIENT, scopes=certs.ADMIN_SCOPES
+        cli_wiring.client_registry(settings),
+        folder / f"{DEV_CLIENT}.pem",
+        DEV_CLIENT,
+        scopes=ADMIN_SCOPES,
     )
     certs.check_pki(settings)
 
@@ -119,7 +122,9 @@ def ensure_dev_console_key(settings: Settings) -> str:
     from broker.store import credentials, db, operator_actions
 
     path = settings.var_path / DEV_CONSOLE_KEY_FILE
-    factory = db.make_session_factory(db.make_engine(settings.database_url))
+    from broker.wiring import cli as cli_wiring
+
+    factory = cli_wiring.session_factory(settings.database_url)
     with db.transaction(factory) as session:
         if path.exists() or path.is_symlink():
             # A link, or a file others may write, is refused (ConfigError), never trusted.

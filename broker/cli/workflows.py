@@ -25,10 +25,10 @@ def workflows() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def list_workflows(as_json: bool) -> None:
     """List the workflows found in BROKER_WORKFLOW_PATHS and any problems (exit 1 if any)."""
-    from broker.registry import WorkflowRegistry
+    from broker.wiring import cli as cli_wiring
 
-    registry = WorkflowRegistry(get_settings().replace(watch_workflows=False))
-    registry.load()  # without a session factory: scans the folders, publishes nothing
+    # without a session factory: scans the folders, publishes nothing
+    registry = cli_wiring.workflow_registry(database=False)
     rows = [
         {
             "definitionId": w.definition_id,

@@ -5,4 +5,5 @@ __all__ = [
     "certificates",
     "entries",
     "registry",
+    "scopes",
 ]

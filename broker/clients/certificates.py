@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -21,20 +22,10 @@ from broker.errors import ConfigError
 from broker.setting_keys import KEY_BY_ENV
 from broker.settings import Settings
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from broker.clients.registry import ClientRegistry
 
-#: every scope an admin endpoint can ask for (the README's admin API table)
-ADMIN_SCOPES: tuple[str, ...] = (
-    "read:bookmark-queue:dead-letters",
-    "replay:bookmark-queue:dead-letters",
-    "delete:bookmark-queue:dead-letters",
-    "read:dead-letters",
-    "replay:dead-letters",
-    "read:workflow-instances",
-    "cancel:workflow-instances",
-    "read:workflow-runtime",
-    "manage:workflow-runtime",
-)
+logger = logging.getLogger(__name__)
 
 CA_DAYS = 3650
 LEAF_DAYS = 825
@@ -162,7 +153,7 @@ def issue_client(
 
 
 def register_dev_client(
-    settings: Settings,
+    clients: ClientRegistry,
     pem_path: str | Path,
     client_id: str,
     *,
@@ -172,11 +163,8 @@ def register_dev_client(
     """Allowlist the certificate in ``pem_path`` as ``client_id`` in the database, with exactly
     ``scopes`` (none unless named: least privilege)."""
     from broker.clients.entries import ApiClient
-    from broker.clients.registry import ClientRegistry
-    from broker.store import db
 
-    factory = db.make_session_factory(db.make_engine(settings.database_url))
-    ClientRegistry(settings, factory).register_client(
+    clients.register_client(
         ApiClient(
             client_id=client_id,
             thumbprint=thumbprint(pem_path),

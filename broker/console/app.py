@@ -1,4 +1,4 @@
-"""The console listener's app factory: the one composition root of the console."""
+"""The console listener's app, assembled from the parts ``broker.wiring.web`` built."""
 
 from __future__ import annotations
 
@@ -9,23 +9,17 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
+from broker.adapters import health
+from broker.adapters.buckets import RateLimiter
 from broker.console import auth, forms, identity, pages, request_types, sign_in_limits, studio
-from broker.console.sign_in_limits import make_sign_in_limiter
-from broker.console.tokens import TokenIssuer, derive_key
+from broker.console.tokens import derive_key
 from broker.errors import BrokerError, StoreUnavailable
-from broker.ingress.app import refuse_nul_in_url
-from broker.ingress.buckets import RateLimiter
-from broker.ingress.context import EXTENSION as SERVICES
-from broker.ingress.context import Services
-from broker.registry.workflows import WorkflowRegistry
-from broker.runtime import health
-from broker.runtime.ports import NullPublisher, Publisher
-from broker.runtime.wiring import Runtime
-from broker.settings import Settings
 from broker.telemetry import tracing
+from broker.web.context import EXTENSION as SERVICES
+from broker.web.context import Services
+from broker.web.inputs import refuse_nul_in_url
 
 logger = logging.getLogger(__name__)
 
@@ -46,25 +40,19 @@ OPEN_ENDPOINTS = frozenset(
 )
 
 
-def create_app(
-    settings: Settings,
+def console_app(
+    context: auth.ConsoleContext,
+    svc: Services,
     *,
-    session_factory: sessionmaker[Session] | None = None,
-    registry: WorkflowRegistry | None = None,
-    publisher: Publisher | None = None,
-    runtime: Runtime | None = None,
-    sign_in_limiter: RateLimiter | None = None,
+    secret: str,
+    sign_in_limiter: RateLimiter | None,
 ) -> Flask:
     """The console: Studio, the console pages, identity and (when present) the Elsa API.
 
-    Shared parts (and the fast-path publisher) come from ``runtime``; keyword parts override."""
-    # First: a console with a placeholder or missing key must not come up at all.
-    secret = settings.resolved_console_secret()
-    rt = runtime if runtime is not None else Runtime(settings, factory=session_factory)
-    factory = session_factory or rt.factory
-    registry = registry if registry is not None else rt.registry
-    if publisher is None and runtime is not None:
-        publisher = runtime.web_publisher
+    Every shared part comes from ``broker.wiring.web``: the routes' ``context``, the Elsa API's
+    ``svc`` (the ingress's shape), the resolved console ``secret`` and the sign-in limiter."""
+    settings = svc.settings
+    factory = context.session_factory
     app = Flask("broker.console", static_url_path="/console-static")
     app.config.update(
         SECRET_KEY=derive_key(secret, "console-session"),
@@ -84,24 +72,10 @@ def create_app(
     # As Elsa's routing: an empty segment matches no route (``/workflow-definitions//execute`` is
     # 404), never a neighbour's after the slashes are merged.
     app.url_map.merge_slashes = False
-    app.extensions[studio.SETTINGS] = settings
-    app.extensions[sign_in_limits.EXTENSION] = sign_in_limiter or make_sign_in_limiter(settings)
-    app.extensions[auth.EXTENSION] = auth.ConsoleContext(
-        session_factory=factory,
-        tokens=TokenIssuer(
-            secret, access_ttl=settings.console_token_ttl, refresh_ttl=settings.console_refresh_ttl
-        ),
-        session_lifetime=settings.console_refresh_ttl,
-        registry=registry,
-        publisher=publisher,
-    )
+    app.extensions[sign_in_limits.EXTENSION] = sign_in_limiter
+    app.extensions[auth.EXTENSION] = context
     # The Elsa API reaches the database, registry and publisher the way the ingress routes do.
-    app.extensions[SERVICES] = Services(
-        settings=settings,
-        session_factory=factory,
-        publisher=publisher or NullPublisher(),
-        registry=registry,
-    )
+    app.extensions[SERVICES] = svc
     tracing.configure(tracing.SERVICE)
     tracing.instrument_flask(app, "console")
     forms.csrf.init_app(app)

@@ -11,9 +11,12 @@ from typing import Literal
 from flask import current_app, g, request, session
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.clients.registry import ClientRegistry
 from broker.console.roles import Principal, Role
 from broker.console.tokens import Holder, TokenIssuer
+from broker.errors import ConfigError
 from broker.registry.workflows import WorkflowRegistry
+from broker.runtime.parts import Alterations
 from broker.runtime.ports import Publisher
 from broker.store import credentials
 from broker.store import db as store
@@ -38,6 +41,20 @@ class ConsoleContext:
     registry: WorkflowRegistry | None = None
     #: the fast path after a replay
     publisher: Publisher | None = None
+    #: the merged client allowlist (request-type grants and the clients they name)
+    clients: ClientRegistry | None = None
+    #: what an operator's retry or alteration runs on (the console's database and registry)
+    operations: Alterations | None = None
+
+    def client_registry(self) -> ClientRegistry:
+        if self.clients is None:
+            raise ConfigError("this console has no client allowlist")
+        return self.clients
+
+    def operations_parts(self) -> Alterations:
+        if self.operations is None:
+            raise ConfigError("this console runs no operator actions")
+        return self.operations
 
 
 def context() -> ConsoleContext:

@@ -3,19 +3,18 @@ console's settings."""
 
 from __future__ import annotations
 
-from flask import current_app, g, request
+from flask import g, request
 from flask_wtf.csrf import CSRFProtect
 
-from broker.console import studio
 from broker.settings import Settings
+from broker.web.context import services
 
 csrf = CSRFProtect()
 
 
 def settings() -> Settings:
     """The settings the console app was built with."""
-    found: Settings = current_app.extensions[studio.SETTINGS]
-    return found
+    return services().settings
 
 
 def protect_form() -> None:

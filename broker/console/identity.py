@@ -12,9 +12,9 @@ from broker.console.forms import settings
 from broker.console.sign_in_limits import throttle
 from broker.console.tokens import Holder
 from broker.errors import BadRequest, Unauthenticated
-from broker.ingress.schemas import read_json
 from broker.store import credentials
 from broker.store import db as store
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 

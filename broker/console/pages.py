@@ -8,7 +8,7 @@ import logging
 import urllib.parse
 from typing import Any
 
-from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, redirect, render_template, request, url_for
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -22,8 +22,8 @@ from broker.errors import BadRequest, BrokerError, Conflict, RateLimited
 from broker.runtime.admin import alteration_jobs, dead_letters, instances
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
+from broker.runtime.parts import Alterations
 from broker.runtime.requests import queries as request_queries
-from broker.runtime.wiring import Runtime
 from broker.safety.bounded import parse_int
 from broker.store import credentials, operator_actions
 from broker.store import db as store
@@ -196,17 +196,10 @@ def _instance_retry_url(instance_id: str) -> str | None:
 
 # Retry --------------------------------------------------------------------------------------------
 
-_RUNTIME = "broker.pages.runtime"
 
-
-def _runtime() -> Runtime:
-    """The runtime a retry runs on: the console's database and registry, built once."""
-    found = current_app.extensions.get(_RUNTIME)
-    if not isinstance(found, Runtime):
-        context = auth.context()
-        found = Runtime(settings(), factory=context.session_factory, registry=context.registry)
-        current_app.extensions[_RUNTIME] = found
-    return found
+def _runtime() -> Alterations:
+    """What a retry runs on: the console's database and registry (built by the wiring floor)."""
+    return auth.context().operations_parts()
 
 
 def _actor() -> str:

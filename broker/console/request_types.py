@@ -38,7 +38,9 @@ class RequestTypeView:
 
 
 def client_registry(settings: Settings) -> ClientRegistry:
-    return ClientRegistry(settings, auth.context().session_factory)
+    """The console's one client allowlist (built by the wiring floor; ``settings`` is kept for
+    the callers' symmetry)."""
+    return auth.context().client_registry()
 
 
 def _request_type_of(document: dict[str, Any]) -> str | None:

@@ -8,10 +8,8 @@ import logging
 
 from flask import current_app, request
 
-from broker.backends import by_url
+from broker.adapters.buckets import RateLimiter
 from broker.errors import RateLimited
-from broker.ingress.buckets import BUCKET_BACKENDS, RateLimiter, store_url
-from broker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -19,13 +17,6 @@ EXTENSION = "broker.console.sign_in_limiter"
 #: the buckets' kinds: one per user name, one per address
 USER = "sign-in-user"
 ADDRESS = "sign-in-address"
-
-
-def make_sign_in_limiter(settings: Settings) -> RateLimiter:
-    """The limiter of a console process, on the rate-limit store its settings name."""
-    buckets = by_url("BROKER_RATE_LIMIT_URL", store_url(settings), BUCKET_BACKENDS, settings)
-    rate = settings.rate_limit_sign_in
-    return RateLimiter(buckets, {USER: rate, ADDRESS: rate})
 
 
 def throttle(username: str | None) -> None:

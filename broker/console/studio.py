@@ -6,15 +6,15 @@ import mimetypes
 import re
 from pathlib import Path
 
-from flask import Blueprint, Response, abort, current_app, jsonify, request, send_file
+from flask import Blueprint, Response, abort, jsonify, request, send_file
 from werkzeug.security import safe_join
 
 from broker.console import assets
 from broker.settings import Settings
+from broker.web.context import services
 
 bp = Blueprint("studio", __name__)
 
-SETTINGS = "broker.console.settings"
 YEAR = 365 * 24 * 3600
 # Blazor's fingerprint: a dot, ten lowercase letters or digits, a dot, the extension.
 FINGERPRINT = re.compile(r"\.[a-z0-9]{10}\.[A-Za-z0-9]+$")
@@ -41,8 +41,7 @@ TYPES = {
 
 
 def _settings() -> Settings:
-    found: Settings = current_app.extensions[SETTINGS]
-    return found
+    return services().settings
 
 
 def mime_type(name: str) -> str:

@@ -12,6 +12,7 @@ from broker.engine.model.definition import Activity, WorkflowDefinition
 from broker.engine.model.strategies import ACTIVATION_STRATEGIES, INCIDENT_STRATEGIES, strategy_name
 from broker.engine.parser import in_original_spelling, parse_workflow
 from broker.errors import WorkflowDefinitionError
+from broker.names import CRON
 
 #: Elsa's own target port: a flowchart connection always enters an activity through ``In``.
 TARGET_PORTS = frozenset({"In"})
@@ -127,7 +128,7 @@ def check_definition(definition: WorkflowDefinition, known_type: Callable[[str],
                 )
         check_ports(node, file)
         check_required_inputs(node, file)
-        if node.type == "Elsa.Cron":
+        if node.type == CRON:
             check_cron_input(node, file)
 
 

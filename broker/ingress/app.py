@@ -1,6 +1,5 @@
-"""The ingress app factories: the mTLS client and admin API, and the internal listener, built
-from a ``broker.runtime.wiring.Runtime``; errors answer JSON everywhere.
-"""
+"""The ingress apps: the mTLS client and admin API, and the internal listener, assembled from
+the parts ``broker.wiring.web`` built; errors answer JSON everywhere."""
 
 from __future__ import annotations
 
@@ -9,27 +8,21 @@ from typing import Any
 
 from flask import Flask, Response, g, jsonify, request
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 
 from broker.errors import (
-    BadRequest,
     BrokerError,
     PayloadTooLarge,
     RateLimited,
     StoreUnavailable,
 )
 from broker.ingress import metrics
-from broker.ingress.auth import PeerCertificateMiddleware, TrustStore, authenticate
+from broker.ingress.auth import PeerCertificateMiddleware, authenticate
 from broker.ingress.bodies import BodyLimit
-from broker.ingress.buckets import RateLimiter, make_rate_limiter
-from broker.ingress.context import EXTENSION, ClientDirectory, Services, WorkflowDirectory
-from broker.ingress.rate_limits import LIMITER
-from broker.runtime.ports import NullPublisher, Publisher
-from broker.runtime.wiring import Runtime
-from broker.safety.bounded import unstorable_text
 from broker.settings import Settings
 from broker.telemetry import tracing
+from broker.web.context import EXTENSION, Services
+from broker.web.inputs import refuse_nul_in_url
 
 logger = logging.getLogger(__name__)
 
@@ -38,20 +31,11 @@ RETRY_AFTER_SECONDS = "5"
 OPEN_ENDPOINTS = frozenset({"openapi.document_view"})
 
 
-def create_public_app(
-    settings: Settings,
-    *,
-    clients: ClientDirectory | None = None,
-    registry: WorkflowDirectory | None = None,
-    session_factory: sessionmaker[Session] | None = None,
-    publisher: Publisher | None = None,
-    rate_limiter: RateLimiter | None = None,
-    runtime: Runtime | None = None,
-) -> Flask:
+def public_app(svc: Services) -> Flask:
     """The mTLS client and admin API: requests, events, request types, admin, OpenAPI.
 
-    The shared parts come from ``runtime`` (its fast-path publisher too); without one, a runtime
-    is built from ``settings`` and the publisher is a null one. Keyword parts override."""
+    Every shared part comes in ``svc`` (built by ``broker.wiring.web``): the trust store and the
+    rate limiter in its ``extra``."""
     from broker.ingress import openapi
     from broker.ingress.routes import (
         admin,
@@ -63,28 +47,7 @@ def create_public_app(
         webhooks,
     )
 
-    rt = _runtime(settings, runtime, session_factory)
-    factory = session_factory or rt.factory
-    if clients is None:
-        clients = rt.clients
-        _sync_webhooks(settings, factory, clients)
-    # Submissions pin the version the ingress sees: the runtime's registry watches saved changes.
-    registry = registry if registry is not None else rt.registry
-    app = _base_app(
-        "public",
-        settings,
-        Services(
-            settings=settings,
-            session_factory=factory,
-            publisher=publisher or _publisher(runtime),
-            clients=clients,
-            registry=registry,
-            extra={
-                "trust_store": TrustStore(settings.tls_client_ca),
-                LIMITER: rate_limiter or make_rate_limiter(settings),
-            },
-        ),
-    )
+    app = _base_app("public", svc.settings, svc)
     for blueprint in (
         requests.bp,
         events.bp,
@@ -104,76 +67,22 @@ def create_public_app(
             authenticate()
         refuse_nul_in_url()
 
-    app.wsgi_app = PeerCertificateMiddleware(app.wsgi_app, settings)  # type: ignore[method-assign]
+    app.wsgi_app = PeerCertificateMiddleware(app.wsgi_app, svc.settings)  # type: ignore[method-assign]
     return app
 
 
-def refuse_nul_in_url() -> None:
-    """Raise ``BadRequest`` naming the path or query parameter that holds a NUL character.
-
-    No id, name or filter may hold one, and PostgreSQL cannot even compare a text with it: the
-    lookup would fail as an internal error instead of finding nothing.
-    """
-    fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
-    for field, value in fields:
-        problem = unstorable_text(str(field)) or unstorable_text(str(value))
-        if problem is not None:
-            raise BadRequest(f"{field} must not contain {problem}", field=str(field))
-
-
-def create_internal_app(
-    settings: Settings,
-    *,
-    session_factory: sessionmaker[Session] | None = None,
-    publisher: Publisher | None = None,
-    runtime: Runtime | None = None,
-) -> Flask:
+def internal_app(svc: Services) -> Flask:
     """The internal listener: ``/internal/requests/{id}/result``, probes and ``/metrics``."""
     from broker.ingress.routes import internal
 
-    factory = session_factory or _runtime(settings, runtime, session_factory).factory
-    app = _base_app(
-        "internal",
-        settings,
-        Services(
-            settings=settings,
-            session_factory=factory,
-            publisher=publisher or NullPublisher(),  # it publishes nothing
-        ),
-    )
+    app = _base_app("internal", svc.settings, svc)
     app.register_blueprint(internal.bp)
     app.before_request(refuse_nul_in_url)
     return app
 
 
-def _sync_webhooks(settings: Settings, factory: sessionmaker[Session], clients: Any) -> None:
-    """Bring clients.json's webhook endpoints into the database at start (beat keeps them in
-    step afterwards); a database that is down only delays it."""
-    from broker.outbound.http_client import OutboundHttp
-    from broker.runtime import webhooks
-    from broker.store import db
-
-    try:
-        with db.transaction(factory) as session, OutboundHttp(settings) as http:
-            webhooks.sync_configured(session, clients.clients(), http)
-    except (sa_exc.SQLAlchemyError, StoreUnavailable) as exc:
-        logger.warning("clients.json webhooks not synced at start: %s", exc)
-
-
-def _runtime(
-    settings: Settings, runtime: Runtime | None, factory: sessionmaker[Session] | None
-) -> Runtime:
-    """The given runtime, or one built from ``settings`` (around ``factory`` when given)."""
-    return runtime if runtime is not None else Runtime(settings, factory=factory)
-
-
-def _publisher(runtime: Runtime | None) -> Publisher:
-    """A runtime's fast-path publisher; without a runtime, a null one (the relay publishes)."""
-    return runtime.web_publisher if runtime is not None else NullPublisher()
-
-
 def _base_app(listener: str, settings: Settings, svc: Services) -> Flask:
-    from broker.runtime.outbox.locks import warn_if_local_locks
+    from broker.adapters.locks import warn_if_local_locks
 
     warn_if_local_locks(settings)
     app = Flask(f"broker.ingress.{listener}")

@@ -20,8 +20,8 @@ from flask import g, request
 
 from broker.clients.certificates import fingerprint_sha256_of, load_certificate, thumbprint_of
 from broker.errors import ConfigError, Forbidden, Unauthenticated
-from broker.ingress.context import ApiClientLike, services
 from broker.settings import Settings
+from broker.web.context import ApiClientLike, services
 
 logger = logging.getLogger(__name__)
 

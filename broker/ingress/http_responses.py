@@ -11,18 +11,17 @@ from typing import Any
 from flask import Request, Response
 
 from broker.engine.run.ports import StoredFile
-from broker.outbound.files import make_file_store
-from broker.settings import Settings
+from broker.outbound.files import FolderFiles
 
 #: headers the renderer sets itself; a workflow's own value for them is ignored
 OWN_HEADERS = frozenset({"content-length", "content-type", "transfer-encoding"})
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
-def render(settings: Settings, response: dict[str, Any], request: Request) -> Response:
+def render(files: FolderFiles, response: dict[str, Any], request: Request) -> Response:
     """The Flask response for a written ``httpResponse``."""
     stored = StoredFile.from_json(response.get("file"))
-    out = _file(settings, stored, response, request) if stored is not None else _content(response)
+    out = _file(files, stored, response, request) if stored is not None else _content(response)
     for name, value in (response.get("headers") or {}).items():
         if name.lower() not in OWN_HEADERS:
             out.headers[name] = value
@@ -43,10 +42,10 @@ def _content(response: dict[str, Any]) -> Response:
 
 
 def _file(
-    settings: Settings, stored: StoredFile, response: dict[str, Any], request: Request
+    files: FolderFiles, stored: StoredFile, response: dict[str, Any], request: Request
 ) -> Response:
     """The stored file, whole or (resumable downloads) the byte range the caller asked for."""
-    _, data = make_file_store(settings).read(stored.file_id)
+    _, data = files.read(stored.file_id)
     content_type = response.get("contentType") or stored.content_type
     headers = response.get("headers") or {}
     resumable = any(k.lower() == "accept-ranges" for k in headers)

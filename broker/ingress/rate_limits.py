@@ -1,15 +1,15 @@
-"""The ingress side of the rate limits (``broker.ingress.buckets``): one check per limited call."""
+"""The ingress side of the rate limits (``broker.adapters.buckets``): one check per limited call."""
 
 from __future__ import annotations
 
 from flask import request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
+from broker.adapters.buckets import RateLimiter
 from broker.errors import RateLimited
 from broker.ingress import metrics
-from broker.ingress.buckets import RateLimiter
-from broker.ingress.context import ApiClientLike, services
 from broker.rates import ClientLimits
+from broker.web.context import ApiClientLike, services
 
 LIMITER = "rate_limiter"  # the key of the limiter in ``Services.extra``
 _CHUNK = 64 * 1024

@@ -15,12 +15,12 @@ from broker.engine.model import shapes
 from broker.engine.model.definition import WorkflowDefinition
 from broker.engine.validation import foreign_types, validate_document
 from broker.errors import BadRequest, WorkflowDefinitionError
+from broker.names import DEFAULT_QUEUE
 from broker.registry.triggers import PLACEHOLDER_REASON, TriggerSpec, canonical_json, index_triggers
 from broker.safety.bounded import WORKFLOW_LIMITS, decode_json
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_QUEUE = "broker.default"
 #: the width of the name columns a definition's names are stored in (definition id, name,
 #: request type, queue, activity ids of triggers)
 MAX_NAME = 200

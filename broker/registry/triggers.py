@@ -9,37 +9,32 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from broker.engine.activities.catalog import TRIGGER_NAMES
 from broker.engine.model import shapes
+from broker.names import (
+    CRON,
+    EVENT,
+    HTTP_ENDPOINT,
+    START_AT,
+    TIMER,
+    WEBHOOK_EVENT,
+)
 
 # Every accepted spelling of a trigger activity type, mapped to the one name stored in the index,
-# so a stimulus matches whatever alias the file used.
-HTTP_ENDPOINT = "Elsa.HttpEndpoint"
-EVENT = "Elsa.Event"
-TIMER = "Elsa.Timer"
-CRON = "Elsa.Cron"
-START_AT = "Elsa.StartAt"
-WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
-
-TRIGGER_NAMES: dict[str, str] = {
-    "Elsa.HttpEndpoint": HTTP_ENDPOINT,
-    "Elsa.Http.HttpEndpoint": HTTP_ENDPOINT,
-    "HttpEndpoint": HTTP_ENDPOINT,
-    "Elsa.Event": EVENT,
-    "Event": EVENT,
-    "Elsa.SignalReceived": EVENT,
-    "Elsa.Primitives.SignalReceived": EVENT,
-    "SignalReceived": EVENT,
-    "Elsa.Timer": TIMER,
-    "Elsa.Scheduling.Timer": TIMER,
-    "Timer": TIMER,
-    "Elsa.Cron": CRON,
-    "Elsa.Scheduling.Cron": CRON,
-    "Cron": CRON,
-    "Elsa.StartAt": START_AT,
-    "Elsa.Scheduling.StartAt": START_AT,
-    "StartAt": START_AT,
-    "Elsa.WebhookEventReceived": WEBHOOK_EVENT,
-}
+# comes from the activities' ``@activity(..., trigger=...)`` declarations.
+__all__ = [
+    "CRON",
+    "EVENT",
+    "HTTP_ENDPOINT",
+    "START_AT",
+    "TIMER",
+    "TRIGGER_NAMES",
+    "WEBHOOK_EVENT",
+    "TriggerSpec",
+    "canonical_json",
+    "index_triggers",
+    "trigger_hash",
+]
 
 PLACEHOLDER_REASON = "Trigger should have a payload"
 

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.model.strategies import ACTIVATION_STRATEGIES, strategy_name
 from broker.errors import StoreUnavailable, WorkflowDefinitionError
-from broker.registry.files import DEFAULT_QUEUE, WorkflowFile
+from broker.names import DEFAULT_QUEUE
+from broker.registry.files import WorkflowFile
 from broker.store import models
 from broker.store.db import transaction
 

@@ -8,7 +8,7 @@ from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 
-wsgi_app = "broker.console.wsgi:console"
+wsgi_app = "broker.serving.wsgi:console"
 bind = [_settings.console_bind]
 # One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
 control_socket = str(_settings.var_path.absolute() / "gunicorn-console.ctl")
@@ -34,7 +34,7 @@ child_exit = common.forget_dead_worker
 
 def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
-    from broker.console import wsgi
+    from broker.serving import wsgi
 
     try:
         wsgi.console.app  # noqa: B018 - builds on first access

@@ -9,7 +9,7 @@ from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 
-wsgi_app = "broker.ingress.wsgi:internal"
+wsgi_app = "broker.serving.wsgi:internal"
 bind = [_settings.internal_bind]
 # One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
 control_socket = str(_settings.var_path.absolute() / "gunicorn-internal.ctl")
@@ -29,7 +29,7 @@ def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
     # Build the app now rather than on the first request; a failure is logged and retried by
     # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
-    from broker.ingress import wsgi
+    from broker.serving import wsgi
 
     try:
         wsgi.internal()  # with no argument: builds the Flask app

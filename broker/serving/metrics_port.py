@@ -13,7 +13,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
-from broker.runtime import health
+from broker.adapters import health
 from broker.telemetry.metrics import multiprocess_enabled, parse_bind
 
 

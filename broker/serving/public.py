@@ -9,7 +9,7 @@ from broker.telemetry.logs import configure_logging
 
 _settings = get_settings()
 
-wsgi_app = "broker.ingress.wsgi:public"
+wsgi_app = "broker.serving.wsgi:public"
 bind = [_settings.public_bind]
 # One control socket per listener (gunicornc), under var/ instead of the shared default in $HOME.
 control_socket = str(_settings.var_path.absolute() / "gunicorn-public.ctl")
@@ -43,13 +43,14 @@ def when_ready(server: Any) -> None:
     # port answers /healthz and /readyz (database and transport) for the probes, which cannot
     # pass mTLS either.
     if _settings.ingress_metrics_bind:
-        from broker.runtime import health
+        from broker.adapters import health
         from broker.serving import metrics_port
+        from broker.wiring.runtime import connect
 
         metrics_port.serve(
             _settings.ingress_metrics_bind,
             "BROKER_INGRESS_METRICS_BIND",
-            ready=health.probe(_settings),
+            ready=health.probe(_settings, connect(_settings)),
         )
         server.log.info("serving /metrics, /healthz, /readyz on %s", _settings.ingress_metrics_bind)
 
@@ -58,7 +59,7 @@ def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
     # Build the app now rather than on the first request; a failure is logged and retried by
     # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
-    from broker.ingress import wsgi
+    from broker.serving import wsgi
 
     try:
         wsgi.public()  # with no argument: builds the Flask app

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from broker.adapters.locks import make_lock_provider
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.outbox.locks import make_lock_provider
 from broker.settings import Settings
 from broker.store.db import make_engine, make_session_factory
 from broker.store.models import OutboxRow

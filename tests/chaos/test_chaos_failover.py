@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from broker.runtime import health, ids
+from broker.adapters import health
+from broker.runtime import ids
 from broker.runtime.outbox.rows import RELAY_LEASE
 from broker.store.db import make_engine, make_session_factory, transaction
 from broker.store.models import Lease, OutboxRow, Request, RequestEvent

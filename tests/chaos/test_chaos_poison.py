@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from broker.names import RUN_TASK
 from broker.runtime.admin import dead_letters as dead_letter_admin
-from broker.runtime.transport.celery_config import RUN_TASK
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request
+from broker.wiring.runtime import make_publisher
 from tests.chaos import memory_cap
 from tests.support.processes import Worker
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
+from broker.wiring.runtime import make_publisher
 from tests.chaos.redis_private import PrivateRedis
 from tests.chaos.test_chaos_runtime import assert_one_effect_per_request, count_status
 from tests.support.processes import Worker

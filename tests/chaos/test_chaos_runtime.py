@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from broker.adapters.transport.celery_config import create_celery
 from broker.runtime import ids
 from broker.runtime.outbox.publisher import CelerySender
-from broker.runtime.transport.celery_config import create_celery
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent
+from broker.wiring.runtime import make_publisher
 from tests.chaos.redis_private import PrivateRedis
 from tests.support.processes import Worker, process_env
 from tests.support.runtime import (

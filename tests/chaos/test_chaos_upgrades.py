@@ -23,11 +23,11 @@ from sqlalchemy import func, select
 
 from broker.registry import WorkflowRegistry
 from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store import db
 from broker.store.db import transaction
 from broker.store.models import Bookmark, Request
+from broker.wiring.runtime import make_publisher
 from tests.chaos.test_chaos_runtime import assert_one_effect_per_request, count_status
 from tests.support.processes import Worker, process_env
 from tests.support.runtime import prepare, runtime_env, submit_request

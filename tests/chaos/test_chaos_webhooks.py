@@ -15,10 +15,10 @@ from sqlalchemy import select
 
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import webhooks
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import WebhookDelivery
+from broker.wiring.runtime import make_publisher
 from tests.support.processes import Worker
 from tests.support.receiver import Receiver, verify
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request

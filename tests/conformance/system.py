@@ -44,14 +44,14 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from broker.console.api import simulate_response
-from broker.console.app import create_app
-from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.runtime.bookmarks import schedules
 from broker.runtime.bookmarks.queue import fire_due_timers, process_queue
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import credentials, db
+from broker.wiring.runtime import Runtime
+from broker.wiring.web import create_console_app as create_app
+from broker.wiring.web import create_public_app
 from tests.conformance.loader import Case, read_json, workflow_files
 from tests.support.ingress import make_pki, settings_for, write_config
 from tests.support.runtime import drain

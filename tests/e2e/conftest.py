@@ -192,11 +192,11 @@ def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     server = Server(pki, root, env, public_port, internal_port, [])
     try:
         for name, conf, app, port in (
-            ("public", "gunicorn.conf.py", "broker.ingress.wsgi:public", public_port),
+            ("public", "gunicorn.conf.py", "broker.serving.wsgi:public", public_port),
             (
                 "internal",
                 "gunicorn_internal.conf.py",
-                "broker.ingress.wsgi:internal",
+                "broker.serving.wsgi:internal",
                 internal_port,
             ),
         ):

@@ -35,7 +35,9 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.clients import certificates as certs
+from broker.clients.scopes import ADMIN_SCOPES
 from broker.store import db
+from broker.wiring import cli as cli_wiring
 from tests.support.services import PROJECT_ROOT, free_port
 from tests.support.sink import Sink
 from tests.support.waits import wait_until
@@ -55,7 +57,7 @@ from tests.support.workflows import (
 DEV = "DevClient"
 OTHER = "ClientB"
 READER = "Reader"
-READ_SCOPES = tuple(s for s in certs.ADMIN_SCOPES if s.startswith("read:"))
+READ_SCOPES = tuple(s for s in ADMIN_SCOPES if s.startswith("read:"))
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 TEARDOWN_GRACE = 3.0
@@ -571,7 +573,10 @@ def start_stack(
 
         settings = Settings.from_env(broker_env)
         certs.register_dev_client(
-            settings, certs_folder / f"{DEV}.pem", DEV, scopes=certs.ADMIN_SCOPES
+            cli_wiring.client_registry(settings),
+            certs_folder / f"{DEV}.pem",
+            DEV,
+            scopes=ADMIN_SCOPES,
         )
         env = _python_env(broker_env)
         factory = db.make_session_factory(db.make_engine(settings.database_url))
@@ -580,9 +585,9 @@ def start_stack(
         sink.__exit__(None, None, None)
         raise
     try:
-        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.ingress.wsgi:public")
+        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.serving.wsgi:public")
         internal = _gunicorn(
-            env, root, "internal", "gunicorn_internal.conf.py", "broker.ingress.wsgi:internal"
+            env, root, "internal", "gunicorn_internal.conf.py", "broker.serving.wsgi:internal"
         )
         stack.services.update(public=public.start(), internal=internal.start())
         # The worker publishes the workflows first (the listeners then find them in the store).

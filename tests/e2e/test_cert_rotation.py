@@ -84,7 +84,7 @@ def test_the_public_listener_serves_a_rotated_certificate_on_the_next_connection
     env = {k: v for k, v in process_env(broker_env).items() if not k.startswith("GUNICORN_")}
     listener: subprocess.Popen[bytes] | None = None
     try:
-        listener = start_listener(tmp_path, env, "public", "broker.ingress.wsgi:public", port, 1)
+        listener = start_listener(tmp_path, env, "public", "broker.serving.wsgi:public", port, 1)
         # Given the listener serving the first certificate
         assert served_serial(port, pki_dir) == first
         # When the Secret is updated with a new certificate (same CA), as the kubelet does it

@@ -33,12 +33,12 @@ from schemathesis.core import NotSet
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.console.api import runs
-from broker.console.app import create_app
 from broker.registry import WorkflowRegistry
 from broker.runtime.definitions import RegistryLookup
 from broker.settings import Settings
 from broker.store import credentials, db
 from broker.store.models import DeadLetter, WorkflowInstance
+from broker.wiring.web import create_console_app as create_app
 from tests.e2e.conftest import record_summary
 from tests.support.console import fake_assets, seed_invoice_request
 from tests.support.doubles import RecordingPublisher

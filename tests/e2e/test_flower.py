@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines
+from broker.wiring.runtime import make_publisher
 from tests.support.processes import process_env
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.services import PROJECT_ROOT, free_port

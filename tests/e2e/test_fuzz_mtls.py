@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from broker.ingress.buckets import REDIS_PREFIX
+from broker.adapters.buckets import REDIS_PREFIX
 from broker.store import db
 from tests.e2e.test_openapi_schemathesis import _seed
 from tests.support.ingress import Pki, environment, make_pki, write_config
@@ -128,7 +128,7 @@ def _start(root: Path, database_url: str, redis_url: str) -> Listener:
                 "2",
                 "--threads",
                 "4",
-                "broker.ingress.wsgi:public",
+                "broker.serving.wsgi:public",
             ],
             cwd=PROJECT_ROOT,
             env={**inherited, **broker_env},

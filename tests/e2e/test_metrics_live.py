@@ -138,11 +138,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Wor
         worker = Worker(env, root / "worker.log", beat=True, concurrency=2)
         try:
             server.processes.append(
-                start_listener(root, env, "public", "broker.ingress.wsgi:public", public_port, 2)
+                start_listener(root, env, "public", "broker.serving.wsgi:public", public_port, 2)
             )
             server.processes.append(
                 start_listener(
-                    root, env, "internal", "broker.ingress.wsgi:internal", internal_port, 1
+                    root, env, "internal", "broker.serving.wsgi:internal", internal_port, 1
                 )
             )
             worker.start()

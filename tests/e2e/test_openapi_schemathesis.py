@@ -21,7 +21,7 @@ from schemathesis.checks import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app, openapi
+from broker.ingress import openapi
 from broker.ingress.auth import PEER_CERT
 from broker.store import db
 from broker.store.models import (
@@ -33,6 +33,7 @@ from broker.store.models import (
     WebhookEndpoint,
     WorkflowInstance,
 )
+from broker.wiring.web import create_public_app
 from tests.support.ingress import make_pki, settings_for, write_config
 
 CHECKS = [

@@ -20,10 +20,11 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from broker.ingress import create_internal_app, create_public_app, openapi
+from broker.ingress import openapi
 from broker.ingress.auth import PEER_CERT
 from broker.store import db
 from broker.store.models import BookmarkQueueItem
+from broker.wiring.web import create_internal_app, create_public_app
 from tests.support.ingress import Pki, make_pki, settings_for, write_config
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from broker.errors import ConfigError, LockLost, LockNotAcquired
-from broker.runtime.outbox.locks import (
+from broker.adapters.locks import (
     FileLockProvider,
     PostgresLock,
     PostgresLockProvider,
@@ -24,6 +23,7 @@ from broker.runtime.outbox.locks import (
     advisory_key,
     make_lock_provider,
 )
+from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.settings import Settings
 
 # Choosing a provider ------------------------------------------------------------------------------

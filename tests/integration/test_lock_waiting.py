@@ -17,14 +17,14 @@ import psycopg
 import pytest
 import redis
 
-from broker.errors import LockNotAcquired
-from broker.runtime.outbox.locks import (
+from broker.adapters.locks import (
     REDIS_PREFIX,
     Lock,
     LockProvider,
     PostgresLock,
     make_lock_provider,
 )
+from broker.errors import LockNotAcquired
 from broker.settings import Settings
 
 WAIT = 10.0  # upper bound for joins that are expected to end much sooner

@@ -20,8 +20,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from broker.errors import ConfigError, LockLost, LockNotAcquired
-from broker.runtime.outbox.locks import (
+from broker.adapters.locks import (
     REDIS_PREFIX,
     FileLockProvider,
     PostgresLock,
@@ -33,6 +32,7 @@ from broker.runtime.outbox.locks import (
     make_lock_provider,
     warn_if_local_locks,
 )
+from broker.errors import ConfigError, LockLost, LockNotAcquired
 from broker.runtime.ports import Lock, LockProvider
 from broker.settings import Settings
 from tests.support.services import PROJECT_ROOT, free_port
@@ -354,7 +354,7 @@ def test_advisory_keys_are_signed_64_bit_and_stable() -> None:
 CHILD = """
 import sys
 from pathlib import Path
-from broker.runtime.outbox.locks import FileLockProvider
+from broker.adapters.locks import FileLockProvider
 lock = FileLockProvider(Path(sys.argv[1])).acquire(sys.argv[2], timeout=float(sys.argv[3]))
 print("held" if lock else "busy", flush=True)
 sys.stdin.read()
@@ -460,7 +460,7 @@ def test_local_locks_warn_only_when_distributed_and_not_acknowledged(
     configured = settings.replace(
         lock_url=lock_url, distributed=distributed, allow_local_locks=allow_local
     )
-    with caplog.at_level(logging.WARNING, logger="broker.runtime.outbox.locks"):
+    with caplog.at_level(logging.WARNING, logger="broker.adapters.locks"):
         assert warn_if_local_locks(configured) is warns
     assert ("BROKER_ALLOW_LOCAL_LOCKS" in caplog.text) is warns
 

@@ -20,11 +20,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.runtime.requests import transitions as statuses
 from broker.settings import Settings
 from broker.store.models import InstanceSubStatus, OutboxRow, Request, RequestEvent, utcnow
+from broker.wiring.web import create_public_app
 from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
 

@@ -11,10 +11,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
+from broker.names import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.ports import OutboxMessage
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent, utcnow

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
+from broker.names import DEFAULT_QUEUE, RUN_REQUEST, WEBHOOK_QUEUE
 from broker.settings import Settings, set_settings
 from broker.store.db import dispose_engines
 from broker.telemetry import tracing
@@ -68,10 +68,10 @@ class Stack:
 def stack(tmp_path: Path, spans: InMemorySpanExporter) -> Iterator[Stack]:
     from celery.contrib.testing.worker import start_worker
 
-    from broker.ingress import create_internal_app, create_public_app
     from broker.ingress.auth import PEER_CERT
-    from broker.runtime.wiring import Runtime, make_publisher, set_runtime
     from broker.store import db
+    from broker.wiring.runtime import Runtime, make_publisher, set_runtime
+    from broker.wiring.web import create_internal_app, create_public_app
 
     pki = make_pki(tmp_path / "pki")
     config = write_config(tmp_path / "config", pki)
@@ -230,7 +230,7 @@ def test_the_remote_dispatch_callback_and_webhook_delivery_stay_in_the_trace(
     assert done.status_code == 204, done.get_data(as_text=True)
     # And the relay (a beat job, outside any trace) publishes the webhook's outbox row
     from broker.runtime.outbox import rows as outbox
-    from broker.runtime.wiring import get_runtime
+    from broker.wiring.runtime import get_runtime
 
     rt = get_runtime()
     outbox.relay(rt.settings, rt.factory, rt.sender, rt.locks)

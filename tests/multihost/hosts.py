@@ -27,7 +27,7 @@ BIN = Path(sys.executable).parent
 #: ``celery -A tasks worker`` as the README starts it (a host name is added per host)
 WORKER = [str(BIN / "celery"), "-A", "tasks", "worker", "--loglevel", "INFO", "-E",
           "--concurrency", "2"]  # fmt: skip
-PUBLIC = [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.ingress.wsgi:public"]
+PUBLIC = [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.serving.wsgi:public"]
 
 
 def beat(schedule: Path) -> list[str]:

@@ -172,7 +172,7 @@ def test_a_host_cut_off_mid_burst_loses_nothing_and_its_stale_step_cannot_commit
         ]
         network.start(
             APP_HOST,
-            [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.ingress.wsgi:public"],
+            [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.serving.wsgi:public"],
             env=h2,
             log=tmp_path / "h2-ingress.log",
             cwd=PROJECT_ROOT,

@@ -58,7 +58,7 @@ OWN_TESTS: dict[str, tuple[str, ...]] = {
     "broker.store.db": ("test_store_leases", "test_outbox_relay"),
     "broker.runtime.failures.retry": ("test_runtime_retry",),
     "broker.runtime.bookmarks.queue": ("test_bookmark",),
-    "broker.runtime.outbox.locks": ("test_lock",),
+    "broker.adapters.locks": ("test_lock",),
     "broker.clients.registry": ("test_clients", "test_ingress_auth"),
     "broker.clients.entries": ("test_clients", "test_ingress_auth"),
     "broker.ingress.auth": ("test_ingress_auth",),

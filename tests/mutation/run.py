@@ -45,7 +45,7 @@ SELECTION = (
     # retries, the bookmark queue and timers, locks
     "broker.runtime.failures.retry.*",
     "broker.runtime.bookmarks.queue.*",
-    "broker.runtime.outbox.locks.*",
+    "broker.adapters.locks.*",
     # client authentication and request-type rules: who a certificate is, what it may submit
     # (not the registry's file cache, webhook and rate-limit entries: other concerns)
     "broker.clients.entries.x_normalize_*",

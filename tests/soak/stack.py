@@ -282,12 +282,12 @@ class Stack:
                 "gunicorn",
                 "-c",
                 "config/gunicorn.conf.py",
-                "broker.ingress.wsgi:public",
+                "broker.serving.wsgi:public",
             ]
         if role == "internal":
             return [
                 py, "-m", "gunicorn", "-c", "config/gunicorn_internal.conf.py",
-                "broker.ingress.wsgi:internal",
+                "broker.serving.wsgi:internal",
             ]  # fmt: skip
         if role == "beat":
             schedule = self.root / "var" / "celerybeat-schedule"

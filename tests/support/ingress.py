@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from broker.clients import certificates as certs
+from broker.clients.scopes import ADMIN_SCOPES
 from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.store.models import Request
@@ -101,7 +102,7 @@ def write_config(folder: Path, pki: Pki) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     clients: list[dict[str, Any]] = []
     for name in ALLOWLISTED:
-        scopes = list(certs.ADMIN_SCOPES) if name == "Admin" else []
+        scopes = list(ADMIN_SCOPES) if name == "Admin" else []
         clients.append(
             {
                 "clientId": name,

@@ -129,8 +129,8 @@ def instance_key(request_id: str, activity_instance_id: str) -> str:
 def in_process_runtime(settings: Settings, locks: Path) -> Any:
     """A ``Runtime`` over ``settings`` (migrated and loaded) with no transport: tests call the
     runner, or ``drain``, directly."""
-    from broker.runtime.outbox.locks import FileLockProvider
-    from broker.runtime.wiring import Runtime
+    from broker.adapters.locks import FileLockProvider
+    from broker.wiring.runtime import Runtime
 
     factory, registry = prepare(settings)
     return Runtime(
@@ -147,9 +147,9 @@ def drain(rt: Any, *, limit: int = 50) -> list[str]:
     and a worker would, without waiting for their due times (a retry's delay passes at once);
     answers the task names run, in order. Nothing else may be running: a row the runner
     published on its fast path (dispatched, not finished) is run here too."""
+    from broker.names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
     from broker.runtime.outbox import rows as outbox
     from broker.runtime.steps import runner
-    from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 
     ran: list[str] = []
     for _ in range(limit):

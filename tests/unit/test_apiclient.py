@@ -31,10 +31,10 @@ from broker.errors import (
     NotFound,
     Unauthenticated,
 )
-from broker.ingress import create_public_app
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import DeadLetter, WorkflowInstance, utcnow
+from broker.wiring.web import create_public_app
 from tests.support.ingress import INVOICE_KEYS, Pki, make_pki, settings_for, write_config
 from tests.support.services import free_port
 

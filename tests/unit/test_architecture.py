@@ -111,6 +111,41 @@ def test_the_tree_keeps_every_contract() -> None:
             "The broker packages are layers",
         ),
         (
+            "broker.console.pages",
+            "from broker.ingress import schemas  # noqa",
+            "The ingress and the console are siblings",
+        ),
+        (
+            "broker.ingress.routes.events",
+            "from broker.console import roles  # noqa",
+            "The ingress and the console are siblings",
+        ),
+        (
+            "broker.runtime.steps.runner",
+            "from broker.adapters import locks  # noqa",
+            "The use-cases never import the infrastructure adapters",
+        ),
+        (
+            "broker.runtime.ids",
+            "import celery  # noqa",
+            "The use-cases never import the infrastructure adapters",
+        ),
+        (
+            "broker.adapters.health",
+            "from broker.web import context  # noqa",
+            "The infrastructure adapters never import a web app",
+        ),
+        (
+            "broker.console.auth",
+            "from broker.wiring import runtime  # noqa",
+            "Only the entry points (cli, serving) import the wiring floor",
+        ),
+        (
+            "broker.web.inputs",
+            "from broker.ingress import schemas  # noqa",
+            "The broker packages are layers",
+        ),
+        (
             "broker.outbound.urls",
             "from broker.registry import files  # noqa",
             "The broker packages are layers",
@@ -157,7 +192,15 @@ def test_the_line_limit_notices_a_long_module(tree_copy: Path) -> None:
 
 
 #: the modules directly in broker/, named in docs/design.md section 1 (the rest live in packages)
-GROUND_FLOOR = {"backends", "errors", "rates", "redaction", "setting_keys", "settings"}
+GROUND_FLOOR = {
+    "backends",
+    "errors",
+    "names",
+    "rates",
+    "redaction",
+    "setting_keys",
+    "settings",
+}
 #: at most this many modules (``__init__`` included) directly in one package folder
 MAX_FOLDER_MODULES = 15
 
@@ -243,3 +286,157 @@ def test_module_docstrings_are_short_summaries() -> None:
 def test_a_long_module_docstring_is_noticed(tree_copy: Path) -> None:
     (tree_copy / "broker" / "wordy.py").write_text('"""One.\n\nTwo.\nThree.\n"""\n')
     assert long_module_docstrings(tree_copy) == ["broker/wordy.py: 4 lines"]
+
+
+#: the long-lived parts only the wiring floor (``broker/wiring/``) builds, by the name of their
+#: constructor or factory; the module that defines one may call it too (a factory's own body)
+WIRING_OWNS = frozenset(
+    {
+        "Runtime",
+        "make_engine",
+        "make_session_factory",
+        "WorkflowRegistry",
+        "ClientRegistry",
+        "TrustStore",
+        "RateLimiter",
+        "make_rate_limiter",
+        "OutboundHttp",
+        "TokenIssuer",
+        "make_lock_provider",
+        "create_celery",
+        "make_mailer",
+        "make_file_store",
+    }
+)
+#: alembic runs its own environment script, outside any process the wiring builds
+WIRING_EXEMPT = {"broker/store/migrations/env.py"}
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def constructors_outside_the_wiring(root: Path) -> list[str]:
+    found = []
+    for package in ("broker", "tasks"):
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            if where.startswith("broker/wiring/") or where in WIRING_EXEMPT:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            defined = {
+                node.name
+                for node in tree.body
+                if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+            }
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = _called_name(node)
+                if name in WIRING_OWNS and name not in defined:
+                    found.append(f"{where}:{node.lineno}: {name}")
+    return found
+
+
+def test_only_the_wiring_floor_builds_the_long_lived_parts() -> None:
+    assert constructors_outside_the_wiring(PROJECT_ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("broker/console/request_types.py", "clients = ClientRegistry(None)  # noqa"),
+        (
+            "broker/ingress/app.py",
+            "from broker.store import db\nfactory = db.make_session_factory(None)",
+        ),
+        ("tasks/workflow.py", "from broker.wiring import runtime\nruntime.Runtime(None)"),
+    ],
+)
+def test_a_constructor_called_outside_the_wiring_floor_is_noticed(
+    tree_copy: Path, module: str, line: str
+) -> None:
+    # Given a copy of the tree where one module builds a part the wiring floor owns
+    path = tree_copy / module
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n")
+    # When the tree is scanned
+    found = constructors_outside_the_wiring(tree_copy)
+    # Then the call is named, with its module
+    assert len(found) == 1
+    assert found[0].startswith(f"{module}:")
+
+
+#: the modules that write a shared name out; everything else imports the constant
+NAME_TABLES = ("broker/names.py", "broker/clients/scopes.py")
+
+
+def _string_constants(tree: ast.AST) -> list[ast.Constant]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def names_written_twice(root: Path) -> list[str]:
+    """Each name a table declares (trigger, task, queue and scope names), wherever else a string
+    literal spells it out in ``broker`` or ``tasks``."""
+    names = {
+        node.value: table
+        for table in NAME_TABLES
+        for node in _string_constants(ast.parse((root / table).read_text(encoding="utf-8")))
+    }
+    found = []
+    for package in ("broker", "tasks"):
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            if where in NAME_TABLES:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {
+                id(node.body[0].value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                and node.body
+                and isinstance(node.body[0], ast.Expr)
+            }
+            for node in _string_constants(tree):
+                if node.value in names and id(node) not in docstrings:
+                    found.append(f"{where}:{node.lineno}: {node.value} ({names[node.value]})")
+    return found
+
+
+def test_trigger_task_and_scope_names_are_written_once() -> None:
+    assert names_written_twice(PROJECT_ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("broker/runtime/bookmarks/queue.py", 'AGAIN = "Elsa.Event"'),
+        ("tasks/workflow.py", 'AGAIN = "broker.run_request"'),
+        ("broker/ingress/routes/admin.py", 'AGAIN = "read:dead-letters"'),
+    ],
+)
+def test_a_name_written_out_a_second_time_is_noticed(
+    tree_copy: Path, module: str, line: str
+) -> None:
+    path = tree_copy / module
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n")
+    found = names_written_twice(tree_copy)
+    assert len(found) == 1
+    assert found[0].startswith(f"{module}:")
+
+
+def test_trigger_spellings_come_from_the_activity_declarations() -> None:
+    from broker.engine.activities.base import DECLARED
+    from broker.registry.triggers import TRIGGER_NAMES
+
+    declared = {
+        spelling: found.trigger
+        for found in DECLARED.values()
+        if found.trigger is not None
+        for spelling in (found.type_name, *found.aliases, *found.trigger_aliases)
+    }
+    assert dict(TRIGGER_NAMES) == declared
+    assert {"Elsa.SignalReceived", "Timer", "Elsa.Scheduling.Cron"} <= TRIGGER_NAMES.keys()
+    assert TRIGGER_NAMES["Elsa.SignalReceived"] == "Elsa.Event"

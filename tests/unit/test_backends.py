@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.backends import BackendUrl, by_url, parse_backend_url, scheme_family
-from broker.errors import ConfigError
-from broker.ingress.buckets import FileBuckets, RedisBuckets, make_rate_limiter, store_url
-from broker.outbound.mail import FileMailer, make_mailer
-from broker.runtime.outbox.locks import (
+from broker.adapters.buckets import FileBuckets, RedisBuckets, make_rate_limiter, store_url
+from broker.adapters.locks import (
     FileLockProvider,
     PostgresLockProvider,
     RedisLockProvider,
     is_local,
     make_lock_provider,
 )
+from broker.backends import BackendUrl, by_url, parse_backend_url, scheme_family
+from broker.errors import ConfigError
+from broker.outbound.mail import FileMailer, make_mailer
 from broker.settings import Settings
 
 

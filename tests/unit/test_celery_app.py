@@ -9,17 +9,17 @@ from types import SimpleNamespace
 import pytest
 from celery.signals import setup_logging
 
-from broker.registry import WorkflowRegistry
-from broker.runtime.transport.celery_config import (
+from broker.adapters.transport.celery_config import beat_schedule
+from broker.names import (
     DEFAULT_QUEUE,
     DELIVER_WEBHOOK,
     MAINTENANCE_QUEUE,
     SYNC_WEBHOOKS,
     WEBHOOK_QUEUE,
-    beat_schedule,
 )
-from broker.runtime.wiring import Runtime, set_runtime
+from broker.registry import WorkflowRegistry
 from broker.settings import Settings
+from broker.wiring.runtime import Runtime, set_runtime
 from tasks.celery_app import _consume_workflow_queues, create_app
 
 
@@ -95,7 +95,7 @@ def test_workers_log_through_the_brokers_redacting_formatter(
 def test_redis_workers_sweep_for_abandoned_messages_within_a_tenth_of_the_visibility_timeout() -> (
     None
 ):
-    from broker.runtime.transport.celery_config import transport_options
+    from broker.adapters.transport.celery_config import transport_options
     from broker.settings import Settings
 
     # Given the Redis transport with the default visibility timeout, and a short one

@@ -35,9 +35,9 @@ SYSTEMD = DEPLOY / "systemd"
 #: The one table of process commands; the README shows exactly these.
 CANONICAL: dict[str, str] = {
     "migrate": "broker db upgrade",
-    "ingress": "gunicorn -c config/gunicorn.conf.py broker.ingress.wsgi:public",
-    "internal": "gunicorn -c config/gunicorn_internal.conf.py broker.ingress.wsgi:internal",
-    "console": "gunicorn -c config/gunicorn_console.conf.py broker.console.wsgi:console",
+    "ingress": "gunicorn -c config/gunicorn.conf.py broker.serving.wsgi:public",
+    "internal": "gunicorn -c config/gunicorn_internal.conf.py broker.serving.wsgi:internal",
+    "console": "gunicorn -c config/gunicorn_console.conf.py broker.serving.wsgi:console",
     "worker": "celery -A tasks worker --loglevel INFO -E",
     "beat": "celery -A tasks beat --loglevel INFO --schedule /var/lib/broker/celerybeat-schedule",
     "flower": "celery -A tasks flower --port=5555 --basic-auth=$FLOWER_USER:$FLOWER_PASSWORD",
@@ -1120,7 +1120,7 @@ def test_dockerfile_bakes_the_console_assets_in_with_their_integrity_checked() -
 def test_the_console_fetches_nothing_when_it_starts() -> None:
     # The console's modules never run npm: only the `assets` command (make install, the image's
     # build) does.
-    for module in ("app.py", "studio.py", "wsgi.py", "pages.py"):
-        text = (PROJECT_ROOT / "broker" / "console" / module).read_text(encoding="utf-8")
+    for module in ("console/app.py", "console/studio.py", "serving/wsgi.py", "console/pages.py"):
+        text = (PROJECT_ROOT / "broker" / module).read_text(encoding="utf-8")
         assert not re.search(r"assets\.install\(", text), module
         assert "subprocess" not in text, module

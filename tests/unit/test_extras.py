@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from broker.adapters.locks import PostgresLockProvider
 from broker.cli.supervise import flower
 from broker.errors import ConfigError
-from broker.runtime.outbox.locks import PostgresLockProvider
 from broker.store import db
 
 

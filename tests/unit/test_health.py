@@ -1,4 +1,4 @@
-"""Readiness (``broker.runtime.health``): each part checked, the part that is down named, a
+"""Readiness (``broker.adapters.health``): each part checked, the part that is down named, a
 part that hangs counted as down instead of holding the probe past its timeout."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime import health
+from broker.adapters import health
 from broker.settings import Settings
 from broker.store import db
+from broker.wiring.runtime import connect
 
 
 @pytest.fixture
@@ -59,7 +60,8 @@ def test_a_hanging_database_is_down_without_holding_the_probe(
 def test_the_probe_of_a_process_without_a_session_factory_builds_one_on_first_use(
     settings: Settings, factory: sessionmaker[Session]
 ) -> None:
-    check = health.probe(settings)
+    check = health.probe(settings, connect(settings))
     assert check().status == 200
-    broken = health.probe(settings.replace(database_url="bogus://nowhere"))
+    bogus = settings.replace(database_url="bogus://nowhere")
+    broken = health.probe(bogus, connect(bogus))
     assert broken().checks["database"] == "down"

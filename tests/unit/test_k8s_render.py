@@ -329,7 +329,7 @@ def test_the_rendered_manifests_contain_the_console(overlay: str) -> None:
     ]
     [container] = containers(console)
     assert container["command"] == [
-        "gunicorn", "-c", "config/gunicorn_console.conf.py", "broker.console.wsgi:console"
+        "gunicorn", "-c", "config/gunicorn_console.conf.py", "broker.serving.wsgi:console"
     ]  # fmt: skip
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
     assert env["BROKER_CONSOLE_BIND"] == "0.0.0.0:5090"

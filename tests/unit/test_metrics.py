@@ -19,17 +19,17 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.engine.run.results import JournalEntry
-from broker.ingress import create_internal_app
 from broker.runtime import ids
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, DeadLetter, OutboxRow, Request, utcnow
 from broker.telemetry import metrics
+from broker.wiring.runtime import Runtime
+from broker.wiring.web import create_internal_app
 from tests.support.doubles import RecordingSender
 from tests.support.ingress import signed_callback
 from tests.support.runtime import prepare, runtime_env, submit_request
@@ -468,7 +468,7 @@ def test_beat_jobs_and_worker_beats_are_recorded_as_timestamps() -> None:
 
 
 def test_a_metrics_port_answers_the_probes_and_names_what_is_down() -> None:
-    from broker.runtime import health
+    from broker.adapters import health
     from tests.support.services import free_port
 
     # Given a metrics port whose readiness finds the transport down

@@ -23,10 +23,7 @@ from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.clients.entries import ApiClient
-from broker.clients.registry import ClientRegistry
-from broker.errors import ClientFileError, ConfigError, RateLimited
-from broker.ingress.buckets import (
+from broker.adapters.buckets import (
     Buckets,
     DatabaseBuckets,
     FileBuckets,
@@ -35,6 +32,9 @@ from broker.ingress.buckets import (
     make_rate_limiter,
     store_url,
 )
+from broker.clients.entries import ApiClient
+from broker.clients.registry import ClientRegistry
+from broker.errors import ClientFileError, ConfigError, RateLimited
 from broker.rates import (
     EVENTS,
     SUBMISSIONS,

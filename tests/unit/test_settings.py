@@ -217,8 +217,8 @@ def test_the_trial_overlays_console_secret_cannot_sign_tokens(tmp_path: Path) ->
     (value,) = [v for f, n, v in SHIPPED if f.endswith("trial/secrets.yaml") and "CONSOLE" in n]
     assert len(value) >= 32
     # When a console is built on it (the settings given in code, bypassing the environment)
-    from broker.console.app import create_app
     from broker.store import db
+    from broker.wiring.web import create_console_app as create_app
 
     settings = Settings.from_env(
         {

@@ -7,10 +7,11 @@ import logging
 import pytest
 from celery.exceptions import TimeLimitExceeded
 
+from broker.adapters.transport.celery_config import step_time_limits
 from broker.errors import ConfigError, StoreUnavailable
+from broker.names import STEP_KILL_GRACE
 from broker.runtime import ids
 from broker.runtime.steps import ceiling
-from broker.runtime.transport.celery_config import STEP_KILL_GRACE, step_time_limits
 from broker.settings import Settings, get_settings
 from tasks import app, celery_app
 from tasks.celery_app import StepTask, maintenance_job

@@ -9,7 +9,6 @@ import click
 from broker.cli.ops.connection import fail
 from broker.cli.ops.output import emit, table
 from broker.errors import StoreUnavailable
-from broker.settings import get_settings
 
 
 @click.group()
@@ -26,10 +25,10 @@ def outbox_status(database_url: str | None, as_json: bool) -> None:
 
     from broker.store import db
     from broker.telemetry.metrics import read_backlog
+    from broker.wiring import cli as cli_wiring
 
-    url = database_url or get_settings().database_url
     try:
-        factory = db.make_session_factory(db.make_engine(url))
+        factory = cli_wiring.session_factory(database_url)
         with db.transaction(factory, write=False) as session:
             backlog = read_backlog(session)
     except StoreUnavailable as error:

@@ -8,8 +8,8 @@ from flask import Blueprint, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
 from broker.errors import BrokerError, ConfigError, RateLimited, StoreUnavailable
-from broker.ingress.context import services
 from broker.registry import WorkflowRegistry
+from broker.web.context import services
 
 blueprint = Blueprint("elsa_api", __name__, url_prefix="/elsa/api")
 

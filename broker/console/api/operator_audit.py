@@ -13,8 +13,8 @@ from broker.console.api.openapi import (
 )
 from broker.console.api.params import arg, page_args
 from broker.console.roles import require
-from broker.ingress.context import transaction
 from broker.store import operator_actions
+from broker.web.context import transaction
 
 
 @blueprint.get("/audit/operator-actions")

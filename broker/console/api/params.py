@@ -9,11 +9,11 @@ from typing import Any
 from flask import request
 
 from broker.errors import BadRequest
-from broker.ingress.context import services
-from broker.ingress.schemas import body_limits, read_json
 from broker.registry.files import MAX_VERSION
 from broker.safety.bounded import WORKFLOW_MAX_DEPTH, JsonLimits, parse_int
 from broker.settings import Settings
+from broker.web.context import services
+from broker.web.inputs import body_limits, read_json
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500

@@ -9,7 +9,7 @@ from broker.console.api.base import blueprint
 from broker.console.roles import require
 from broker.engine.model.resilience import StrategyError, describe, parse_strategies
 from broker.errors import ConfigError
-from broker.ingress.context import services
+from broker.web.context import services
 
 
 @blueprint.get("/resilience/strategies")

@@ -21,13 +21,13 @@ from broker.console.api.openapi import (
 from broker.console.api.params import VersionOptions, optional_body_object
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, BrokerError, Forbidden, NotFound
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import body_limits
 from broker.registry.versions import PublishedWorkflow
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import starts
 from broker.runtime.admin.enums import InstanceStatus, InstanceSubStatus
 from broker.safety.bounded import decode_json
+from broker.web.context import services, transaction
+from broker.web.inputs import body_limits
 
 #: how long ``execute`` waits for a worker to save the first step
 EXECUTE_WAIT_SECONDS = 10.0

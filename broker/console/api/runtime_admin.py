@@ -14,11 +14,11 @@ from broker.console.api.openapi import (
 )
 from broker.console.api.params import arg, page_args
 from broker.console.roles import current, require
-from broker.ingress.context import services, transaction
 from broker.runtime.admin import dead_letters
 from broker.runtime.admin.dead_letters import BOOKMARK
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox import pause as runtime_pause
+from broker.web.context import services, transaction
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from flask.typing import ResponseReturnValue
 from broker.console.api.base import blueprint
 from broker.console.roles import current, require
 from broker.errors import BadRequest, RateLimited
-from broker.ingress.context import services
+from broker.web.context import services
 
 EXTENSION = "broker.simulate_response"
 DEFAULT_CODES = (429, 503, 200)

@@ -24,15 +24,20 @@ def activity(
     *,
     aliases: tuple[str, ...] = (),
     outbound: tuple[str, ...] | None = None,
+    trigger: str | None = None,
+    trigger_aliases: tuple[str, ...] = (),
 ) -> Callable[[B], B]:
     """Declare the decorated class as the implementation of ``type_name``. ``outbound`` names
-    the ports a flowchart connection may leave it by (unchecked when ``None``)."""
+    the ports a flowchart connection may leave it by (unchecked when ``None``); ``trigger`` the
+    name its trigger is indexed under, ``trigger_aliases`` more spellings the index accepts."""
 
     def declare(cls: B) -> B:
         if cls in DECLARED:
             raise TypeError(f"{cls.__qualname__} is declared twice")
         outbound_ports = frozenset(outbound) if outbound is not None else None
-        DECLARED[cls] = Declaration(type_name, spec, aliases, outbound_ports)
+        DECLARED[cls] = Declaration(
+            type_name, spec, aliases, outbound_ports, trigger, trigger_aliases
+        )
         return cls
 
     return declare

@@ -27,6 +27,7 @@ __all__ = [
     "CATALOG",
     "COMPOSITE",
     "FIXED_PORTS",
+    "TRIGGER_NAMES",
     "TYPE_ALIASES",
     "UNKNOWN",
     "behaviour_for",
@@ -89,6 +90,15 @@ def register(declaration: Declaration, behaviour: Behaviour, *, required: tuple[
         FIXED_PORTS[declaration.type_name] = declaration.outbound
     REQUIRED_INPUTS[declaration.type_name] = required
 
+
+#: Every spelling of a trigger activity's type mapped to the one name its trigger is stored under
+#: (``@activity(..., trigger=...)``), so a stimulus matches whatever spelling the file used.
+TRIGGER_NAMES: Mapping[str, str] = {
+    spelling: found.trigger
+    for _cls, found in _DECLARED
+    if found.trigger is not None
+    for spelling in found.trigger_spellings
+}
 
 COMPOSITE = composite.Composite()
 

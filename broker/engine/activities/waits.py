@@ -12,8 +12,7 @@ from broker.engine.model.values import as_datetime, as_text, as_timedelta
 from broker.engine.run.activity_context import ActivityContext
 from broker.engine.run.results import RunTask as RunTaskCommand
 from broker.errors import WorkflowFault
-
-EVENT = "Elsa.Event"
+from broker.names import CRON, EVENT, START_AT, TIMER
 
 
 def started_by(ax: ActivityContext) -> bool:
@@ -34,7 +33,7 @@ class Waiting(Behaviour):
 
 
 @activity(
-    "Elsa.Event",
+    EVENT,
     ActivitySpec(
         "Primitives",
         "Wait for an event (or start the workflow when one arrives).",
@@ -43,6 +42,8 @@ class Waiting(Behaviour):
         kind="Trigger",
     ),
     outbound=("Done",),
+    trigger=EVENT,
+    trigger_aliases=("Event",),
 )
 class Event(Waiting):
     def event_name(self, ax: ActivityContext) -> str:
@@ -73,6 +74,8 @@ class Event(Waiting):
     ),
     aliases=("Elsa.Primitives.SignalReceived",),
     outbound=("Done",),
+    trigger=EVENT,
+    trigger_aliases=("SignalReceived",),
 )
 class SignalReceived(Event):
     """The seed's alias: waits like an Event named by its ``signal`` input."""
@@ -95,7 +98,7 @@ class Delay(Waiting):
     input_name = "timeSpan"
 
     def execute(self, ax: ActivityContext) -> None:
-        if self.bookmark_name == "Elsa.Timer" and started_by(ax):
+        if self.bookmark_name == TIMER and started_by(ax):
             ax.complete()
             return
         due = ax.now() + as_timedelta(ax.get(self.input_name, 0))
@@ -106,7 +109,7 @@ class Delay(Waiting):
 
 
 @activity(
-    "Elsa.Timer",
+    TIMER,
     ActivitySpec(
         "Scheduling",
         "Start or resume the workflow at an interval.",
@@ -114,14 +117,16 @@ class Delay(Waiting):
         kind="Trigger",
     ),
     outbound=("Done",),
+    trigger=TIMER,
+    trigger_aliases=("Elsa.Scheduling.Timer", "Timer"),
 )
 class Timer(Delay):
-    bookmark_name = "Elsa.Timer"
+    bookmark_name = TIMER
     input_name = "interval"
 
 
 @activity(
-    "Elsa.StartAt",
+    START_AT,
     ActivitySpec(
         "Scheduling",
         "Wait until a moment.",
@@ -129,9 +134,11 @@ class Timer(Delay):
         kind="Trigger",
     ),
     outbound=("Done",),
+    trigger=START_AT,
+    trigger_aliases=("Elsa.Scheduling.StartAt", "StartAt"),
 )
 class StartAt(Delay):
-    bookmark_name = "Elsa.StartAt"
+    bookmark_name = START_AT
 
     def execute(self, ax: ActivityContext) -> None:
         if started_by(ax):
@@ -145,7 +152,7 @@ class StartAt(Delay):
 
 
 @activity(
-    "Elsa.Cron",
+    CRON,
     ActivitySpec(
         "Scheduling",
         "Start or resume the workflow at the times a cron expression names.",
@@ -155,12 +162,14 @@ class StartAt(Delay):
         kind="Trigger",
     ),
     outbound=("Done",),
+    trigger=CRON,
+    trigger_aliases=("Elsa.Scheduling.Cron", "Cron"),
 )
 class Cron(Delay):
     """Waits for the next time its six-field cron expression names (Elsa's ``Cron``); as the
     trigger that started the instance it completes at once, as Elsa's does."""
 
-    bookmark_name = "Elsa.Cron"
+    bookmark_name = CRON
 
     def execute(self, ax: ActivityContext) -> None:
         if started_by(ax):

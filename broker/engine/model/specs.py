@@ -59,6 +59,16 @@ class Declaration:
     spec: ActivitySpec
     aliases: tuple[str, ...] = ()
     outbound: frozenset[str] | None = None
+    #: the trigger name it starts workflows under (``trigger_names``), None: not a trigger
+    trigger: str | None = None
+    #: spellings the trigger index also accepts besides the type name and the aliases
+    trigger_aliases: tuple[str, ...] = ()
+
+    @property
+    def trigger_spellings(self) -> tuple[str, ...]:
+        if self.trigger is None:
+            return ()
+        return (self.type_name, *self.aliases, *self.trigger_aliases)
 
 
 def ui_hint_for(spec: InputSpec) -> str:

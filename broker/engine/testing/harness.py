@@ -24,10 +24,9 @@ from broker.engine.run.results import (
 from broker.engine.testing.assertions import RunAssertions
 from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox, MemoryFiles
 from broker.engine.testing.loading import endpoint_routes, load_definition
+from broker.names import EVENT, HTTP_ENDPOINT, WEBHOOK_EVENT
 
-EVENT_BOOKMARK = "Elsa.Event"
-HTTP_ENDPOINT = "Elsa.HttpEndpoint"
-WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
+EVENT_BOOKMARK = EVENT
 #: the start of every clock in the harness, unless a test gives its own
 DEFAULT_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -158,7 +157,7 @@ class WorkflowTest:
         does; the response it writes is ``run.latest.http_response``."""
         wanted = (method.upper(), path.strip("/").lower())
         for node in self.workflow.triggers():
-            if node.type == "Elsa.HttpEndpoint" and wanted in endpoint_routes(node.inputs):
+            if node.type == HTTP_ENDPOINT and wanted in endpoint_routes(node.inputs):
                 trigger = {
                     "activityId": node.id,
                     "method": method,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.clients import scopes
 from broker.ingress.openapi.components import JSON, NAME_MAX, STATUSES, body, page_of, ref
 
 
@@ -285,7 +286,7 @@ PATHS: dict[str, Any] = {
     },
     "/admin/bookmark-queue/dead-letters": {
         "get": _scoped(
-            "read:bookmark-queue:dead-letters",
+            scopes.READ_BOOKMARK_DEAD_LETTERS,
             "Bookmark-queue dead letters",
             {200: body(page_of("DeadLetter"), "One page")},
             400,
@@ -298,13 +299,13 @@ PATHS: dict[str, Any] = {
     "/admin/bookmark-queue/dead-letters/{id}": {
         "parameters": [DEAD_LETTER_ID],
         "get": _scoped(
-            "read:bookmark-queue:dead-letters",
+            scopes.READ_BOOKMARK_DEAD_LETTERS,
             "One bookmark-queue dead letter",
             {200: body(ref("DeadLetter"), "The dead letter")},
             404,
         ),
         "delete": _scoped(
-            "delete:bookmark-queue:dead-letters",
+            scopes.DELETE_BOOKMARK_DEAD_LETTERS,
             "Delete a dead letter",
             {204: {"description": "Deleted"}},
             404,
@@ -313,7 +314,7 @@ PATHS: dict[str, Any] = {
     "/admin/bookmark-queue/dead-letters/{id}/replay": {
         "parameters": [DEAD_LETTER_ID],
         "post": _scoped(
-            "replay:bookmark-queue:dead-letters",
+            scopes.REPLAY_BOOKMARK_DEAD_LETTERS,
             "Replay as a new queue item",
             {200: body(ref("Replayed"), "Replayed")},
             404,
@@ -322,7 +323,7 @@ PATHS: dict[str, Any] = {
     },
     "/admin/dead-letters": {
         "get": _scoped(
-            "read:dead-letters",
+            scopes.READ_DEAD_LETTERS,
             "Request, outbox and webhook dead letters",
             {200: body(page_of("DeadLetter"), "One page")},
             400,
@@ -339,7 +340,7 @@ PATHS: dict[str, Any] = {
     "/admin/dead-letters/{id}": {
         "parameters": [DEAD_LETTER_ID],
         "get": _scoped(
-            "read:dead-letters",
+            scopes.READ_DEAD_LETTERS,
             "One dead letter",
             {200: body(ref("DeadLetter"), "The dead letter")},
             404,
@@ -348,7 +349,7 @@ PATHS: dict[str, Any] = {
     "/admin/dead-letters/{id}/replay": {
         "parameters": [DEAD_LETTER_ID],
         "post": _scoped(
-            "replay:dead-letters",
+            scopes.REPLAY_DEAD_LETTERS,
             "Replay: the request resumes, the task or the webhook is sent again",
             {200: body(ref("Replayed"), "Replayed")},
             404,
@@ -357,7 +358,7 @@ PATHS: dict[str, Any] = {
     },
     "/admin/workflow-instances": {
         "get": _scoped(
-            "read:workflow-instances",
+            scopes.READ_INSTANCES,
             "Workflow instances",
             {200: body(page_of("Instance"), "One page")},
             400,
@@ -371,7 +372,7 @@ PATHS: dict[str, Any] = {
     "/admin/workflow-instances/{id}": {
         "parameters": [INSTANCE_ID],
         "get": _scoped(
-            "read:workflow-instances",
+            scopes.READ_INSTANCES,
             "One instance",
             {200: body(ref("Instance"), "The instance")},
             404,
@@ -380,7 +381,7 @@ PATHS: dict[str, Any] = {
     "/admin/workflow-instances/{id}/journal": {
         "parameters": [INSTANCE_ID],
         "get": _scoped(
-            "read:workflow-instances",
+            scopes.READ_INSTANCES,
             "The execution journal",
             {
                 200: body(
@@ -398,7 +399,7 @@ PATHS: dict[str, Any] = {
     "/admin/workflow-instances/{id}/cancel": {
         "parameters": [INSTANCE_ID],
         "post": _scoped(
-            "cancel:workflow-instances",
+            scopes.CANCEL_INSTANCES,
             "Cancel the instance and its children",
             {202: body(ref("Instance"), "Cancelled")},
             404,
@@ -407,21 +408,21 @@ PATHS: dict[str, Any] = {
     },
     "/admin/workflow-runtime/status": {
         "get": _scoped(
-            "read:workflow-runtime",
+            scopes.READ_RUNTIME,
             "Whether new work is paused",
             {200: body(ref("RuntimeStatus"), "Status")},
         )
     },
     "/admin/workflow-runtime/pause": {
         "post": _scoped(
-            "manage:workflow-runtime",
+            scopes.MANAGE_RUNTIME,
             "Pause new submissions (POST /requests answers 503)",
             {200: body(ref("RuntimeStatus"), "Paused")},
         )
     },
     "/admin/workflow-runtime/resume": {
         "post": _scoped(
-            "manage:workflow-runtime",
+            scopes.MANAGE_RUNTIME,
             "Resume new submissions",
             {200: body(ref("RuntimeStatus"), "Resumed")},
         )

@@ -9,15 +9,16 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 from sqlalchemy.orm import Session
 
+from broker.clients import scopes
 from broker.errors import BadRequest
 from broker.ingress.auth import authenticate, require_scope
-from broker.ingress.context import services, transaction
 from broker.ingress.schemas import int_arg, str_arg
 from broker.runtime.admin import dead_letters, instances
 from broker.runtime.admin.dead_letters import BOOKMARK, WORK
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.outbox.pause import set_paused
 from broker.store import operator_actions
+from broker.web.context import services, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _replayed(outcome: dead_letters.Replayed) -> Response:
 
 
 @bp.get("/bookmark-queue/dead-letters")
-@require_scope("read:bookmark-queue:dead-letters")
+@require_scope(scopes.READ_BOOKMARK_DEAD_LETTERS)
 def list_bookmark_dead_letters() -> Response:
     page, size = _page()
     with transaction(write=False) as session:
@@ -57,14 +58,14 @@ def list_bookmark_dead_letters() -> Response:
 
 
 @bp.get("/bookmark-queue/dead-letters/<letter_id>")
-@require_scope("read:bookmark-queue:dead-letters")
+@require_scope(scopes.READ_BOOKMARK_DEAD_LETTERS)
 def get_bookmark_dead_letter(letter_id: str) -> Response:
     with transaction(write=False) as session:
         return jsonify(dead_letters.view(dead_letters.get(session, letter_id, BOOKMARK)))
 
 
 @bp.post("/bookmark-queue/dead-letters/<letter_id>/replay")
-@require_scope("replay:bookmark-queue:dead-letters")
+@require_scope(scopes.REPLAY_BOOKMARK_DEAD_LETTERS)
 def replay_bookmark_dead_letter(letter_id: str) -> Response:
     with transaction() as session:
         outcome = dead_letters.replay(session, letter_id, BOOKMARK)
@@ -73,7 +74,7 @@ def replay_bookmark_dead_letter(letter_id: str) -> Response:
 
 
 @bp.delete("/bookmark-queue/dead-letters/<letter_id>")
-@require_scope("delete:bookmark-queue:dead-letters")
+@require_scope(scopes.DELETE_BOOKMARK_DEAD_LETTERS)
 def delete_bookmark_dead_letter(letter_id: str) -> tuple[str, int]:
     with transaction() as session:
         dead_letters.remove(session, letter_id, BOOKMARK)
@@ -107,7 +108,7 @@ def _kinds() -> tuple[str, ...]:
 
 
 @bp.get("/dead-letters")
-@require_scope("read:dead-letters")
+@require_scope(scopes.READ_DEAD_LETTERS)
 def list_dead_letters() -> Response:
     kinds, (page, size) = _kinds(), _page()
     with transaction(write=False) as session:
@@ -115,14 +116,14 @@ def list_dead_letters() -> Response:
 
 
 @bp.get("/dead-letters/<letter_id>")
-@require_scope("read:dead-letters")
+@require_scope(scopes.READ_DEAD_LETTERS)
 def get_dead_letter(letter_id: str) -> Response:
     with transaction(write=False) as session:
         return jsonify(dead_letters.view(dead_letters.get(session, letter_id, WORK)))
 
 
 @bp.post("/dead-letters/<letter_id>/replay")
-@require_scope("replay:dead-letters")
+@require_scope(scopes.REPLAY_DEAD_LETTERS)
 def replay_dead_letter(letter_id: str) -> Response:
     with transaction() as session:
         outcome = dead_letters.replay(session, letter_id, WORK)
@@ -134,7 +135,7 @@ def replay_dead_letter(letter_id: str) -> Response:
 
 
 @bp.get("/workflow-instances")
-@require_scope("read:workflow-instances")
+@require_scope(scopes.READ_INSTANCES)
 def list_instances() -> Response:
     page, size = _page()
     with transaction(write=False) as session:
@@ -149,21 +150,21 @@ def list_instances() -> Response:
 
 
 @bp.get("/workflow-instances/<instance_id>")
-@require_scope("read:workflow-instances")
+@require_scope(scopes.READ_INSTANCES)
 def get_instance(instance_id: str) -> Response:
     with transaction(write=False) as session:
         return jsonify(instances.view(instances.get(session, instance_id)))
 
 
 @bp.get("/workflow-instances/<instance_id>/journal")
-@require_scope("read:workflow-instances")
+@require_scope(scopes.READ_INSTANCES)
 def get_journal(instance_id: str) -> Response:
     with transaction(write=False) as session:
         return jsonify({"items": instances.journal(session, instance_id)})
 
 
 @bp.post("/workflow-instances/<instance_id>/cancel")
-@require_scope("cancel:workflow-instances")
+@require_scope(scopes.CANCEL_INSTANCES)
 def cancel_instance(instance_id: str) -> tuple[Response, int]:
     with transaction() as session:
         body = instances.view(instances.cancel(session, instance_id))
@@ -178,20 +179,20 @@ _runtime_view = runtime_view
 
 
 @bp.get("/workflow-runtime/status")
-@require_scope("read:workflow-runtime")
+@require_scope(scopes.READ_RUNTIME)
 def runtime_status() -> Response:
     with transaction(write=False) as session:
         return jsonify(_runtime_view(session))
 
 
 @bp.post("/workflow-runtime/pause")
-@require_scope("manage:workflow-runtime")
+@require_scope(scopes.MANAGE_RUNTIME)
 def pause() -> Response:
     return _set_paused(True)
 
 
 @bp.post("/workflow-runtime/resume")
-@require_scope("manage:workflow-runtime")
+@require_scope(scopes.MANAGE_RUNTIME)
 def resume() -> Response:
     return _set_paused(False)
 

@@ -10,10 +10,11 @@ from flask import Blueprint, Response, jsonify
 from broker.errors import BadRequest
 from broker.ingress import rate_limits
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import MAX_NAME, parse_event, read_json
+from broker.ingress.schemas import MAX_NAME, parse_event
 from broker.rates import EVENTS
 from broker.runtime.bookmarks.queue import enqueue_stimulus
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 

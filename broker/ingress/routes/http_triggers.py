@@ -14,14 +14,15 @@ from flask import Blueprint, Response, jsonify, request
 from broker.engine.parser import parse_workflow
 from broker.errors import Forbidden, MissingKeys, NotFound, PayloadTooLarge
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
 from broker.ingress.http_responses import render
 from broker.ingress.http_routes import best_matches, request_size_limit
-from broker.ingress.schemas import check_keys, ordinal_fold, read_json
+from broker.ingress.schemas import check_keys, ordinal_fold
 from broker.registry.triggers import HTTP_ENDPOINT
 from broker.runtime.admin.enums import RequestStatus
 from broker.runtime.bookmarks.endpoints import Resumed, resume_endpoint, resumed_response
 from broker.runtime.bookmarks.triggers import Start, current_triggers, http_response, start_workflow
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def _wait_for_response(request_id: str, bound: float) -> Response | None:
         with transaction(write=False) as session:
             response, over = http_response(session, request_id)
         if response is not None:
-            return render(services().settings, response, request)
+            return render(services().shared().files, response, request)
         if over:
             return None
         time.sleep(POLL)
@@ -197,7 +198,7 @@ def _wait_for_resume(resumed: Resumed, bound: float) -> Response | None:
         with transaction(write=False) as session:
             response, over = resumed_response(session, resumed)
         if response is not None:
-            return render(services().settings, response, request)
+            return render(services().shared().files, response, request)
         if over:
             return jsonify(
                 {"correlationId": resumed.request_id, "workflowInstanceId": resumed.instance_id}

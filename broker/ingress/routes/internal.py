@@ -7,14 +7,15 @@ import logging
 
 from flask import Blueprint, Response, jsonify, request
 
+from broker.adapters import health
 from broker.errors import PayloadTooLarge, Unauthenticated
 from broker.ingress import metrics
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import parse_callback, read_json
-from broker.runtime import health
+from broker.ingress.schemas import parse_callback
 from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.telemetry.metrics import record_finished
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services
+from broker.web.context import services
 
 bp = Blueprint("request_types", __name__)
 

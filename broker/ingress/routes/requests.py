@@ -11,9 +11,8 @@ from flask import Blueprint, Response, jsonify, request
 from broker.errors import MissingKeys, UnexpectedKeys, UnknownRequestType
 from broker.ingress import metrics, rate_limits
 from broker.ingress.auth import authenticate
-from broker.ingress.context import Services, services, transaction
 from broker.ingress.routes.webhooks import outbound
-from broker.ingress.schemas import check_keys, list_query, parse_submission, read_json
+from broker.ingress.schemas import check_keys, list_query, parse_submission
 from broker.rates import SUBMISSIONS
 from broker.runtime import webhooks
 from broker.runtime.requests import cancellation
@@ -21,6 +20,8 @@ from broker.runtime.requests import queries as request_queries
 from broker.runtime.requests import submission as runtime_submission
 from broker.runtime.requests.group_commit import Committer
 from broker.telemetry import tracing
+from broker.web.context import Services, services, transaction
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 

@@ -11,11 +11,12 @@ from flask import Blueprint, Response, jsonify
 
 from broker.ingress import rate_limits
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import parse_webhook_event, read_json
+from broker.ingress.schemas import parse_webhook_event
 from broker.rates import EVENTS
 from broker.registry.triggers import WEBHOOK_EVENT
 from broker.runtime.bookmarks.queue import enqueue_stimulus
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 logger = logging.getLogger(__name__)
 

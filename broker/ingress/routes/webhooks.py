@@ -8,11 +8,11 @@ from flask import Blueprint, Response, jsonify, request
 
 from broker.errors import BadRequest
 from broker.ingress.auth import authenticate
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import read_json
 from broker.runtime import webhooks
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.safety.bounded import parse_int
+from broker.web.context import services, transaction
+from broker.web.inputs import read_json
 
 bp = Blueprint("webhooks", __name__)
 
@@ -21,13 +21,8 @@ MAX_LOG = 500
 
 
 def outbound() -> Any:
-    """The listener's outbound guard (one ``OutboundHttp``, built on first use)."""
-    extra = services().extra
-    if "outbound" not in extra:
-        from broker.outbound.http_client import OutboundHttp
-
-        extra["outbound"] = OutboundHttp(services().settings)
-    return extra["outbound"]
+    """The listener's outbound guard (the process's one ``OutboundHttp``)."""
+    return services().shared().http
 
 
 @bp.post("/webhooks")

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from broker.errors import Conflict, NotFound, WorkflowDefinitionError
+from broker.names import DEFAULT_QUEUE, RESUME_INSTANCE
 from broker.runtime import ids
 from broker.runtime.admin import (
     alterations,
@@ -28,10 +29,9 @@ from broker.runtime.admin import (
 from broker.runtime.admin.alterations import Log
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
+from broker.runtime.parts import Alterations
 from broker.runtime.persist.faults import fault_error
 from broker.runtime.requests import transitions as statuses
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
-from broker.runtime.wiring import Runtime
 from broker.store import operator_actions
 from broker.store.db import transaction
 from broker.store.models import (
@@ -73,7 +73,7 @@ class Result:
 
 
 def run(
-    rt: Runtime,
+    rt: Alterations,
     instance_ids: Sequence[str],
     raw_alterations: Any,
     *,
@@ -88,7 +88,7 @@ def run(
 
 
 def retry(
-    rt: Runtime,
+    rt: Alterations,
     instance_ids: Sequence[str],
     activity_ids: Sequence[str] | None,
     *,
@@ -120,7 +120,7 @@ def retry(
     return results
 
 
-def retry_request(rt: Runtime, request_id: str, *, actor: str) -> list[str]:
+def retry_request(rt: Alterations, request_id: str, *, actor: str) -> list[str]:
     """Retry a Faulted request (the console's Retry button): its instance's faulted activities,
     or, for a request whose instance never ran (a remote dispatch, an unknown version), the replay
     of its open dead letter. Answers the outbox rows to publish; ``Conflict`` when it is not
@@ -177,7 +177,7 @@ def _faulted_activities(state: Mapping[str, Any]) -> list[str]:
 
 
 def run_one(
-    rt: Runtime,
+    rt: Alterations,
     instance_id: str,
     parsed: list[dict[str, Any]],
     *,
@@ -206,7 +206,7 @@ def run_one(
 
 
 def _alter(
-    rt: Runtime,
+    rt: Alterations,
     session: Session,
     result: Result,
     parsed: list[dict[str, Any]],
@@ -355,7 +355,7 @@ def _dispatch(
 
 
 def _versions(
-    rt: Runtime,
+    rt: Alterations,
     session: Session,
     parsed: list[dict[str, Any]],
     instance: WorkflowInstance,

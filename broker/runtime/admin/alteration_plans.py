@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from broker.errors import BadRequest, Conflict, NotFound
 from broker.runtime import ids
 from broker.runtime.admin import alteration_jobs, alterations
-from broker.runtime.wiring import Runtime
+from broker.runtime.parts import Alterations
 from broker.store import operator_actions
 from broker.store.db import transaction
 from broker.store.models import AlterationPlan, WorkflowInstance, utcnow
@@ -110,7 +110,7 @@ class Submitted:
     outbox_ids: list[str]
 
 
-def submit(rt: Runtime, body: Any, *, actor: str) -> Submitted:
+def submit(rt: Alterations, body: Any, *, actor: str) -> Submitted:
     """Record a plan (Elsa's ``AlterationPlanParams``: ``id``, ``alterations``, ``filter``) and
     run it on the instances its filter selects, one job each. The plan runs
     at once, in this call (Elsa runs it in the background); ``get`` shows its jobs."""

@@ -15,16 +15,11 @@ from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.orm import Session
 
 from broker.errors import BrokerError, Conflict, NotFound
+from broker.names import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime import ids
 from broker.runtime.admin.paging import newest_first_page
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.requests.queries import iso
-from broker.runtime.transport.celery_config import (
-    DEFAULT_QUEUE,
-    RESUME_INSTANCE,
-    RUN_CHILD,
-    RUN_REQUEST,
-)
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.store.models import (
     BookmarkQueueItem,

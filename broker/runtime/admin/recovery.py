@@ -11,16 +11,11 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from broker.names import DEFAULT_QUEUE, RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime import ids
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.transport.celery_config import (
-    DEFAULT_QUEUE,
-    RESUME_INSTANCE,
-    RUN_CHILD,
-    RUN_REQUEST,
-)
+from broker.runtime.parts import Recovery
 from broker.runtime.webhooks import delivery as webhook_delivery
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -47,7 +42,7 @@ BATCH = 200
 OPEN = (OutboxState.PENDING.value, OutboxState.DISPATCHED.value)
 
 
-def run_recovery(rt: Runtime) -> list[str]:
+def run_recovery(rt: Recovery) -> list[str]:
     """One run of the recovery job (beat): takes its lock, re-dispatches what stalled
     (``redispatch_stalled``) and publishes the rows; answers the outbox rows written."""
     lock = rt.locks.acquire(RECOVERY_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
@@ -186,7 +181,7 @@ class PurgeReport:
     files: int = 0
 
 
-def purge(rt: Runtime) -> PurgeReport:
+def purge(rt: Recovery) -> PurgeReport:
     """One run of the purge job (beat): old rows, then stored files past their retention."""
     lock = rt.locks.acquire(PURGE_LOCK, ttl=rt.settings.lock_ttl, timeout=0)
     if lock is None:

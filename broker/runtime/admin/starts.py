@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
+from broker.names import DEFAULT_QUEUE, RUN_CHILD
 from broker.runtime import ids
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.pause import is_paused_cached
 from broker.runtime.persist import add_pending_instance
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow, Publisher
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_CHILD
 from broker.store.models import (
     WorkflowInstance,
     utcnow,

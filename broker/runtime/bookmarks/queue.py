@@ -12,13 +12,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from broker.errors import NotFound
+from broker.names import DEFAULT_QUEUE, EVENT, RESUME_INSTANCE
 from broker.registry.triggers import trigger_hash
 from broker.runtime import ids
 from broker.runtime.bookmarks import schedules, triggers
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RESUME_INSTANCE
-from broker.runtime.wiring import Runtime
+from broker.runtime.parts import Bookmarks
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 QUEUE_LOCK = "bookmark-queue"
 TIMER_LOCK = "timers"
-EVENT_BOOKMARK = "Elsa.Event"
+EVENT_BOOKMARK = EVENT
 BATCH = 200
 
 
@@ -72,7 +72,7 @@ def matching_bookmarks(session: Session, item: BookmarkQueueItem) -> list[Bookma
     return [b for b in found if triggers.event_matches(b.payload, item.name)]
 
 
-def process_queue(rt: Runtime) -> QueueReport:
+def process_queue(rt: Bookmarks) -> QueueReport:
     """One run of the bookmark-queue job (beat)."""
     settings = rt.settings
     lock = rt.locks.acquire(QUEUE_LOCK, ttl=settings.lock_ttl, timeout=0)
@@ -314,7 +314,7 @@ def enqueue_stimulus(
 # Timers -------------------------------------------------------------------------------------------
 
 
-def fire_timers(rt: Runtime) -> int:
+def fire_timers(rt: Bookmarks) -> int:
     """One run of the timer job (beat): due timers become resume rows, due schedule triggers
     start their workflows."""
     lock = rt.locks.acquire(TIMER_LOCK, ttl=rt.settings.lock_ttl, timeout=0)

@@ -11,13 +11,13 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from broker.errors import ActivationRefused
-from broker.registry.triggers import EVENT, index_triggers
+from broker.names import DEFAULT_QUEUE, EVENT, RUN_REQUEST, SCHEDULED
+from broker.registry.triggers import index_triggers
 from broker.runtime import ids
 from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.requests.activation import check_activation
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import (
     BookmarkQueueItem,
     Request,
@@ -299,6 +299,6 @@ def schedule_triggers(document: Mapping[str, Any]) -> list[tuple[str, str, str]]
         if spec.payload is None:
             continue
         value = next(iter(spec.payload.values()))
-        if spec.name in ("Elsa.Timer", "Elsa.Cron", "Elsa.StartAt"):
+        if spec.name in SCHEDULED:
             found.append((spec.activity_id, spec.name, str(value)))
     return found

@@ -11,11 +11,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from broker.names import DEFAULT_QUEUE, RUN_ACTIVITY, RUN_CHILD, RUN_TASK
 from broker.runtime import ids
 from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.persist.target import PARENT_LINK, Target
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_ACTIVITY, RUN_CHILD, RUN_TASK
 from broker.store.models import (
     BookmarkQueueItem,
     InstanceStatus,

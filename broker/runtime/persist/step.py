@@ -13,6 +13,7 @@ from sqlalchemy import Integer, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from broker.engine.run.results import RunResult
+from broker.names import RESUME_INSTANCE
 from broker.redaction import redact_text
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
@@ -24,7 +25,6 @@ from broker.runtime.persist.commands import notify_parent, save_commands
 from broker.runtime.persist.faults import fault_error, fault_of
 from broker.runtime.persist.target import PARENT_LINK, Saved, StaleStep, Start, Target
 from broker.runtime.requests.transitions import finish_request, run_through, start_processing
-from broker.runtime.transport.celery_config import RESUME_INSTANCE
 from broker.settings import Settings
 from broker.store.models import (
     Bookmark,

@@ -18,13 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from broker.errors import BadRequest, Conflict, RuntimePaused
+from broker.names import DEFAULT_QUEUE, RUN_REQUEST
 from broker.runtime import webhooks
 from broker.runtime.outbox.pause import is_paused_cached
 from broker.runtime.ports import OutboxMessage, PinnedWorkflow
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.requests.activation import check_activation, pending_start
 from broker.runtime.requests.queries import new_request_view, request_view
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE, RUN_REQUEST
 from broker.store.models import OutboxRow, OutboxState, Request, StepResult, table_of, utcnow
 from broker.store.rows import insert_rows
 from broker.telemetry import tracing

@@ -17,7 +17,7 @@ from broker.runtime import ids
 from broker.runtime.bookmarks.queue import enqueue_stimulus
 from broker.runtime.failures.retry import RetryPolicy
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.wiring import Runtime
+from broker.runtime.parts import Store
 from broker.store.db import transaction
 from broker.store.models import OutboxRow
 
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def run_activity(
-    rt: Runtime,
+    rt: Store,
     *,
     outbox_id: str | None,
     type_name: str,

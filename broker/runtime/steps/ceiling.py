@@ -7,8 +7,8 @@ import logging
 from sqlalchemy.orm import Session
 
 from broker.runtime.outbox import rows as outbox
+from broker.runtime.parts import Store
 from broker.runtime.steps.outside import OutsideFault, fault_instance_txn
-from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import WorkflowInstance
 
@@ -24,7 +24,7 @@ def overdue_message(limit: float) -> str:
 
 
 def fault_overdue_step(
-    rt: Runtime,
+    rt: Store,
     *,
     instance_id: str,
     outbox_id: str | None,

@@ -16,8 +16,8 @@ from typing import Protocol
 from sqlalchemy import bindparam, update
 
 from broker.runtime.outbox import rows as outbox
+from broker.runtime.parts import Steps
 from broker.runtime.ports import Lock
-from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import WorkflowInstance, table_of, utcnow
 
@@ -42,7 +42,7 @@ class Opening(Protocol):
     @property
     def pending(self) -> bool: ...
 
-    def write_now(self, rt: Runtime) -> None: ...
+    def write_now(self, rt: Steps) -> None: ...
 
 
 @dataclasses.dataclass(eq=False)
@@ -50,7 +50,7 @@ class Beating:
     """One registered step: what to beat, when next, and whether it still beats (a piece of work
     that is no step has no instance: only its outbox row's lease is beaten)."""
 
-    rt: Runtime
+    rt: Steps
     instance_id: str | None
     outbox_id: str | None
     lock: Lock
@@ -85,7 +85,7 @@ class Heartbeat:
 
     def register(
         self,
-        rt: Runtime,
+        rt: Steps,
         instance_id: str | None,
         outbox_id: str | None,
         lock: Lock,
@@ -226,7 +226,7 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 @contextlib.contextmanager
 def beating(
-    rt: Runtime,
+    rt: Steps,
     instance_id: str,
     outbox_id: str | None,
     lock: Lock,
@@ -275,12 +275,12 @@ class _Opened:
 
     pending = False
 
-    def write_now(self, rt: Runtime) -> None:
+    def write_now(self, rt: Steps) -> None:
         """Nothing to write."""
 
 
 @contextlib.contextmanager
-def leasing(rt: Runtime, outbox_id: str) -> Iterator[None]:
+def leasing(rt: Steps, outbox_id: str) -> Iterator[None]:
     """Beat ``outbox_id``'s lease while the ``with`` block runs a piece of durable work that is no
     workflow step (a RunTask call, a webhook attempt), for at most the step ceiling: the relay then
     knows the delivery is alive, and a delivery that stops beating died

@@ -8,13 +8,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from broker.names import RUN_REQUEST
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import deliveries
 from broker.runtime.outbox.deliveries import Delivery
+from broker.runtime.parts import Store
 from broker.runtime.steps.outside import OutsideFault, fault_instance_txn
-from broker.runtime.transport.celery_config import RUN_REQUEST
-from broker.runtime.wiring import Runtime
 from broker.store.db import transaction
 from broker.store.models import Bookmark, DeadLetterKind
 
@@ -36,7 +36,7 @@ def poison_message(deaths: int, *, activity_id: str | None, task: str | None) ->
     return f"the worker died {deaths} times running it{suffix}"
 
 
-def bury(rt: Runtime, delivery: Delivery) -> str | None:
+def bury(rt: Store, delivery: Delivery) -> str | None:
     """Dead-letter the work of ``delivery`` instead of running it: the outbox row ends ``dead``;
     work that serves a workflow instance (a step, a RunTask call) faults the instance and its
     request with a replayable ``request`` dead letter, as any other fault; other work (a webhook

@@ -21,10 +21,10 @@ from broker.runtime.failures import dead_letters
 from broker.runtime.failures.retry import RetryPolicy, policy_for
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.parts import Steps
 from broker.runtime.requests import transitions as statuses
 from broker.runtime.requests.transitions import finish_request, start_processing
 from broker.runtime.steps import callbacks
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import Request, RequestEvent, RequestStatus
@@ -38,7 +38,7 @@ REPLAYED_EVENT = statuses.TRANSITIONS[RequestStatus.FAULTED][RequestStatus.PROCE
 
 
 def dispatch_remote(
-    rt: Runtime, request_id: str, outbox_id: str | None, published: PublishedWorkflow
+    rt: Steps, request_id: str, outbox_id: str | None, published: PublishedWorkflow
 ) -> Outcome:
     settings = rt.settings
     log = {"request_id": request_id, "outbox_id": outbox_id}
@@ -171,7 +171,7 @@ def _history(session: Session, request_id: str) -> _History:
 class _Failure:
     """What a failed dispatch writes: a postponed retry, or the fault and its dead letter."""
 
-    rt: Runtime
+    rt: Steps
     request_id: str
     outbox_id: str | None
     published: PublishedWorkflow

@@ -16,12 +16,12 @@ from broker.runtime import ids
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.parts import Steps
 from broker.runtime.persist import Start, Target
 from broker.runtime.requests.transitions import finish_request, start_processing
 from broker.runtime.steps import ceiling
 from broker.runtime.steps.remote import dispatch_remote
 from broker.runtime.steps.step import Reads, Step, advance
-from broker.runtime.wiring import Runtime
 from broker.store.db import begin_writing, transaction
 from broker.store.models import (
     Bookmark,
@@ -73,7 +73,7 @@ UNLOADABLE = "WorkflowDefinitionUnloadable"
 BULK_DISPATCH = "Elsa.BulkDispatchWorkflows"
 
 
-def _version(rt: Runtime, version_id: str) -> PublishedWorkflow | None:
+def _version(rt: Steps, version_id: str) -> PublishedWorkflow | None:
     """A stored version of a step, or ``_Unloadable`` when its document cannot be read back."""
     try:
         return rt.registry.get_version(version_id)
@@ -81,7 +81,7 @@ def _version(rt: Runtime, version_id: str) -> PublishedWorkflow | None:
         raise _Unloadable(exc, f"workflow version {version_id!r}", None) from exc
 
 
-def _parse(rt: Runtime, published: PublishedWorkflow) -> WorkflowDefinition:
+def _parse(rt: Steps, published: PublishedWorkflow) -> WorkflowDefinition:
     """The parsed definition of a step, or ``_Unloadable`` naming why it cannot be loaded."""
     try:
         return rt.definitions.parse(published)
@@ -91,7 +91,7 @@ def _parse(rt: Runtime, published: PublishedWorkflow) -> WorkflowDefinition:
 
 
 def _fault_unloadable(
-    rt: Runtime,
+    rt: Steps,
     unloadable: _Unloadable,
     *,
     instance_id: str,
@@ -115,7 +115,7 @@ def _fault_unloadable(
     return Outcome.DONE
 
 
-def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
+def run_request(rt: Steps, request_id: str, outbox_id: str | None) -> Outcome:
     """Start the workflow of a request (``broker.run_request``).
 
     The request is read once, with the rest of the plan's reads under the instance lock: a request
@@ -229,7 +229,7 @@ def run_request(rt: Runtime, request_id: str, outbox_id: str | None) -> Outcome:
         return Outcome.DONE
 
 
-def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
+def run_child(rt: Steps, instance_id: str, outbox_id: str | None) -> Outcome:
     """Start an instance waiting at checkpoint 0 with its start parameters: a child dispatched by
     DispatchWorkflow, or an instance a console user started (``broker.run_child``)."""
 
@@ -272,7 +272,7 @@ def run_child(rt: Runtime, instance_id: str, outbox_id: str | None) -> Outcome:
 
 
 def resume_instance(
-    rt: Runtime,
+    rt: Steps,
     instance_id: str,
     outbox_id: str | None,
     *,
@@ -347,7 +347,7 @@ def _target_for(
     )
 
 
-def _fault_request(rt: Runtime, request_id: str, outbox_id: str | None, error: str) -> bool:
+def _fault_request(rt: Steps, request_id: str, outbox_id: str | None, error: str) -> bool:
     """Fault a request that cannot run; answers whether this call moved it to Faulted."""
     with transaction(rt.factory) as session:
         set_to = finish_request(session, request_id, sub_status="Faulted", output=None, error=error)

@@ -22,6 +22,7 @@ from broker.runtime import webhooks
 from broker.runtime.ids import PENDING_START
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.outbox.outcome import Outcome
+from broker.runtime.parts import Steps
 from broker.runtime.persist import (
     Saved,
     StaleStep,
@@ -33,7 +34,6 @@ from broker.runtime.persist import (
 from broker.runtime.steps import ceiling
 from broker.runtime.steps.effects import RecordedHttp, RecordedMailer
 from broker.runtime.steps.heartbeat import beating
-from broker.runtime.wiring import Runtime
 from broker.store.db import HeldRead, before_wait, begin_writing, transaction
 from broker.store.models import (
     BookmarkQueueItem,
@@ -152,7 +152,7 @@ class Opening:
     def pending(self) -> bool:
         return self._state is None
 
-    def write_now(self, rt: Runtime) -> None:
+    def write_now(self, rt: Steps) -> None:
         """From the heartbeat thread: the step runs long, write its start in a transaction."""
         with self._lock:
             if self._state is not None or self._start is None:
@@ -174,7 +174,7 @@ class Opening:
             return None
 
 
-def build_engine(rt: Runtime, instance_id: str) -> Engine:
+def build_engine(rt: Steps, instance_id: str) -> Engine:
     """The engine of one step of ``instance_id``: its HTTP calls and e-mails are recorded as they
     complete, so a redone step replays them instead of acting twice (``effects``)."""
     services = EngineServices(
@@ -198,7 +198,7 @@ def _write_line(text: str) -> None:
 
 
 def advance(
-    rt: Runtime,
+    rt: Steps,
     instance_id: str,
     outbox_id: str | None,
     plan: Callable[[Session, Reads], Step | None],
@@ -310,7 +310,7 @@ def _run_step(step: Step, engine: Engine) -> RunResult:
         raise Conflict(exc.message) from exc
 
 
-def _hand_back(rt: Runtime, instance_id: str, outbox_id: str | None) -> None:
+def _hand_back(rt: Steps, instance_id: str, outbox_id: str | None) -> None:
     """The process stops mid-step (the drain, docs/design.md section 8): make the step's outbox
     row due now, so the relay publishes it on its next run and another worker redoes the step
     (the caller releases the lock). The redone step answers the HTTP calls and e-mails already

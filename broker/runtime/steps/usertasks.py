@@ -12,7 +12,7 @@ from broker.runtime import ids
 from broker.runtime.bookmarks.queue import enqueue_stimulus
 from broker.runtime.failures.retry import RetryPolicy
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.wiring import Runtime
+from broker.runtime.parts import Steps
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow
@@ -32,7 +32,7 @@ def is_callable(settings: Settings, task: Any) -> bool:
 
 
 def run_task(
-    rt: Runtime,
+    rt: Steps,
     app: Any,
     *,
     outbox_id: str | None,

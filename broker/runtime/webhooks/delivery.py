@@ -12,11 +12,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.engine.run.ports import HttpClient
 from broker.errors import BrokerError
+from broker.names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime import ids
 from broker.runtime.failures import dead_letters
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.ports import LockProvider
-from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.webhooks.endpoints import REMOVED_FROM_FILE, SOURCE_CALLBACK, live_secrets
 from broker.runtime.webhooks.events import enqueue_attempt
 from broker.runtime.webhooks.sender import Plan, Result, send

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
+from broker.names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime import ids
-from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.store.models import (
     OutboxRow,
     OutboxState,

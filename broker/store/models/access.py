@@ -43,7 +43,7 @@ class RequestTypeRule(Base):
 
 class RateBucket(Base):
     """A client's rate-limit bucket kept in the database (``DatabaseBuckets`` of
-    ``broker.ingress.buckets``): when its next token is due (GCRA's theoretical arrival time), in
+    ``broker.adapters.buckets``): when its next token is due (GCRA's theoretical arrival time), in
     microseconds since 1970."""
 
     __tablename__ = "rate_buckets"

@@ -50,7 +50,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
         with db.transaction(stack.factory) as session:
             keys = {r: credentials.create_key(session, r, r) for r in credentials.ROLES}
         console = live._gunicorn(
-            stack.env, root, "console", "gunicorn_console.conf.py", "broker.console.wsgi:console"
+            stack.env, root, "console", "gunicorn_console.conf.py", "broker.serving.wsgi:console"
         )
         stack.services["console"] = console.start()
         live._wait_listening(console, port)

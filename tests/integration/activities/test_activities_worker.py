@@ -12,14 +12,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.names import RUN_ACTIVITY
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.transport.celery_config import RUN_ACTIVITY
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance
+from broker.wiring.runtime import make_publisher
 from tests.support.processes import Worker
 from tests.support.runtime import event_types, prepare, request_status, runtime_env
 from tests.support.waits import wait_until

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
+from broker.wiring.runtime import make_publisher
 from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env
 from tests.support.services import fresh_redis_url, postgres_database

@@ -14,16 +14,18 @@ from flask import Flask, g, request
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
+from broker.console import auth
 from broker.console.api import blueprint
 from broker.console.roles import ROLES, Principal
-from broker.ingress.context import EXTENSION, Services
+from broker.console.tokens import TokenIssuer
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.ports import NullPublisher
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WorkflowInstance
+from broker.web.context import EXTENSION, Services
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     event_types,
@@ -100,6 +102,14 @@ def api(rt: Runtime) -> Flask:
         session_factory=rt.factory,
         publisher=NullPublisher(),
         registry=rt.registry,
+    )
+    # Alterations and retries run on the parts the console's context hands them.
+    app.extensions[auth.EXTENSION] = auth.ConsoleContext(
+        session_factory=rt.factory,
+        tokens=TokenIssuer("test-secret", access_ttl=60, refresh_ttl=60),
+        session_lifetime=60,
+        registry=rt.registry,
+        operations=rt,
     )
     app.register_blueprint(blueprint)
 

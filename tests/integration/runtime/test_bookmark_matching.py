@@ -15,11 +15,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
+from broker.names import RESUME_INSTANCE
 from broker.runtime import ids
 from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.outbox.locks import FileLockProvider
-from broker.runtime.transport.celery_config import RESUME_INSTANCE
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -31,6 +30,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import bookmark_queue_settings
 

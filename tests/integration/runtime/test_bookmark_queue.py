@@ -17,19 +17,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.cli import ops as ops_commands
 from broker.engine.run.results import PublishEvent
 from broker.errors import Conflict
+from broker.names import DEFAULT_QUEUE
 from broker.runtime import ids, persist
 from broker.runtime.admin import dead_letters, recovery
 from broker.runtime.admin.runtime_status import runtime_view
 from broker.runtime.bookmarks import queue as bookmarks
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.persist import Target
 from broker.runtime.requests.cancellation import cancel_instances
-from broker.runtime.transport.celery_config import DEFAULT_QUEUE
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import (
@@ -43,6 +42,7 @@ from broker.store.models import (
     utcnow,
 )
 from broker.telemetry import metrics
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import bookmark_queue_settings
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.names import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
 from broker.runtime.bookmarks import queue as bookmarks
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner
-from broker.runtime.transport.celery_config import RESUME_INSTANCE, RUN_CHILD, RUN_REQUEST
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import Bookmark, OutboxRow, Request, WorkflowInstance
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     in_process_runtime,

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.errors import RuntimePaused
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.pause import is_paused_cached, paused_if_known, set_paused
 from broker.runtime.outbox.publisher import CelerySender, OutboxPublisher
 from broker.runtime.ports import NullPublisher
 from broker.runtime.requests.submission import Submission, Submitted, submit
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, RuntimeFlag, utcnow
+from broker.wiring.runtime import make_publisher
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import runtime_env
 

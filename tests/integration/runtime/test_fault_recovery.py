@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from broker.names import RUN_REQUEST
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.persist import journal
 from broker.runtime.steps import callbacks
-from broker.runtime.transport.celery_config import RUN_REQUEST
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request, WorkflowInstance
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     event_types,

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.adapters.locks import FileLockProvider
 from broker.engine.model.resilience import parse_strategies
 from broker.engine.parser import parse_workflow
 from broker.engine.testing import HttpAnswer, HttpTable, WorkflowTest
 from broker.runtime import ids
-from broker.runtime.outbox.locks import FileLockProvider
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import ActivityExecution, Request, WorkflowInstance
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import drain, prepare, runtime_env, submit_request
 from tests.support.scripted_http import ScriptedServer

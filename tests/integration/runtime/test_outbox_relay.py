@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.errors import LockLost
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.pause import set_paused
 from broker.runtime.outbox.publisher import OutboxPublisher
 from broker.settings import Settings

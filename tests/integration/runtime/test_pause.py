@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.errors import RuntimePaused
 from broker.runtime.outbox import rows as outbox
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.pause import forget_paused, is_paused_cached, paused_if_known, set_paused
 from broker.runtime.requests.submission import Submission, submit
 from broker.settings import Settings

@@ -17,16 +17,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import undefer
 
+from broker.names import DELIVER_WEBHOOK, RUN_REQUEST, RUN_TASK
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.bookmarks import queue as bookmark_queue
 from broker.runtime.outbox import deliveries
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import poison, runner, usertasks
-from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, RUN_REQUEST, RUN_TASK
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance, utcnow
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import (
     drain,

@@ -33,7 +33,7 @@ def test_a_request_completes_over_rabbitmq(tmp_path: Path, amqp_url: str) -> Non
     )
     settings = Settings.from_env(env)
     factory, registry = prepare(settings)
-    from broker.runtime.wiring import make_publisher
+    from broker.wiring.runtime import make_publisher
 
     publisher = make_publisher(settings, factory)
     with running_worker(env, tmp_path / "worker.log"):

@@ -23,7 +23,6 @@ from sqlalchemy import select
 
 from broker.redaction import redact_headers, redact_text, redact_url
 from broker.runtime.requests import queries as request_queries
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -35,6 +34,7 @@ from broker.store.models import (
     WorkflowInstance,
 )
 from broker.telemetry.logs import JsonFormatter, TextFormatter
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     in_process_runtime,

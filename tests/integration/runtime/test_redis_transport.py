@@ -7,7 +7,7 @@ from __future__ import annotations
 import kombu
 import pytest
 
-from broker.runtime.transport.celery_config import REDIS_TRANSPORT, create_celery
+from broker.adapters.transport.celery_config import REDIS_TRANSPORT, create_celery
 from broker.settings import Settings
 
 

@@ -24,10 +24,10 @@ from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import callbacks, runner
 from broker.runtime.steps.remote import FAILED_EVENT, post
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request, RequestEvent, utcnow
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import (
     drain,
     event_types,

@@ -18,14 +18,13 @@ import pytest
 from celery import Celery
 from sqlalchemy import func, select, update
 
+from broker.adapters.locks import FileLockProvider
+from broker.names import RUN_CHILD, RUN_TASK
 from broker.runtime import ids
 from broker.runtime.admin import recovery
 from broker.runtime.failures import dead_letters
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner, usertasks
-from broker.runtime.transport.celery_config import RUN_CHILD, RUN_TASK
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -35,6 +34,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.sink import Sink

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
+from broker.adapters.locks import FileLockProvider
 from broker.engine.run.ports import EmailMessage, HttpRequest, HttpResponse
 from broker.errors import Conflict, RetryLater
 from broker.runtime import ids
@@ -24,7 +25,6 @@ from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.admin import recovery
 from broker.runtime.bookmarks import queue as bookmarks
 from broker.runtime.failures import dead_letters
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.requests.cancellation import cancel
 from broker.runtime.requests.queries import request_view
@@ -32,7 +32,6 @@ from broker.runtime.requests.transitions import finish_request
 from broker.runtime.steps import effects, runner
 from broker.runtime.steps import step as steps
 from broker.runtime.steps.heartbeat import process_heartbeat
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -43,6 +42,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
 from tests.support.services import PROJECT_ROOT

@@ -15,10 +15,10 @@ from broker.runtime.bookmarks.queue import enqueue_stimulus
 from broker.runtime.persist import journal
 from broker.runtime.steps import callbacks
 from broker.runtime.steps.callbacks import complete_from_callback
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
+from broker.wiring.runtime import make_publisher
 from tests.integration.runtime.conftest import Stack
 from tests.support.processes import running_worker
 from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request

@@ -27,19 +27,19 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
+from broker.adapters.locks import FileLockProvider
 from broker.ingress.auth import PEER_CERT
-from broker.ingress.context import EXTENSION
 from broker.ingress.routes.requests import COMMITTER
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.ports import OutboxMessage
 from broker.runtime.requests.group_commit import Committer
 from broker.runtime.steps import runner
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import Request
+from broker.web.context import EXTENSION
+from broker.wiring.runtime import Runtime
+from broker.wiring.web import create_public_app
 from tests.support.doubles import RecordingSender
 from tests.support.ingress import INVOICE_KEYS, make_pki, settings_for, write_config
 from tests.support.runtime import prepare, runtime_env, submit_request

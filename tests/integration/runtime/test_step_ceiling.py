@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.adapters.locks import FileLockProvider
+from broker.names import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.steps import runner
 from broker.runtime.steps.ceiling import FAULT_CODE
-from broker.runtime.transport.celery_config import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
-from broker.runtime.wiring import Runtime, make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -34,6 +33,7 @@ from broker.store.models import (
     Request,
     WorkflowInstance,
 )
+from broker.wiring.runtime import Runtime, make_publisher
 from tests.integration.runtime.conftest import backend_urls
 from tests.support.doubles import RecordingSender
 from tests.support.processes import running_worker

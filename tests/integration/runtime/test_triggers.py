@@ -20,7 +20,6 @@ from broker.runtime.bookmarks import queue as bookmarks
 from broker.runtime.bookmarks import schedules
 from broker.runtime.bookmarks.triggers import SYSTEM_CLIENT
 from broker.runtime.steps import runner
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -31,6 +30,7 @@ from broker.store.models import (
     RequestTypeRule,
     Schedule,
 )
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request
 from tests.support.services import PROJECT_ROOT

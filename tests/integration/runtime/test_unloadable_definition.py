@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import select, text
 
 from broker.runtime.requests.submission import Submission, submit
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request
+from broker.wiring.runtime import Runtime
 from tests.support.runtime import drain, in_process_runtime, runtime_env, submit_request
 from tests.support.workflows import deep_definition_text, set_output, workflow, write_workflow
 

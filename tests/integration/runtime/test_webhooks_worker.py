@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import webhooks
 from broker.runtime.admin import dead_letters
-from broker.runtime.wiring import make_publisher
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint
+from broker.wiring.runtime import make_publisher
 from tests.integration.runtime.conftest import backend_urls
 from tests.support.processes import Worker
 from tests.support.receiver import EXAMPLE, Receiver, verify

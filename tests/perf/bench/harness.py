@@ -377,9 +377,9 @@ class Stack:
 
     def start_listeners(self) -> None:
         """Public (mTLS) and internal gunicorn, and beat; waits until both listeners answer."""
-        self.start("public", self._gunicorn("gunicorn.conf.py", "broker.ingress.wsgi:public"))
+        self.start("public", self._gunicorn("gunicorn.conf.py", "broker.serving.wsgi:public"))
         self.start(
-            "internal", self._gunicorn("gunicorn_internal.conf.py", "broker.ingress.wsgi:internal")
+            "internal", self._gunicorn("gunicorn_internal.conf.py", "broker.serving.wsgi:internal")
         )
         self.start(
             "beat",

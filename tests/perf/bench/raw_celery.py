@@ -19,8 +19,8 @@ from typing import Any
 
 from celery import Celery, chain
 
+from broker.adapters.transport.celery_config import create_celery
 from broker.errors import BrokerError
-from broker.runtime.transport.celery_config import create_celery
 from broker.settings import Settings
 from tests.perf.bench.harness import Stack
 from tests.perf.bench.ingress import burst

@@ -22,13 +22,13 @@ from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.console.api import blueprint
-from broker.console.app import create_app
 from broker.console.roles import ROLES, Principal
-from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
 from broker.runtime.ports import NullPublisher
 from broker.settings import Settings
 from broker.store import credentials, db
+from broker.web.context import EXTENSION, Services
+from broker.wiring.web import create_console_app as create_app
 from tests.support.console import fake_assets, seed_invoice_request
 from tests.support.doubles import RecordingPublisher
 from tests.support.services import PROJECT_ROOT

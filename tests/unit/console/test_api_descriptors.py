@@ -13,7 +13,7 @@ from broker.engine.activities.catalog import CATALOG
 from broker.engine.activities.descriptors import spec_for
 from broker.engine.expr.expressions import SUPPORTED_TYPES
 from broker.engine.model.log_persistence import mode_of, policy_for
-from broker.ingress.context import EXTENSION
+from broker.web.context import EXTENSION
 
 Client = Callable[[str | None], FlaskClient]
 

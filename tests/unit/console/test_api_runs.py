@@ -13,15 +13,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.console.api import runs
-from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
 from broker.runtime.outbox import pause
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.outbox.outcome import Outcome
 from broker.runtime.outbox.publisher import OutboxPublisher
 from broker.runtime.steps import runner
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.models import (
     OutboxRow,
@@ -30,6 +28,8 @@ from broker.store.models import (
     StepResult,
     WorkflowInstance,
 )
+from broker.web.context import EXTENSION, Services
+from broker.wiring.runtime import Runtime
 from tests.support.doubles import RecordingSender
 from tests.support.workflows import activity, literal, set_output, workflow, write_workflow
 

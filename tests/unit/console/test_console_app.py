@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.console import app as console_app_module
-from broker.console.app import create_app
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
+from broker.wiring.web import create_console_app as create_app
 
 ORIGIN = "https://studio.example.com"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from flask import Flask
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.console.app import create_app
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
+from broker.wiring.web import create_console_app as create_app
 from tests.unit.console.conftest import PASSWORD, Keys
 from tests.unit.console.test_console_auth import csrf_of
 

@@ -12,10 +12,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.console.app import create_app
 from broker.registry import WorkflowRegistry
 from broker.settings import Settings
 from broker.store import credentials
+from broker.wiring.web import create_console_app as create_app
 from tests.unit.console.conftest import PASSWORD, Keys
 
 LOGIN = "/elsa/api/identity/login"

@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_internal_app, create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.settings import Settings
 from broker.store import db
+from broker.wiring.web import create_internal_app, create_public_app
 from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import Pki, make_pki, settings_for, write_config
 

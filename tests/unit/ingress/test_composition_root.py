@@ -9,13 +9,14 @@ import pytest
 from flask import Flask
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.console.app import create_app
-from broker.ingress import create_internal_app, create_public_app, wsgi
-from broker.ingress.context import EXTENSION, Services
 from broker.registry import WorkflowRegistry
 from broker.runtime.ports import NullPublisher
-from broker.runtime.wiring import Runtime, set_runtime
+from broker.serving import wsgi
 from broker.settings import Settings
+from broker.web.context import EXTENSION, Services
+from broker.wiring.runtime import Runtime, set_runtime
+from broker.wiring.web import create_console_app as create_app
+from broker.wiring.web import create_internal_app, create_public_app
 
 
 def _services(app: Flask) -> Services:

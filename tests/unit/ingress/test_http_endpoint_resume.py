@@ -12,13 +12,13 @@ from typing import Any
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.runtime import ids
 from broker.runtime.steps import runner
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
 from broker.store.models import BookmarkQueueItem, OutboxRow, WorkflowInstance
+from broker.wiring.runtime import Runtime
+from broker.wiring.web import create_public_app
 from tests.support.doubles import RecordingPublisher, RecordingSender
 from tests.support.ingress import Pki
 from tests.support.services import PROJECT_ROOT

@@ -18,7 +18,7 @@ def rendered(settings: Settings, response: dict[str, Any], **headers: str) -> An
     with app.test_request_context("/workflows/x", headers=headers):
         from flask import request
 
-        return render(settings, response, request)
+        return render(make_file_store(settings), response, request)
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.runtime import ids
 from broker.settings import Settings
 from broker.store.models import Request, RequestEvent, StepResult
+from broker.wiring.web import create_public_app
 from tests.support.ingress import Pki
 from tests.support.services import PROJECT_ROOT
 from tests.unit.ingress.conftest import RecordingPublisher

@@ -14,7 +14,6 @@ from broker.clients import certificates as certs
 from broker.clients.entries import ApiClient
 from broker.clients.registry import ClientRegistry
 from broker.errors import ConfigError, Unauthenticated
-from broker.ingress import create_public_app
 from broker.ingress.auth import (
     PEER_CERT,
     PEER_CERT_VERIFIED,
@@ -23,6 +22,7 @@ from broker.ingress.auth import (
     check_certificate,
 )
 from broker.settings import Settings
+from broker.wiring.web import create_public_app
 from tests.support.ingress import Pki
 
 

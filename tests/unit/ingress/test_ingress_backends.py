@@ -10,11 +10,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_internal_app, create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import WorkflowInstance
+from broker.wiring.web import create_internal_app, create_public_app
 from tests.support.ingress import INVOICE_KEYS, Pki, mark_dispatched, signed_callback
 
 

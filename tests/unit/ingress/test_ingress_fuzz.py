@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.ingress.auth import PEER_CERT
 from broker.rates import UNLIMITED
 from broker.settings import Settings
 from broker.store import db
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
+from broker.wiring.web import create_public_app
 from tests.support.ingress import Pki, make_pki, settings_for, write_config
 
 EXAMPLES = 150

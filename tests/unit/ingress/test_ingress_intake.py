@@ -17,10 +17,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import BadRequest
-from broker.ingress.schemas import is_json_media_type
 from broker.runtime.steps import callbacks
 from broker.safety.bounded import JsonLimits, decode_json
 from broker.store.models import BookmarkQueueItem, OutboxRow, Request, RequestEvent
+from broker.web.inputs import is_json_media_type
 
 ClientAs = Callable[[str], FlaskClient]
 SECRET = "s3cret-callback"  # the callback secret of ``ingress_settings``

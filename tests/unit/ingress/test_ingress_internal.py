@@ -14,10 +14,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.test import TestResponse
 
-from broker.ingress import create_internal_app
 from broker.runtime.steps import callbacks
 from broker.settings import Settings
 from broker.store.models import Request, RequestEvent
+from broker.wiring.web import create_internal_app
 from tests.support.ingress import signed_callback
 from tests.support.services import PROJECT_ROOT, free_port
 
@@ -331,7 +331,7 @@ def test_metrics_are_prometheus_text(internal: FlaskClient) -> None:
 
 
 def test_lazy_app_answers_503_while_it_cannot_be_built_and_recovers() -> None:
-    from broker.ingress.wsgi import LazyApp
+    from broker.web.lazy import LazyApp
 
     attempts: list[int] = []
 

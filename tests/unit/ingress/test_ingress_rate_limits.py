@@ -18,11 +18,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.errors import ClientFileError
-from broker.ingress import create_public_app, openapi
+from broker.ingress import openapi
 from broker.ingress.auth import PEER_CERT
 from broker.rates import parse_rate
 from broker.settings import Settings
 from broker.store.models import BookmarkQueueItem, Request
+from broker.wiring.web import create_public_app
 from tests.support.ingress import INVOICE_KEYS, Pki
 
 ClientAs = Callable[[str], FlaskClient]

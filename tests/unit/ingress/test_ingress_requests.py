@@ -13,7 +13,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.runtime.requests import queries as request_queries
 from broker.runtime.requests import submission
 from broker.settings import Settings
@@ -27,6 +26,7 @@ from broker.store.models import (
     WorkflowInstance,
     utcnow,
 )
+from broker.wiring.web import create_public_app
 from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki
 from tests.support.services import free_port

@@ -14,10 +14,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.ingress import create_public_app
 from broker.runtime import webhooks
 from broker.settings import Settings
 from broker.store.models import Request, WebhookEndpoint
+from broker.wiring.web import create_public_app
 from tests.support.doubles import RecordingPublisher
 from tests.support.ingress import INVOICE_KEYS, Pki
 

@@ -1,5 +1,5 @@
-"""``broker.ingress.wsgi:public`` and ``:internal`` serve both gunicorn (a WSGI callable) and
-Flask's CLI (app discovery: ``flask --app broker.ingress.wsgi:public routes``)."""
+"""``broker.serving.wsgi:public`` and ``:internal`` serve both gunicorn (a WSGI callable) and
+Flask's CLI (app discovery: ``flask --app broker.serving.wsgi:public routes``)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tests.support.services import PROJECT_ROOT
 @pytest.mark.parametrize(
     ("app", "expected"),
     [
-        ("broker.ingress.wsgi:public", ["/requests", "/requests/<request_id>", "/openapi.json"]),
-        ("broker.ingress.wsgi:internal", ["/metrics", "/healthz", "/readyz"]),
+        ("broker.serving.wsgi:public", ["/requests", "/requests/<request_id>", "/openapi.json"]),
+        ("broker.serving.wsgi:internal", ["/metrics", "/healthz", "/readyz"]),
     ],
 )
 def test_flask_cli_discovers_each_app(tmp_path: Path, app: str, expected: list[str]) -> None:
@@ -46,7 +46,7 @@ def test_flask_cli_discovers_each_app(tmp_path: Path, app: str, expected: list[s
 
 
 def test_gunicorn_still_gets_a_wsgi_callable() -> None:
-    from broker.ingress import wsgi
+    from broker.serving import wsgi
 
     statuses: list[str] = []
     body = b"".join(

@@ -12,8 +12,8 @@ from broker.errors import BrokerError, Conflict, NotFound
 from broker.runtime.persist import Target
 from broker.runtime.steps.effects import RecordedHttp, RecordedMailer
 from broker.runtime.steps.step import Step, _run_step, build_engine
-from broker.runtime.wiring import Runtime
 from broker.settings import Settings
+from broker.wiring.runtime import Runtime
 
 
 def test_the_engine_gets_the_configured_javascript_limits_and_flowchart_mode(

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from broker.runtime.steps.heartbeat import Heartbeat
-from broker.runtime.wiring import Runtime
+from broker.wiring.runtime import Runtime
 from tests.support.waits import wait_until
 
 

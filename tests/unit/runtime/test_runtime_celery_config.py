@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 from kombu import Connection
 
+from broker.adapters.transport import celery_config
+from broker.adapters.transport.celery_config import create_celery
+from broker.adapters.transport.filesystem import FOLDER_OPTIONS, PersistentScheduler
 from broker.runtime import ids
 from broker.runtime.steps.usertasks import is_callable
-from broker.runtime.transport import celery_config
-from broker.runtime.transport.celery_config import create_celery
-from broker.runtime.transport.filesystem import FOLDER_OPTIONS, PersistentScheduler
 from broker.settings import Settings
 from tests.support.services import PROJECT_ROOT
 
@@ -153,7 +153,7 @@ def test_beat_makes_its_schedules_folder_when_it_opens_it(
 
 
 def test_a_redis_command_waits_a_bounded_time_for_its_answer() -> None:
-    from broker.runtime.transport.celery_config import (
+    from broker.adapters.transport.celery_config import (
         REDIS_CONNECT_TIMEOUT,
         REDIS_SOCKET_TIMEOUT,
         transport_options,

@@ -18,17 +18,17 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.locks import FileLockProvider
 from broker.clients.entries import ApiClient, WebhookConfig
 from broker.errors import BadRequest
+from broker.names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.outbound.http_client import OutboundHttp
 from broker.runtime import webhooks
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.failures import dead_letters
-from broker.runtime.outbox.locks import FileLockProvider
 from broker.runtime.requests.cancellation import cancel
 from broker.runtime.requests.submission import Submission, submit
 from broker.runtime.requests.transitions import finish_request, start_processing
-from broker.runtime.transport.celery_config import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from broker.runtime.webhooks import delivery as webhook_delivery
 from broker.runtime.webhooks import sender as webhook_sender
 from broker.settings import Settings
@@ -637,7 +637,7 @@ def test_the_purge_removes_finished_deliveries_after_the_retention_but_keeps_pen
 def test_the_beat_job_syncs_clients_json_into_the_database(
     wh_settings: Settings, factory: sessionmaker[Session], tmp_path: Path
 ) -> None:
-    from broker.runtime.wiring import Runtime, set_runtime
+    from broker.wiring.runtime import Runtime, set_runtime
     from tasks.webhooks import sync_webhooks
 
     clients = tmp_path / "clients.json"

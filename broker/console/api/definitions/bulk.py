@@ -26,12 +26,12 @@ from broker.console.api.openapi import (
 from broker.console.api.params import body_object
 from broker.console.roles import require
 from broker.errors import BadRequest, BrokerError, Conflict, NotFound
-from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
 from broker.runtime.admin.enums import InstanceStatus
 from broker.safety.bounded import unstorable_text
 from broker.store.operator_actions import targets
+from broker.web.context import transaction
 
 BULK = "/bulk-actions"
 #: the most instances one bulk action over a definition touches

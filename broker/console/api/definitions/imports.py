@@ -30,12 +30,12 @@ from broker.console.api.openapi import DEFINITION, FLAG, TEXT, documented
 from broker.console.api.params import VersionOptions, arg, body_object, bool_arg, definition_limits
 from broker.console.roles import current, require
 from broker.errors import BadRequest, DefinitionRefused, PayloadTooLarge
-from broker.ingress.context import services, transaction
-from broker.ingress.schemas import is_json_media_type
 from broker.registry.publishing import check, target_path
 from broker.runtime.admin import drafts as store
 from broker.safety.bounded import decode_json
 from broker.store.operator_actions import targets
+from broker.web.context import services, transaction
+from broker.web.inputs import is_json_media_type
 
 #: the most definitions one import takes (files, and entries of zips together)
 MAX_DEFINITIONS = 200

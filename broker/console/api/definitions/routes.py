@@ -32,11 +32,11 @@ from broker.console.api.openapi import (
 from broker.console.api.params import VersionOptions, arg, args, body_object, page_args
 from broker.console.roles import allows, current, require
 from broker.errors import BadRequest, ConfigError, Forbidden, NotFound
-from broker.ingress.context import services, transaction
 from broker.registry import WorkflowRegistry
 from broker.registry.files import MAX_NAME
 from broker.registry.publishing import check, publish_document, remove_file, target_path
 from broker.runtime.admin import drafts as store
+from broker.web.context import services, transaction
 
 ORDER_KEYS = {"created": "created", "name": "name", "version": "version"}
 DEFAULT_ROOT_TYPE = "Elsa.Flowchart"

@@ -11,10 +11,10 @@ from broker.console.api.definitions.views import Version, summary
 from broker.console.api.params import VersionOptions
 from broker.console.roles import current, require
 from broker.errors import BadRequest, NotFound
-from broker.ingress.context import transaction
 from broker.registry.files import MAX_VERSION
 from broker.runtime.admin import drafts as store
 from broker.safety.bounded import parse_int
+from broker.web.context import transaction
 
 
 def delete_version_txn(v: Version) -> int:

@@ -9,9 +9,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from flask import current_app, request
+from flask import request
 
-from broker.console.api.base import blueprint, workflow_registry
+from broker.console import auth
+from broker.console.api.base import blueprint
 from broker.console.api.openapi import (
     OBJECT,
     TEXT,
@@ -23,13 +24,11 @@ from broker.console.api.openapi import (
 from broker.console.api.params import body_object
 from broker.console.roles import current, require
 from broker.errors import BadRequest
-from broker.ingress.context import services, transaction
 from broker.runtime.admin import alteration_jobs, alteration_plans
-from broker.runtime.wiring import Runtime
+from broker.runtime.parts import Alterations
+from broker.web.context import services, transaction
 
 logger = logging.getLogger(__name__)
-
-_RUNTIME = "broker.alterations.runtime"
 
 
 #: Elsa's alteration list (``{"type": "ScheduleActivity", "activityId": ...}``, ...)
@@ -48,14 +47,9 @@ ALTERATIONS: dict[str, Any] = {
 }
 
 
-def runtime() -> Runtime:
-    """The runtime the alterations run on: the console's database and registry, built once."""
-    found = current_app.extensions.get(_RUNTIME)
-    if not isinstance(found, Runtime):
-        svc = services()
-        found = Runtime(svc.settings, factory=svc.session_factory, registry=workflow_registry())
-        current_app.extensions[_RUNTIME] = found
-    return found
+def runtime() -> Alterations:
+    """What the alterations run on: the console's database and registry (built by the wiring)."""
+    return auth.context().operations_parts()
 
 
 def actor() -> str:

@@ -15,8 +15,8 @@ from broker.console.api.openapi import (
 from broker.console.api.params import arg, body_object, bool_arg
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
-from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
+from broker.web.context import transaction
 
 MAX_ROWS = 20_000  # journal rows read for one instance view
 END_STATUS = {"Completed": "Completed", "Faulted": "Faulted", "Cancelled": "Canceled"}

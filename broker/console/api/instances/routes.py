@@ -28,9 +28,9 @@ from broker.console.api.params import (
 )
 from broker.console.roles import require
 from broker.errors import BadRequest, NotFound
-from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
 from broker.runtime.admin import instances as admin_instances
+from broker.web.context import transaction
 
 #: the filters and paging of Elsa's instance list, in the query string or the body
 INSTANCE_FILTER: dict[str, dict[str, Any]] = {

@@ -6,8 +6,8 @@ from typing import Any
 
 from broker.console.api.base import blueprint
 from broker.console.roles import require
-from broker.ingress.context import transaction
 from broker.runtime.admin import instance_queries as queries
+from broker.web.context import transaction
 
 
 @blueprint.get("/workflow-instances/<instance_id>/execution-state")

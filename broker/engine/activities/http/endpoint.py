@@ -14,9 +14,9 @@ from broker.engine.model.specs import RESULT, ActivitySpec, InputSpec, OutputSpe
 from broker.engine.model.values import as_list, as_text
 from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
+from broker.names import HTTP_ENDPOINT
 
 #: the bookmark (and trigger) name of HttpEndpoint, Elsa's ``HttpStimulusNames.HttpEndpoint``
-HTTP_ENDPOINT = "Elsa.HttpEndpoint"
 #: Elsa's fault when a response activity has no HTTP request to answer
 NO_HTTP_CONTEXT_CODE = "NoHttpContext"
 NO_HTTP_CONTEXT = (
@@ -49,7 +49,7 @@ def http_context(ax: ActivityContext) -> Mapping[str, Any] | None:
 
 
 @activity(
-    "Elsa.HttpEndpoint",
+    HTTP_ENDPOINT,
     ActivitySpec(
         "HTTP",
         "Wait for an inbound HTTP request that matches the specified path and methods.",
@@ -76,6 +76,8 @@ def http_context(ax: ActivityContext) -> Mapping[str, Any] | None:
     ),
     aliases=("Elsa.Http.HttpEndpoint",),
     outbound=("Done",),
+    trigger=HTTP_ENDPOINT,
+    trigger_aliases=("HttpEndpoint",),
 )
 class HttpEndpoint(Behaviour):
     """Receives the request that started the instance; reached later, it waits for its request

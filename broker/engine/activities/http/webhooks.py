@@ -11,9 +11,7 @@ from broker.engine.model.specs import ActivitySpec, InputSpec, OutputSpec
 from broker.engine.model.values import as_text
 from broker.engine.run.activity_context import ActivityContext
 from broker.errors import WorkflowFault
-
-#: the stimulus (bookmark and trigger) name; its payload is ``{"eventType": ...}``
-WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
+from broker.names import WEBHOOK_EVENT
 
 
 @activity(
@@ -46,6 +44,7 @@ WEBHOOK_EVENT = "Elsa.WebhookEventReceived"
     # Elsa names the class by its namespace (it has no [Activity] attribute)
     aliases=("Elsa.Http.Webhooks.Activities.WebhookEventReceived",),
     outbound=("Done",),
+    trigger=WEBHOOK_EVENT,
 )
 class WebhookEventReceived(Behaviour):
     """The trigger of its workflow takes the event that started it; reached later, it waits for

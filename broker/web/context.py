@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flask import current_app
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import ConfigError
 from broker.runtime.ports import PinnedWorkflow, Publisher
 from broker.settings import Settings
+
+if TYPE_CHECKING:
+    from broker.outbound.files import FolderFiles
+    from broker.outbound.http_client import OutboundHttp
 
 EXTENSION = "broker"
 
@@ -50,6 +54,15 @@ class WorkflowDirectory(Protocol):
     def get_definition(self, definition_id: str) -> Any: ...
 
 
+class SharedParts(Protocol):
+    """The process's parts a route reaches besides the database, each built on first use."""
+
+    @property
+    def http(self) -> OutboundHttp: ...
+    @property
+    def files(self) -> FolderFiles: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Services:
     settings: Settings
@@ -58,6 +71,13 @@ class Services:
     clients: ClientDirectory | None = None
     registry: WorkflowDirectory | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the outbound guard and the file storage (the process's runtime)
+    parts: SharedParts | None = None
+
+    def shared(self) -> SharedParts:
+        if self.parts is None:
+            raise ConfigError("this listener has no outbound HTTP nor file storage")
+        return self.parts
 
     def client_directory(self) -> ClientDirectory:
         if self.clients is None:

@@ -8,42 +8,23 @@ from typing import Any
 from celery import Celery
 
 from broker.backends import parse_backend_url, scheme_family
-from broker.settings import Settings
-
-DEFAULT_QUEUE = "broker.default"
-MAINTENANCE_QUEUE = "broker.maintenance"
-#: webhook deliveries have their own queue: a slow receiver never holds up workflow steps
-WEBHOOK_QUEUE = "broker.webhooks"
-
-# Task names (the contract between the outbox rows and the task adapters in ``tasks``).
-RUN_REQUEST = "broker.run_request"
-RESUME_INSTANCE = "broker.resume_instance"
-RUN_CHILD = "broker.run_child"
-RUN_TASK = "broker.run_task"
-RUN_ACTIVITY = "broker.run_activity"
-RELAY_OUTBOX = "broker.relay_outbox"
-PROCESS_BOOKMARK_QUEUE = "broker.process_bookmark_queue"
-FIRE_TIMERS = "broker.fire_timers"
-RECOVER_STALLED = "broker.recover_stalled"
-PURGE = "broker.purge"
-DELIVER_WEBHOOK = "broker.deliver_webhook"
-SYNC_WEBHOOKS = "broker.sync_webhooks"
-#: seconds between syncs of clients.json's webhook endpoints into the database
-SYNC_WEBHOOKS_INTERVAL = 15.0
-
-MAINTENANCE_TASKS = (
-    RELAY_OUTBOX,
-    PROCESS_BOOKMARK_QUEUE,
+from broker.names import (
+    DEFAULT_QUEUE,
+    DELIVER_WEBHOOK,
     FIRE_TIMERS,
-    RECOVER_STALLED,
+    MAINTENANCE_QUEUE,
+    MAINTENANCE_TASKS,
+    PROCESS_BOOKMARK_QUEUE,
     PURGE,
+    RECOVER_STALLED,
+    RELAY_OUTBOX,
+    STEP_KILL_GRACE,
+    STEP_TASKS,
     SYNC_WEBHOOKS,
+    SYNC_WEBHOOKS_INTERVAL,
+    WEBHOOK_QUEUE,
 )
-#: the task adapters that run one workflow step each: they get the step ceiling
-STEP_TASKS = (RUN_REQUEST, RESUME_INSTANCE, RUN_CHILD)
-#: seconds past ``BROKER_STEP_TIME_LIMIT`` before the pool kills a step's process: the step's own
-#: watchdog records the fault at the limit, the kill frees the worker whatever the step is stuck in
-STEP_KILL_GRACE = 5.0
+from broker.settings import Settings
 
 
 def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
@@ -124,12 +105,12 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 #: Celery's shelve-backed beat schedule, whose folder is made when beat opens it
-PERSISTENT_SCHEDULER = "broker.runtime.transport.filesystem:PersistentScheduler"
+PERSISTENT_SCHEDULER = "broker.adapters.transport.filesystem:PersistentScheduler"
 #: kombu's filesystem transport, with messages written atomically (``transport.filesystem``)
-FILESYSTEM_TRANSPORT = "broker.runtime.transport.filesystem:Transport"
+FILESYSTEM_TRANSPORT = "broker.adapters.transport.filesystem:Transport"
 #: kombu's Redis transport, with a worker that reconnects after losing Redis mid-read
 #: (``transport.redis_channel``)
-REDIS_TRANSPORT = "broker.runtime.transport.redis_channel:Transport"
+REDIS_TRANSPORT = "broker.adapters.transport.redis_channel:Transport"
 #: the transport of each queue URL scheme the broker replaces; any other scheme is kombu's own
 TRANSPORTS: dict[str, str] = {"filesystem": FILESYSTEM_TRANSPORT, "redis": REDIS_TRANSPORT}
 

@@ -8,13 +8,14 @@ import functools
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.adapters.transport.celery_config import create_celery
 from broker.runtime.outbox.publisher import CelerySender, OutboxPublisher
 from broker.runtime.ports import Sender
-from broker.runtime.transport.celery_config import create_celery
 from broker.settings import Settings, get_settings
 from broker.store.db import make_engine, make_session_factory
 
@@ -85,7 +86,7 @@ class Runtime:
     def locks(self) -> LockProvider:
         with self._lock:
             if self._locks is None:
-                from broker.runtime.outbox.locks import make_lock_provider
+                from broker.adapters.locks import make_lock_provider
 
                 self._locks = make_lock_provider(self.settings)
             return self._locks
@@ -195,6 +196,12 @@ def set_runtime(runtime: Runtime | None) -> None:
     with _current_lock:
         _current = runtime
         _current_pid = os.getpid() if runtime is not None else None
+
+
+def connect(settings: Settings) -> Callable[[], sessionmaker[Session]]:
+    """A session factory made when first called: the readiness probe of a process that has no
+    runtime of its own (a gunicorn master, a worker's metrics thread)."""
+    return lambda: make_session_factory(make_engine(settings.database_url))
 
 
 def make_publisher(settings: Settings, factory: sessionmaker[Session]) -> OutboxPublisher:

@@ -1,5 +1,5 @@
-"""WSGI entry points for gunicorn (``public``, ``internal``), built on first use from the
-process's settings (docs/design.md, section 1)."""
+"""``LazyApp``: a WSGI callable that builds its Flask app on the first request and answers 503
+while it cannot (the database down at boot), so a listener starts before its dependencies."""
 
 from __future__ import annotations
 
@@ -52,41 +52,3 @@ class LazyApp:
             )
             return [body]
         return app(environ, start_response)
-
-
-def _public() -> Flask:
-    from broker.ingress.app import create_public_app
-    from broker.runtime.wiring import get_runtime
-
-    # The process's one runtime; its publisher is the fast path (the relay covers failures).
-    runtime = get_runtime()
-    return create_public_app(runtime.settings, runtime=runtime)
-
-
-def _internal() -> Flask:
-    from broker.ingress.app import create_internal_app
-    from broker.runtime.wiring import get_runtime
-
-    runtime = get_runtime()
-    return create_internal_app(runtime.settings, runtime=runtime)
-
-
-_public_app = LazyApp(_public)
-_internal_app = LazyApp(_internal)
-
-
-def public(*wsgi_call: Any) -> Any:
-    """The public listener's app. gunicorn (``broker.ingress.wsgi:public``) calls it as a WSGI
-    app, with ``(environ, start_response)``; Flask's CLI (``flask --app
-    broker.ingress.wsgi:public routes``) calls it with no argument, as an app factory, and gets
-    the Flask app itself."""
-    if not wsgi_call:
-        return _public_app.app
-    return _public_app(*wsgi_call)
-
-
-def internal(*wsgi_call: Any) -> Any:
-    """The internal listener's app, for gunicorn and for Flask's CLI (as ``public``)."""
-    if not wsgi_call:
-        return _internal_app.app
-    return _internal_app(*wsgi_call)

@@ -77,7 +77,7 @@ def check_database(session_factory: sessionmaker[Session]) -> str:
 def check_transport(settings: Settings) -> str:
     from kombu.connection import Connection
 
-    from broker.runtime.transport.celery_config import (
+    from broker.adapters.transport.celery_config import (
         broker_url,
         transport_class,
         transport_options,
@@ -124,17 +124,17 @@ def _bounded(name: str, check: Callable[[Any], str], argument: Any) -> Callable[
     return result
 
 
-def probe(settings: Settings) -> Callable[[], Readiness]:
+def probe(
+    settings: Settings, connect: Callable[[], sessionmaker[Session]]
+) -> Callable[[], Readiness]:
     """A readiness check for a process without a session factory of its own (a gunicorn master,
-    a Celery worker's metrics thread): the engine is made on the first probe, not at start."""
+    a Celery worker's metrics thread): ``connect`` makes one on the first probe, not at start."""
     factory: list[sessionmaker[Session]] = []
 
     def check() -> Readiness:
         if not factory:
-            from broker.store import db
-
             try:
-                factory.append(db.make_session_factory(db.make_engine(settings.database_url)))
+                factory.append(connect())
             except Exception as exc:
                 logger.warning("readiness: database not configured: %s", exc)
                 return Readiness({DATABASE: "down", TRANSPORT: check_transport(settings)})

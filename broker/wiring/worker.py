@@ -1,0 +1,33 @@
+"""The worker's builder (``celery -A tasks worker|beat``): the Celery app's configuration and the
+process's runtime publishing through that app, checked at start."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from broker.activities import load_activities
+from broker.adapters.locks import warn_if_local_locks
+from broker.adapters.transport.celery_config import create_celery
+from broker.settings import Settings, get_settings
+from broker.wiring.runtime import Runtime, set_runtime
+
+
+def celery_app(settings: Settings | None = None) -> Celery:
+    """The worker's Celery app, configured from ``settings`` (``get_settings()`` when None), with
+    the task modules ``BROKER_TASK_MODULES`` names besides ``tasks``."""
+    settings = settings or get_settings()
+    load_activities(settings)  # a bad Python activity declaration stops the worker here
+    app = create_celery(settings)
+    app.conf.imports = tuple(m for m in settings.task_modules if m != "tasks")
+    return app
+
+
+def start(app: Celery, settings: Settings | None = None) -> Runtime:
+    """Install the process's runtime, publishing through ``app`` (its connection pool is the
+    worker's own); a malformed ``BROKER_RESILIENCE_STRATEGIES`` stops the process here."""
+    settings = settings or get_settings()
+    warn_if_local_locks(settings)
+    runtime = Runtime(settings, celery_app=app)
+    _ = runtime.strategies
+    set_runtime(runtime)
+    return runtime
