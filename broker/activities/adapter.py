@@ -22,6 +22,7 @@ from broker.engine.model.specs import ActivitySpec, Declaration, InputSpec, Outp
 from broker.engine.run.activity_context import ActivityContext
 from broker.engine.run.results import RunActivity
 from broker.errors import ActivityDeclarationError, RetryLater, WorkflowFault
+from broker.names import EVENT
 
 __all__ = ["DECLARED", "TASK_BOOKMARK", "PythonActivity", "activity", "call", "fit", "install"]
 
@@ -29,7 +30,6 @@ T = TypeVar("T")
 
 #: the bookmark a task-mode activity waits on until its Celery task answers
 TASK_BOOKMARK = "Broker.RunActivity"
-EVENT = "Elsa.Event"
 
 #: Every Python activity declared in this process, by type name, in declaration order.
 DECLARED: dict[str, ActivityDeclaration] = {}
