@@ -30,7 +30,7 @@ from tests.support.ingress import (
 )
 from tests.support.stack import roles
 from tests.support.stack.config import Ports
-from tests.support.stack.roster import Stack
+from tests.support.stack.roster import OnStack, Stack
 
 START_TIMEOUT = 60.0
 CALLBACK_SECRET = "e2e-callback-secret"
@@ -44,7 +44,7 @@ class Response:
 
 
 @dataclasses.dataclass
-class Server:
+class Server(OnStack):
     """The listeners of a ``tests.support.stack`` stack and a client of each."""
 
     pki: Pki
@@ -57,14 +57,6 @@ class Server:
     @property
     def env(self) -> dict[str, str]:
         return self.roles.env
-
-    @property
-    def public_port(self) -> int:
-        return self.roles.ports.public
-
-    @property
-    def internal_port(self) -> int:
-        return self.roles.ports.internal
 
     @property
     def settings(self) -> Settings:

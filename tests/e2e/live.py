@@ -38,7 +38,7 @@ from tests.support.sink import Sink
 from tests.support.stack import roles
 from tests.support.stack.config import Ports, embedded
 from tests.support.stack.process import Process
-from tests.support.stack.roster import Stack
+from tests.support.stack.roster import OnStack, Stack
 from tests.support.waits import wait_until
 from tests.support.workflows import (
     activity,
@@ -99,21 +99,13 @@ class Response:
 
 
 @dataclasses.dataclass
-class LiveStack:
+class LiveStack(OnStack):
     root: Path
     env: dict[str, str]
     roles: Stack
     factory: sessionmaker[Session]
     sink: Sink
     beats: int = 1
-
-    @property
-    def public_port(self) -> int:
-        return self.roles.ports.public
-
-    @property
-    def internal_port(self) -> int:
-        return self.roles.ports.internal
 
     # HTTP -----------------------------------------------------------------------------------------
 

@@ -175,3 +175,17 @@ def running_worker(env: Mapping[str, str], log: Path, **options: object) -> Iter
         yield process
     finally:
         process.stop()
+
+
+class OnStack:
+    """What a client of a stack (a class with the stack as ``roles``) reads of its listeners."""
+
+    roles: Stack
+
+    @property
+    def public_port(self) -> int:
+        return self.roles.ports.public
+
+    @property
+    def internal_port(self) -> int:
+        return self.roles.ports.internal
