@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.chaos.pg_private import (
+from tests.support.stack.postgres import (
     DATABASE,
     DURABLE_OPTIONS,
     SUPERUSER,

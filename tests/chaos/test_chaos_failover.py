@@ -76,7 +76,7 @@ def test_a_promoted_standby_takes_over_and_every_202_completes_exactly_once(
             BROKER_TASK_VISIBILITY_TIMEOUT="30",
             BROKER_OUTBOX_LEASE="8",
         ) as stack:
-            pids = {n: s.proc.pid for n, s in stack.services.items() if s.proc is not None}
+            pids = stack.roles.leaders()
             stack.sink.delay["/effect"] = 0.1
             burst = Burst(stack)
             burst.start()
@@ -180,10 +180,7 @@ def test_a_promoted_standby_takes_over_and_every_202_completes_exactly_once(
             assert epoch_after >= epoch_before
             # And readiness is back, the same processes serving throughout
             assert readiness(stack) == 200
-            for name, service in stack.services.items():
-                assert service.running, f"{name} died:\n{service.tail()}"
-                assert service.proc is not None
-                assert service.proc.pid == pids[name], f"{name} was restarted"
+            stack.roles.check_unchanged(pids)
             print(
                 f"\nfailover: gap={first_after - killed_at:.1f}s (kill to first 202; promotion "
                 f"{promoted_at - killed_at:.1f}s after the kill) 503s_in_gap={refused_in_gap} "

@@ -31,9 +31,9 @@ from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, OutboxRow, Request
 from broker.wiring.runtime import make_publisher
 from tests.chaos import memory_cap
-from tests.support.processes import Worker
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request
 from tests.support.services import ON_CI, require_service
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import activity, literal, obj, set_output, workflow, write_workflow
 
@@ -128,7 +128,7 @@ def test_work_that_kills_its_worker_is_dead_lettered_while_every_other_request_c
         factory, registry = prepare(settings)
         registry.stop()
         publisher = make_publisher(settings, factory)
-        worker = Worker(env, tmp_path / "worker.log", concurrency=2).start()
+        worker = worker_process(env, tmp_path / "worker.log", concurrency=2).start()
         try:
             # Given 200 requests submitted around one whose task kills its worker process
             others = [

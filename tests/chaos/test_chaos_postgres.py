@@ -1,11 +1,11 @@
 """Chaos: the database stops mid-run and comes back; nothing accepted is lost, nothing answers 500.
 
 The full stack (public and internal gunicorn, one worker, one beat) runs against a private
-PostgreSQL cluster (``pg_private``), Redis as transport and lock provider. A client thread keeps
-submitting through the real mutual-TLS API before, during and after a ``pg_ctl stop -m fast``
-that lasts a few seconds. While the database is down the ingress must answer 503 with
-Retry-After, never 500; every 202 must have its record and end Completed; the worker and beat
-must recover on their own (same processes throughout).
+PostgreSQL cluster (``tests.support.stack.postgres``), Redis as transport and lock provider. A
+client thread keeps submitting through the real mutual-TLS API before, during and after a
+``pg_ctl stop -m fast`` that lasts a few seconds. While the database is down the ingress must
+answer 503 with Retry-After, never 500; every 202 must have its record and end Completed; the
+worker and beat must recover on their own (same processes throughout).
 
 A second test crashes the server instead: a burst of submissions from several clients, the
 postmaster SIGKILLed mid-burst on a cluster with ``fsync`` and ``synchronous_commit`` on, then a
@@ -30,8 +30,8 @@ from sqlalchemy import select
 
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request
-from tests.chaos.pg_private import PrivatePostgres, private_postgres
 from tests.e2e.live import DEV, LiveStack, running_stack
+from tests.support.stack.postgres import PrivatePostgres, private_postgres
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.redis, pytest.mark.timeout(240)]
@@ -180,7 +180,7 @@ def test_a_postgres_restart_answers_503_and_loses_no_accepted_request(
         lock_url=redis_url,
         BROKER_TASK_VISIBILITY_TIMEOUT="30",
     ) as stack:
-        pids = {name: service.proc.pid for name, service in stack.services.items() if service.proc}
+        pids = stack.roles.leaders()
         stack.sink.delay["/effect"] = SINK_DELAY
         client = Client(stack)
         client.start()
@@ -274,10 +274,7 @@ def test_a_postgres_restart_answers_503_and_loses_no_accepted_request(
         assert len(stack.sink.effects["/effect"]) == sink_calls
 
         # And the worker, beat and listeners recovered by themselves: the same processes throughout
-        for name, service in stack.services.items():
-            assert service.running, f"{name} died:\n{service.tail()}"
-            assert service.proc is not None
-            assert service.proc.pid == pids[name], f"{name} was restarted"
+        stack.roles.check_unchanged(pids)
 
 
 # A crash of the server -----------------------------------------------------------------------
@@ -374,6 +371,7 @@ def test_every_202_answered_before_the_postmaster_is_killed_survives_the_restart
         lock_url=redis_url,
         BROKER_TASK_VISIBILITY_TIMEOUT="30",
     ) as stack:
+        pids = stack.roles.leaders()
         burst = Burst(stack)
         burst.start()
         try:
@@ -421,6 +419,5 @@ def test_every_202_answered_before_the_postmaster_is_killed_survives_the_restart
         # And so is every later 202, and every one of them completes
         records = wait_all_completed(stack, accepted)
         assert all(records[i][0] == "Completed" for i in accepted)
-        # And the stack's processes came through the crash
-        for name, service in stack.services.items():
-            assert service.running, f"{name} died:\n{service.tail()}"
+        # And the stack's processes came through the crash, the same ones
+        stack.roles.check_unchanged(pids)

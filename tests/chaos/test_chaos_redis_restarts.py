@@ -10,23 +10,22 @@ must complete within ``REDIS_RECOVERY_SECONDS``, the recovery time the README do
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from broker.settings import Settings
 from broker.wiring.runtime import make_publisher
-from tests.chaos.redis_private import PrivateRedis
 from tests.chaos.test_chaos_runtime import assert_one_effect_per_request, count_status
-from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.sink import Sink
+from tests.support.stack.process import Process, process_env
+from tests.support.stack.redis_server import PrivateRedis
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import sink_workflow, write_workflow
 
@@ -41,24 +40,18 @@ BURNERS = 2
 
 
 @contextlib.contextmanager
-def cpu_burners(count: int) -> object:
-    """``count`` busy processes (their own sessions), stopped by PID when the block ends."""
+def cpu_burners(count: int, folder: Path) -> Iterator[list[Process]]:
+    """``count`` busy processes (their own process groups), killed by pid when the block ends."""
+    argv = [sys.executable, "-c", "while True: pass"]
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", "while True: pass"],
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(count)
+        Process(f"burner{n}", argv, process_env({}), folder / f"burner{n}.log").start()
+        for n in range(count)
     ]
     try:
         yield procs
     finally:
         for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+            proc.kill()
 
 
 def test_two_redis_restarts_during_a_busy_burst_lose_nothing(
@@ -81,7 +74,7 @@ def test_two_redis_restarts_during_a_busy_burst_lose_nothing(
             settings = Settings.from_env(env)
             factory, registry = prepare(settings)
             publisher = make_publisher(settings, factory)
-            worker = Worker(env, tmp_path / "worker.log", concurrency=4).start()
+            worker = worker_process(env, tmp_path / "worker.log", concurrency=4).start()
             request_ids: list[str] = []
             submitted = threading.Event()
 
@@ -97,7 +90,7 @@ def test_two_redis_restarts_during_a_busy_burst_lose_nothing(
                 submitted.set()
 
             try:
-                with cpu_burners(BURNERS):
+                with cpu_burners(BURNERS, tmp_path):
                     # Given a burst being submitted on a busy machine
                     submitter = threading.Thread(target=submit_burst, daemon=True)
                     submitter.start()

@@ -12,12 +12,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,8 +30,6 @@ from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import OutboxRow, Request, RequestEvent
 from broker.wiring.runtime import make_publisher
-from tests.chaos.redis_private import PrivateRedis
-from tests.support.processes import Worker, process_env
 from tests.support.runtime import (
     outbox_rows_enqueue,
     prepare,
@@ -42,8 +37,12 @@ from tests.support.runtime import (
     runtime_env,
     submit_request,
 )
-from tests.support.services import PROJECT_ROOT, require_service
+from tests.support.services import require_service
 from tests.support.sink import Sink
+from tests.support.stack import roles
+from tests.support.stack.process import Process, process_env
+from tests.support.stack.redis_server import PrivateRedis
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import sink_workflow, write_workflow
 
@@ -114,7 +113,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
             for n in range(count)
         ]
         log = tmp_path / "worker.log"
-        worker = Worker(env, log, concurrency=4).start()
+        worker = worker_process(env, log, concurrency=4).start()
         try:
             # When the worker is SIGKILLed three times mid-run and restarted each time
             kills = 0
@@ -129,7 +128,7 @@ def test_killed_workers_lose_no_request_and_repeat_no_effect(
                     break
                 worker.kill()
                 kills += 1
-                worker = Worker(env, log, concurrency=4, name=f"w{kills + 1}").start()
+                worker = worker_process(env, log, concurrency=4, name=f"w{kills + 1}").start()
             # Then every request ends Completed
             wait_until(
                 lambda: count_status(factory, "Completed") == count,
@@ -171,7 +170,7 @@ def test_a_redis_restart_loses_nothing(tmp_path: Path, postgres_url: str) -> Non
             settings = Settings.from_env(env)
             factory, registry = prepare(settings)
             publisher = make_publisher(settings, factory)
-            worker = Worker(env, tmp_path / "worker.log", concurrency=4).start()
+            worker = worker_process(env, tmp_path / "worker.log", concurrency=4).start()
             try:
                 # Given requests in flight
                 request_ids = [
@@ -243,19 +242,14 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
         lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
         return [(int(pid), int(epoch), row) for pid, epoch, row in lines]
 
-    def start_relay() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, str(PROJECT_ROOT / "tests" / "chaos" / "relay_process.py"), str(log)],
-            cwd=PROJECT_ROOT,
-            env=process_env(env),
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "relay.err").open("ab"),
-        )
+    def start_relay() -> Process:
+        name = f"relay{len(relays) + 1}"
+        return Process(name, roles.relay(log), process_env(env), tmp_path / f"{name}.log").start()
 
     inserter = threading.Thread(target=insert_rows, daemon=True)
     inserter.start()
-    relays = [start_relay()]
+    relays: list[Process] = []
+    relays.append(start_relay())
     try:
         # Given relay A publishing
         wait_until(lambda: len(published()) > 20, timeout=30, what="relay A to publish")
@@ -297,10 +291,8 @@ def test_a_paused_relay_publishes_nothing_after_a_takeover(
     finally:
         stop.set()
         for relay in relays:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(relay.pid, signal.SIGCONT)
-                os.killpg(relay.pid, signal.SIGKILL)
-            relay.wait(10)
+            relay.signal(signal.SIGCONT)
+            relay.kill()
     lines = published()
     # Then the other relay took over at least once while its peer was stopped
     assert takeovers >= 1, f"no takeover in {PAUSES} pauses past the lock TTL"
@@ -334,7 +326,7 @@ def test_a_task_delivered_twice_at_once_has_one_effect(
         factory, registry = prepare(settings)
         # Given five committed requests (not yet published)
         request_ids = [submit_request(factory, registry, "Dup", payload={"n": n}) for n in range(5)]
-        worker = Worker(env, tmp_path / "worker.log", concurrency=6, beat=False).start()
+        worker = worker_process(env, tmp_path / "worker.log", concurrency=6, beat=False).start()
         try:
             # When each one's task is delivered twice, at the same time, to a 6-process worker
             sender = CelerySender(create_celery(settings, set_as_current=False))
@@ -384,7 +376,7 @@ def test_sigterm_lets_the_running_step_finish_and_save_before_the_worker_exits(
         settings = Settings.from_env(env)
         factory, registry = prepare(settings)
         registry.stop()
-        worker = Worker(env, tmp_path / "worker.log", beat=False).start()
+        worker = worker_process(env, tmp_path / "worker.log", beat=False).start()
         try:
             # Given a step in flight (the sink holds its call for two seconds)
             request_id = submit_request(
@@ -454,7 +446,9 @@ def test_sigterm_mid_step_hands_the_step_to_another_worker_at_once(
             registry.stop()
             publisher = make_publisher(settings, factory)
             # Given worker 1 with two steps in flight and a third request queued behind them
-            w1 = Worker(env, tmp_path / "w1.log", beat=False, concurrency=2, name="w1").start()
+            w1 = worker_process(
+                env, tmp_path / "w1.log", beat=False, concurrency=2, name="w1"
+            ).start()
             request_ids = [
                 submit_request(factory, registry, "Slow", payload={"n": n}, publisher=publisher)
                 for n in range(3)
@@ -464,7 +458,9 @@ def test_sigterm_mid_step_hands_the_step_to_another_worker_at_once(
             )
             sink.first_delay.clear()  # the redone calls, and the third request's, answer at once
             # and worker 2 (with beat: the relay) ready to take over
-            w2 = Worker(env, tmp_path / "w2.log", beat=True, concurrency=2, name="w2").start()
+            w2 = worker_process(
+                env, tmp_path / "w2.log", beat=True, concurrency=2, name="w2"
+            ).start()
             wait_until(lambda: "ready" in w2.tail(), timeout=60, what="worker 2 to be ready")
             # When worker 1 gets SIGTERM (what a pod stop sends)
             stopped_at = time.monotonic()

@@ -29,10 +29,11 @@ from broker.store.db import transaction
 from broker.store.models import Bookmark, Request
 from broker.wiring.runtime import make_publisher
 from tests.chaos.test_chaos_runtime import assert_one_effect_per_request, count_status
-from tests.support.processes import Worker, process_env
 from tests.support.runtime import prepare, runtime_env, submit_request
 from tests.support.services import PROJECT_ROOT
 from tests.support.sink import Sink
+from tests.support.stack.process import Process, process_env
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import (
     activity,
@@ -94,8 +95,8 @@ def test_a_rolling_restart_onto_a_migrated_schema_loses_nothing_in_flight(
         publisher = make_publisher(settings, factory)
         check = broker_cli(env, "db", "check")
         assert check.returncode == 1, check.stdout + check.stderr  # behind: the upgrade is due
-        old_worker = Worker(env, tmp_path / "old.log", concurrency=2, name="old").start()
-        new_worker: Worker | None = None
+        old_worker = worker_process(env, tmp_path / "old.log", concurrency=2, name="old").start()
+        new_worker: Process | None = None
         request_ids: list[str] = []
         stop = threading.Event()
 
@@ -120,7 +121,9 @@ def test_a_rolling_restart_onto_a_migrated_schema_loses_nothing_in_flight(
             assert db.current_revision(postgres_url) == db.head_revision()
             # and a worker of the new build starts before the old one is stopped (SIGTERM: it
             # drains its steps and hands back the rest)
-            new_worker = Worker(env, tmp_path / "new.log", concurrency=2, name="new").start()
+            new_worker = worker_process(
+                env, tmp_path / "new.log", concurrency=2, name="new"
+            ).start()
             wait_until(lambda: "ready" in new_worker.tail(200), timeout=60, what="new worker")
             assert count_status(factory, "Completed") < len(request_ids), "nothing in flight"
             old_worker.terminate()
@@ -185,8 +188,8 @@ def test_suspended_instances_finish_on_their_version_and_new_requests_use_the_ne
     settings = Settings.from_env(env)
     factory, registry = prepare(settings)
     publisher = make_publisher(settings, factory)
-    worker = Worker(env, tmp_path / "w1.log", concurrency=2, name="w1").start()
-    second: Worker | None = None
+    worker = worker_process(env, tmp_path / "w1.log", concurrency=2, name="w1").start()
+    second: Process | None = None
     try:
         # Given three requests of version 1 suspended on their event
         old = [
@@ -198,7 +201,7 @@ def test_suspended_instances_finish_on_their_version_and_new_requests_use_the_ne
         write_workflow(folder, versioned("v2"))
         registry.load()
         assert not registry.problems, registry.problems
-        second = Worker(env, tmp_path / "w2.log", concurrency=2, name="w2").start()
+        second = worker_process(env, tmp_path / "w2.log", concurrency=2, name="w2").start()
         worker.stop()
         # and new requests arrive
         new = [

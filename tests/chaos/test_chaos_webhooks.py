@@ -19,9 +19,9 @@ from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import WebhookDelivery
 from broker.wiring.runtime import make_publisher
-from tests.support.processes import Worker
 from tests.support.receiver import Receiver, verify
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
@@ -46,8 +46,8 @@ def test_a_worker_killed_between_the_status_commit_and_the_delivery_still_delive
     )
     settings = Settings.from_env(env)
     factory, registry = prepare(settings)
-    first = Worker(env, tmp_path / "w1.log", name="w1")
-    second = Worker(env, tmp_path / "w2.log", name="w2")
+    first = worker_process(env, tmp_path / "w1.log", name="w1")
+    second = worker_process(env, tmp_path / "w2.log", name="w2")
     try:
         with Receiver("hang", hang_seconds=8.0) as receiver:
             with OutboundHttp(settings) as guard, transaction(factory) as session:

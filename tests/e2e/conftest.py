@@ -3,7 +3,7 @@
 The public listener speaks mutual TLS with certificates generated for the session; the internal
 listener speaks plain HTTP. Both run from this checkout's config files
 (``config/gunicorn*.conf.py``) exactly as the README starts them, against a migrated SQLite
-database. They are stopped by PID.
+database, as a ``tests.support.stack`` stack (stopped by pid, logs kept under its root).
 """
 
 from __future__ import annotations
@@ -11,12 +11,7 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
-import os
-import socket
 import ssl
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +28,9 @@ from tests.support.ingress import (
     signed_callback,
     write_config,
 )
-from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.roster import OnStack, Stack
 
 START_TIMEOUT = 60.0
 CALLBACK_SECRET = "e2e-callback-secret"
@@ -47,13 +44,19 @@ class Response:
 
 
 @dataclasses.dataclass
-class Server:
+class Server(OnStack):
+    """The listeners of a ``tests.support.stack`` stack and a client of each."""
+
     pki: Pki
-    root: Path
-    env: dict[str, str]
-    public_port: int
-    internal_port: int
-    processes: list[subprocess.Popen[bytes]]
+    roles: Stack
+
+    @property
+    def root(self) -> Path:
+        return self.roles.root
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.roles.env
 
     @property
     def settings(self) -> Settings:
@@ -139,93 +142,35 @@ def _read(response: http.client.HTTPResponse) -> Response:
     return Response(response.status, {k: v for k, v in response.getheaders()}, body)
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"gunicorn did not listen on {port} in time:\n{log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
 @pytest.fixture(scope="session")
 def broker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("e2e")
     pki = make_pki(root / "certs")
     config = write_config(root / "config", pki)
-    public_port, internal_port = free_port(), free_port()
+    ports = Ports()
     broker_env = environment(
         root / "var",
         pki,
         config,
-        BROKER_PUBLIC_BIND=f"127.0.0.1:{public_port}",
-        BROKER_INTERNAL_BIND=f"127.0.0.1:{internal_port}",
+        BROKER_PUBLIC_BIND=f"127.0.0.1:{ports.public}",
+        BROKER_INTERNAL_BIND=f"127.0.0.1:{ports.internal}",
         BROKER_CALLBACK_SECRET=CALLBACK_SECRET,
     )
     (root / "var").mkdir()
     db.upgrade(broker_env["BROKER_DATABASE_URL"])
     db.dispose_engines()
-    inherited = {
-        k: v
-        for k, v in os.environ.items()  # noqa: TID251 - the child's PATH, HOME
-        if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_"))
-    }
     # Both listeners share prometheus-client's multiprocess folder, so the internal /metrics
     # reports what the public workers counted.
     metrics_dir = root / "prometheus"
     metrics_dir.mkdir()
-    env = {**inherited, **broker_env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    server = Server(pki, root, env, public_port, internal_port, [])
+    stack = Stack(root, {**broker_env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}, ports=ports)
+    for name in ("public", "internal"):
+        stack.start(name, roles.listener(name, workers=1, threads=4))
     try:
-        for name, conf, app, port in (
-            ("public", "gunicorn.conf.py", "broker.serving.wsgi:public", public_port),
-            (
-                "internal",
-                "gunicorn_internal.conf.py",
-                "broker.serving.wsgi:internal",
-                internal_port,
-            ),
-        ):
-            log = root / f"{name}.log"
-            with log.open("wb") as sink:
-                process = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "gunicorn",
-                        "-c",
-                        str(PROJECT_ROOT / "config" / conf),
-                        "--workers",
-                        "1",
-                        "--threads",
-                        "4",
-                        app,
-                    ],
-                    cwd=PROJECT_ROOT,
-                    env=env,
-                    stdout=sink,
-                    stderr=subprocess.STDOUT,
-                )
-            server.processes.append(process)
-            _wait_listening(port, process, log)
-        yield server
+        stack.wait_listening()
+        yield Server(pki, stack)
     finally:
-        for process in server.processes:
-            _stop(process)
+        stack.close()
 
 
 # Summary lines ------------------------------------------------------------------------------------

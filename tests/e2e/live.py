@@ -1,11 +1,12 @@
 """A full running stack for end-to-end tests: every role as its own process, on free ports.
 
-``start_stack`` starts what the README starts in production, each as a subprocess in its own
-session (stopped by its process-group id): the public listener (gunicorn, mutual TLS with
-certificates generated for the stack), the internal listener (gunicorn, plain HTTP), one
-``celery -A tasks worker`` and one or more ``celery -A tasks beat``. It answers a ``LiveStack``
-with an HTTPS client per certificate, a session factory on the stack's database, a local HTTP
-sink (the ledger and every test effect) and helpers to restart the worker and the beats.
+``start_stack`` starts what the README starts in production as a ``tests.support.stack`` stack
+(each role in its own process group, stopped by its id, its log in ``<root>/logs``): the public
+listener (gunicorn, mutual TLS with certificates generated for the stack), the internal listener
+(gunicorn, plain HTTP), one ``celery -A tasks worker`` and one or more ``celery -A tasks beat``.
+It answers a ``LiveStack`` with an HTTPS client per certificate, a session factory on the
+stack's database, a local HTTP sink (the ledger and every test effect) and helpers to restart
+the worker and the beats.
 
 Clients: ``DevClient`` is registered in the database with every admin scope (as ``broker run``
 does), ``ClientB`` is allowlisted in ``clients.json`` without scopes and ``Reader`` with the read
@@ -22,13 +23,9 @@ import dataclasses
 import http.client
 import json
 import os
-import signal
-import socket
 import ssl
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +35,12 @@ from broker.clients import certificates as certs
 from broker.clients.scopes import ADMIN_SCOPES
 from broker.store import db
 from broker.wiring import cli as cli_wiring
-from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.services import PROJECT_ROOT
 from tests.support.sink import Sink
+from tests.support.stack import roles
+from tests.support.stack.config import Ports, embedded
+from tests.support.stack.process import Process
+from tests.support.stack.roster import OnStack, Stack
 from tests.support.waits import wait_until
 from tests.support.workflows import (
     activity,
@@ -99,85 +100,13 @@ class Response:
     text: str
 
 
-class Service:
-    """One role as a subprocess in its own session; ``stop`` signals its whole group."""
-
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> None:
-        self.name = name
-        self.argv = argv
-        self.env = dict(env)
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started_at = 0.0
-
-    def start(self) -> Service:
-        with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(
-                self.argv,
-                cwd=PROJECT_ROOT,
-                env=self.env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.started_at = time.monotonic()
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = STOP_TIMEOUT, *, group: bool = False) -> None:
-        """SIGTERM (Celery's warm shutdown, gunicorn's graceful stop), SIGKILL after ``timeout``;
-        then the group, so no pool child outlives its parent. ``group`` sends the SIGTERM to
-        the whole group at once (pool children too): quicker, for the end of a test."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            if group:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGTERM)
-            else:
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def log_text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def wait_for_log(self, marker: str, *, since: int = 0, timeout: float = START_TIMEOUT) -> None:
-        """Wait until ``marker`` appears in the log after offset ``since``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if marker in self.log_text()[since:]:
-                return
-            if not self.running:
-                raise RuntimeError(f"{self.name} exited early:\n{self.tail()}")
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not log {marker!r} in time:\n{self.tail()}")
-
-
 @dataclasses.dataclass
-class LiveStack:
+class LiveStack(OnStack):
     root: Path
     env: dict[str, str]
-    public_port: int
-    internal_port: int
+    roles: Stack
     factory: sessionmaker[Session]
     sink: Sink
-    services: dict[str, Service]
     beats: int = 1
 
     # HTTP -----------------------------------------------------------------------------------------
@@ -292,22 +221,19 @@ class LiveStack:
     # Processes ------------------------------------------------------------------------------------
 
     @property
-    def worker(self) -> Service:
-        return self.services["worker"]
+    def worker(self) -> Process:
+        return self.roles["worker"]
 
-    def beat(self, index: int = 1) -> Service:
-        return self.services[f"beat{index}"]
+    def beat(self, index: int = 1) -> Process:
+        return self.roles[f"beat{index}"]
 
     def restart_worker(self) -> None:
         self.worker.stop()
         self.start_worker()
 
     def start_worker(self) -> None:
-        service = _worker(self.env, self.root)
-        self.services["worker"] = service
-        offset = len(service.log_text())
-        service.start()
-        service.wait_for_log(" ready.", since=offset)
+        argv = roles.worker(f"live-{os.getpid()}", concurrency=2)
+        self._start_and_wait("worker", argv, " ready.")
 
     def restart_beats(self) -> None:
         for index in range(1, self.beats + 1):
@@ -316,21 +242,25 @@ class LiveStack:
             self.start_beat(index)
 
     def start_beat(self, index: int) -> None:
-        service = _beat(self.env, self.root, index)
-        self.services[f"beat{index}"] = service
-        offset = len(service.log_text())
-        service.start()
-        service.wait_for_log("beat: Starting", since=offset)
+        # Each beat keeps its own schedule file: two beats sharing one would corrupt it, and the
+        # point of running two is that nothing but the jobs' own locks keeps them apart. DEBUG:
+        # a tick's "Sending due task" line is DEBUG (idle logs stay quiet), and the two-beats
+        # test counts the ticks each beat sent from them.
+        schedule = self.root / "var" / f"celerybeat-schedule-{index}"
+        argv = roles.beat(schedule, loglevel="DEBUG")
+        self._start_and_wait(f"beat{index}", argv, "beat: Starting")
+
+    def _start_and_wait(self, name: str, argv: list[str], marker: str) -> None:
+        log = self.roles.logs / f"{name}.log"
+        offset = len(log.read_text(errors="replace")) if log.exists() else 0
+        self.roles.start(name, argv).wait_for_log(marker, since=offset)
 
     def tails(self) -> str:
-        return "\n".join(
-            f"--- {name} ---\n{service.tail()}" for name, service in self.services.items()
-        )
+        return self.roles.tails()
 
     def stop(self) -> None:
         """The end of a test: nothing left to drain, so a short grace and then the groups go."""
-        for service in reversed(list(self.services.values())):
-            service.stop(TEARDOWN_GRACE, group=True)
+        self.roles.close(TEARDOWN_GRACE, group=True)
 
 
 # Building a stack ---------------------------------------------------------------------------------
@@ -444,85 +374,6 @@ def write_clients(folder: Path, certs_folder: Path) -> dict[str, str]:
     }
 
 
-def _python_env(broker_env: Mapping[str, str]) -> dict[str, str]:
-    inherited = {
-        k: v
-        for k, v in os.environ.items()  # noqa: TID251 - the children's PATH, HOME
-        if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_", "CELERY_"))
-    }
-    return {**inherited, **broker_env, "PYTHONPATH": str(PROJECT_ROOT)}
-
-
-def _gunicorn(env: Mapping[str, str], root: Path, name: str, conf: str, app: str) -> Service:
-    argv = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "-c",
-        str(PROJECT_ROOT / "config" / conf),
-        "--workers",
-        "1",
-        "--threads",
-        "8",
-        app,
-    ]
-    return Service(name, argv, env, root / f"{name}.log")
-
-
-def _worker(env: Mapping[str, str], root: Path) -> Service:
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "tasks",
-        "worker",
-        "--loglevel",
-        "INFO",
-        "--concurrency",
-        "2",
-        "--hostname",
-        f"live-{os.getpid()}@127.0.0.1",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-    ]
-    return Service("worker", argv, env, root / "worker.log")
-
-
-def _beat(env: Mapping[str, str], root: Path, index: int) -> Service:
-    # Each beat keeps its own schedule file: two beats sharing one would corrupt it, and the
-    # point of running two is that nothing but the jobs' own locks keeps them apart.
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "tasks",
-        "beat",
-        # DEBUG: a tick's "Sending due task" line is DEBUG (idle logs stay quiet), and the
-        # two-beats test counts the ticks each beat sent from them.
-        "--loglevel",
-        "DEBUG",
-        "--schedule",
-        str(root / "var" / f"celerybeat-schedule-{index}"),
-    ]
-    return Service(f"beat{index}", argv, env, root / f"beat{index}.log")
-
-
-def _wait_listening(service: Service, port: int) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if not service.running:
-            raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{service.name} did not listen on {port} in time:\n{service.tail()}")
-
-
 def start_stack(
     root: Path,
     *,
@@ -545,24 +396,22 @@ def start_stack(
     sink = Sink().__enter__()
     try:
         write_workflows(root / "workflows", sink)
-        public_port, internal_port = free_port(), free_port()
+        ports = Ports()
+        backend = embedded(var_dir)
         broker_env = {
-            "BROKER_VAR_DIR": str(var_dir),
-            "BROKER_DATABASE_URL": database_url or f"sqlite:///{var_dir / 'broker.db'}",
+            **backend,
+            "BROKER_DATABASE_URL": database_url or backend["BROKER_DATABASE_URL"],
             "BROKER_QUEUE_URL": queue_url,
-            "BROKER_LOCK_URL": lock_url or f"file://{var_dir / 'locks'}",
+            "BROKER_LOCK_URL": lock_url or backend["BROKER_LOCK_URL"],
             "BROKER_WORKFLOW_PATHS": str(root / "workflows"),
             "BROKER_WATCH_WORKFLOWS": "false",
-            "BROKER_PUBLIC_BIND": f"127.0.0.1:{public_port}",
-            "BROKER_INTERNAL_BIND": f"127.0.0.1:{internal_port}",
+            **ports.binds(),
             "BROKER_TLS_CERT": str(certs_folder / "server.pem"),
             "BROKER_TLS_KEY": str(certs_folder / "server.key"),
             "BROKER_TLS_CLIENT_CA": str(certs_folder / "ca.pem"),
             "BROKER_CALLBACK_SECRET": CALLBACK_SECRET,
             "BROKER_HTTP_ALLOWLIST": f"127.0.0.1:{sink.port}",
-            "BROKER_SMTP_URL": f"file://{var_dir / 'mail'}",
             "BROKER_FILE_STORAGE_URL": f"file://{var_dir / 'files'}",
-            "BROKER_LOG_FORMAT": "text",
             **write_clients(config, certs_folder),
             **FAST,
             **extra,
@@ -578,24 +427,20 @@ def start_stack(
             DEV,
             scopes=ADMIN_SCOPES,
         )
-        env = _python_env(broker_env)
+        processes = Stack(root, broker_env, ports=ports)
         factory = db.make_session_factory(db.make_engine(settings.database_url))
-        stack = LiveStack(root, env, public_port, internal_port, factory, sink, {}, beats=beats)
+        stack = LiveStack(root, processes.env, processes, factory, sink, beats=beats)
     except BaseException:
         sink.__exit__(None, None, None)
         raise
     try:
-        public = _gunicorn(env, root, "public", "gunicorn.conf.py", "broker.serving.wsgi:public")
-        internal = _gunicorn(
-            env, root, "internal", "gunicorn_internal.conf.py", "broker.serving.wsgi:internal"
-        )
-        stack.services.update(public=public.start(), internal=internal.start())
+        for name in ("public", "internal"):
+            stack.roles.start(name, roles.listener(name, workers=1, threads=8))
         # The worker publishes the workflows first (the listeners then find them in the store).
         stack.start_worker()
         for index in range(1, beats + 1):
             stack.start_beat(index)
-        _wait_listening(public, public_port)
-        _wait_listening(internal, internal_port)
+        stack.roles.wait_listening()
     except BaseException:
         stack.stop()
         sink.__exit__(None, None, None)

@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,12 @@ from cryptography import x509
 
 from broker.clients import certificates as certs
 from broker.store import db
-from tests.e2e.test_metrics_live import start_listener, stop
 from tests.support.ingress import make_pki, write_config
-from tests.support.processes import process_env
 from tests.support.runtime import runtime_env
 from tests.support.services import free_port
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.roster import Stack
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
@@ -81,10 +81,10 @@ def test_the_public_listener_serves_a_rotated_certificate_on_the_next_connection
     (tmp_path / "var").mkdir()
     db.upgrade(broker_env["BROKER_DATABASE_URL"])
     db.dispose_engines()
-    env = {k: v for k, v in process_env(broker_env).items() if not k.startswith("GUNICORN_")}
-    listener: subprocess.Popen[bytes] | None = None
+    stack = Stack(tmp_path, broker_env, ports=Ports(public=port))
     try:
-        listener = start_listener(tmp_path, env, "public", "broker.serving.wsgi:public", port, 1)
+        listener = stack.start("public", roles.listener("public", workers=1, threads=4))
+        stack.wait_listening()
         # Given the listener serving the first certificate
         assert served_serial(port, pki_dir) == first
         # When the Secret is updated with a new certificate (same CA), as the kubelet does it
@@ -98,7 +98,6 @@ def test_the_public_listener_serves_a_rotated_certificate_on_the_next_connection
             timeout=10,
             what="the rotated certificate",
         )
-        assert listener.poll() is None
+        assert listener.running
     finally:
-        if listener is not None:
-            stop(listener)
+        stack.close()

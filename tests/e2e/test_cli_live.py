@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from tests.e2e.conftest import Server
-from tests.support.processes import running_worker
 from tests.support.services import PROJECT_ROOT
+from tests.support.stack.roster import running_worker
 
 pytestmark = pytest.mark.slow
 

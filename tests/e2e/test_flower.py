@@ -9,15 +9,10 @@ to depend on. Both processes run in their own sessions and are stopped by their 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +21,10 @@ import pytest
 from broker.settings import Settings
 from broker.store.db import dispose_engines
 from broker.wiring.runtime import make_publisher
-from tests.support.processes import process_env
 from tests.support.runtime import prepare, runtime_env, submit_request
-from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.services import free_port
+from tests.support.stack import roles
+from tests.support.stack.roster import Stack
 from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
@@ -37,31 +33,6 @@ pytestmark = pytest.mark.slow
 WORKER = "flower-w1@127.0.0.1"
 SECRET = "payload-never-in-task-args"
 WAIT = 60.0  # seconds: worker boot, Flower boot, one broadcast round and one task
-
-
-def start(argv: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as sink:
-        return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tasks", *argv],
-            cwd=PROJECT_ROOT,
-            env=dict(env),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, SIGKILL what is left after a bound."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 def api(port: int, path: str) -> Any:
@@ -74,7 +45,7 @@ def api(port: int, path: str) -> Any:
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[tuple[Settings, dict[str, str], Path]]:
+def stack(tmp_path: Path) -> Iterator[tuple[Settings, Stack]]:
     folder = tmp_path / "workflows"
     write_workflow(
         folder,
@@ -82,29 +53,32 @@ def stack(tmp_path: Path) -> Iterator[tuple[Settings, dict[str, str], Path]]:
     )
     database_url = f"sqlite:///{tmp_path / 'broker.db'}"
     broker_env = runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
-    yield Settings.from_env(broker_env), process_env(broker_env), tmp_path
-    dispose_engines()
+    roles_stack = Stack(tmp_path, broker_env)
+    try:
+        yield Settings.from_env(broker_env), roles_stack
+    finally:
+        roles_stack.close(15, group=True)
+        dispose_engines()
 
 
 def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
-    stack: tuple[Settings, dict[str, str], Path],
+    stack: tuple[Settings, Stack],
 ) -> None:
-    settings, env, root = stack
+    settings, processes = stack
     factory, registry = prepare(settings)
     port = free_port()
     # Given a worker that sends task events, and Flower on a free loopback port
-    worker = start(
-        ["worker", "-E", "--concurrency", "1", "--hostname", WORKER, "--without-mingle"],
-        env,
-        root / "worker.log",
-    )
+    name, host = WORKER.split("@")
+    worker_argv = roles.worker(name, concurrency=1, events=True, quiet=False, host=host)
+    worker = processes.start("worker", [*worker_argv, "--without-mingle"])
     # Flower 2 refuses its API without authentication unless told so (loopback, test only).
     # Its log in the broker's default format, JSON, whatever the tests' environment says.
-    flower = start(
-        ["flower", "--address=127.0.0.1", f"--port={port}"],
-        {**env, "FLOWER_UNAUTHENTICATED_API": "true", "BROKER_LOG_FORMAT": "json"},
-        root / "flower.log",
-    )
+    flower_env = {
+        **processes.env,
+        "FLOWER_UNAUTHENTICATED_API": "true",
+        "BROKER_LOG_FORMAT": "json",
+    }
+    flower = processes.start("flower", roles.flower(port), env=flower_env)
     try:
         # Flower may list the worker (from its events) before the worker's answer to
         # ``inspect registered`` arrives: wait for the entry that carries it.
@@ -142,11 +116,10 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
         # Then Flower shows the task that ran it, succeeded, on that worker
         task = wait_until(finished_task, timeout=WAIT, interval=0.5, what="the task in Flower")
     except AssertionError as exc:
-        logs = f"--- worker\n{tail(root / 'worker.log')}\n--- flower\n{tail(root / 'flower.log')}"
-        raise AssertionError(f"{exc}\n{logs}") from exc
+        raise AssertionError(f"{exc}\n{processes.tails()}") from exc
     finally:
-        stop(flower)
-        stop(worker)
+        flower.stop(15, group=True)
+        worker.stop(15, group=True)
     assert task["name"] == "broker.run_request"
     assert task["worker"] == WORKER
     # And its arguments carry ids only: the request id and its outbox row, never the payload
@@ -154,13 +127,7 @@ def test_flower_shows_the_worker_and_a_run_request_task_by_ids_only(
     assert task["uuid"] in task["kwargs"]
     # And Flower logs in the broker's JSON format, without kombu's "No hostname was supplied"
     # (the filesystem transport's URL names its host)
-    flower_log = (root / "flower.log").read_text(errors="replace")
+    flower_log = flower.log_text()
     assert "No hostname was supplied" not in flower_log
     records = [json.loads(line) for line in flower_log.splitlines() if line.startswith("{")]
-    assert any(str(r["logger"]).startswith("flower") for r in records), tail(root / "flower.log")
-
-
-def tail(log: Path, lines: int = 40) -> str:
-    with contextlib.suppress(OSError):
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    return ""
+    assert any(str(r["logger"]).startswith("flower") for r in records), flower.tail(40)

@@ -15,10 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +40,10 @@ from broker.adapters.buckets import REDIS_PREFIX
 from broker.store import db
 from tests.e2e.test_openapi_schemathesis import _seed
 from tests.support.ingress import Pki, environment, make_pki, write_config
-from tests.support.services import PROJECT_ROOT, REDIS_URL, free_port, require_service
+from tests.support.services import REDIS_URL, free_port, require_service
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.roster import Stack
 
 pytestmark = pytest.mark.slow
 
@@ -71,11 +70,10 @@ calls: dict[str, int] = {"positive": 0, "negative": 0}
 class Listener:
     """The public listener under gunicorn, and a client session per certificate."""
 
-    def __init__(self, pki: Pki, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    def __init__(self, pki: Pki, port: int, stack: Stack) -> None:
         self.pki = pki
         self.port = port
-        self.process = process
-        self.log = log
+        self.stack = stack
         self.base_url = f"https://localhost:{port}"
 
     def session(self, name: str) -> requests.Session:
@@ -110,53 +108,14 @@ def _start(root: Path, database_url: str, redis_url: str) -> Listener:
     db.upgrade(broker_env["BROKER_DATABASE_URL"])
     _seed(db.make_session_factory(db.make_engine(broker_env["BROKER_DATABASE_URL"])))
     db.dispose_engines()
-    inherited = {
-        k: v
-        for k, v in os.environ.items()  # noqa: TID251 - the child's PATH, HOME
-        if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_"))
-    }
-    log = root / "public.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(PROJECT_ROOT / "config" / "gunicorn.conf.py"),
-                "--workers",
-                "2",
-                "--threads",
-                "4",
-                "broker.serving.wsgi:public",
-            ],
-            cwd=PROJECT_ROOT,
-            env={**inherited, **broker_env},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    listener = Listener(pki, port, process, log)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return listener
-        except OSError:
-            time.sleep(0.1)
-    _stop(process)
-    raise RuntimeError(f"gunicorn did not listen on {port} in time:\n{log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+    stack = Stack(root, broker_env, ports=Ports(public=port))
+    stack.start("public", roles.listener("public", workers=2, threads=4))
+    try:
+        stack.wait_listening()
+    except BaseException:
+        stack.close()
+        raise
+    return Listener(pki, port, stack)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +155,7 @@ def listener(
     try:
         yield started
     finally:
-        _stop(started.process)
+        started.stack.close()
         print(
             f"\nmTLS fuzzing: {calls['positive']} positive and {calls['negative']} negative "
             "generated calls"

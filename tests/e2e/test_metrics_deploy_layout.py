@@ -10,12 +10,8 @@ port of the role that counts it, and no role reports another's counters (no doub
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import socket
-import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -26,12 +22,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.store import db
 from tests.e2e.conftest import Server
-from tests.e2e.test_metrics_live import TYPES, write_workflows
-from tests.support.ingress import make_pki, write_config
-from tests.support.processes import process_env
-from tests.support.runtime import runtime_env
+from tests.e2e.test_metrics_live import TYPES, metrics_stack
 from tests.support.services import PROJECT_ROOT, free_port
 from tests.support.sink import Sink
 from tests.support.waits import wait_until
@@ -99,43 +91,12 @@ def listening(port: int) -> bool:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str]]]:
     root = tmp_path_factory.mktemp("layout")
-    pki = make_pki(root / "certs")
-    config = write_config(root / "config", pki)
-    rules = [
-        {"clientId": "ClientA", "requestType": kind, "requiredKeys": [],
-         "allowAdditionalKeys": True}
-        for kind in TYPES
-    ]  # fmt: skip
-    (root / "config" / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}))
-    public_port, internal_port = free_port(), free_port()
     var_dir = root / "var"
-    var_dir.mkdir()
-    processes: list[subprocess.Popen[bytes]] = []
     with Sink() as sink:
-        sink.drop["/flaky"] = 1
-        sink.drop["/broken"] = -1
-        write_workflows(root / "workflows", sink)
-        broker_env = runtime_env(
-            var_dir,
-            database_url=f"sqlite:///{root / 'broker.db'}",
-            workflows=root / "workflows",
-            BROKER_CLIENTS_FILE=config["BROKER_CLIENTS_FILE"],
-            BROKER_REQUEST_TYPES_FILE=str(root / "config" / "requestTypes.json"),
-            BROKER_TLS_CERT=str(pki.folder / "server.pem"),
-            BROKER_TLS_KEY=str(pki.folder / "server.key"),
-            BROKER_TLS_CLIENT_CA=str(pki.ca),
-            BROKER_PUBLIC_BIND=f"127.0.0.1:{public_port}",
-            BROKER_INTERNAL_BIND=f"127.0.0.1:{internal_port}",
-            BROKER_DRAIN_TIMEOUT="5",
-        )
-        db.upgrade(broker_env["BROKER_DATABASE_URL"])
-        db.dispose_engines()
-        base = {
-            k: v
-            for k, v in process_env(broker_env).items()
-            if not k.startswith(("GUNICORN_", "PROMETHEUS_", "REMAP_"))
-        }
-        urls: dict[str, str] = {"internal": f"http://127.0.0.1:{internal_port}/metrics"}
+        pki, processes = metrics_stack(root, sink, BROKER_DRAIN_TIMEOUT="5")
+        ports = processes.ports
+        base = {k: v for k, v in processes.env.items() if not k.startswith("REMAP_")}
+        urls: dict[str, str] = {"internal": f"http://127.0.0.1:{ports.internal}/metrics"}
         try:
             for role, service in compose_roles().items():
                 env = {**base, **local_env(role, service, root)}
@@ -145,34 +106,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, di
                 argv = local_argv(service["command"], var_dir)
                 if role == "worker":
                     argv += ["--concurrency", "2"]
-                with (root / f"{role}.log").open("wb") as log:
-                    processes.append(
-                        subprocess.Popen(
-                            argv,
-                            cwd=PROJECT_ROOT,
-                            env=env,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
-                    )
+                processes.start(role, argv, env=env)
             assert set(urls) == {"ingress", "internal", "worker"}, urls
-            for port in (public_port, internal_port):
+            for port in (ports.public, ports.internal):
                 wait_until(lambda port=port: listening(port), timeout=60, what=f"port {port}")
             for role in ("ingress", "worker"):
                 port = int(urls[role].rsplit(":", 1)[1].split("/")[0])
                 wait_until(lambda port=port: listening(port), timeout=60, what=f"{role} metrics")
-            server = Server(pki, root, base, public_port, internal_port, processes)
-            yield server, urls
+            yield Server(pki, processes), urls
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in processes:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=20)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+            processes.close(20)
 
 
 def test_each_role_scraped_where_the_deploy_files_put_it_sees_its_counters_move(

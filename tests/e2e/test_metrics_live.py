@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +19,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.store import db
 from tests.e2e.conftest import Server
-from tests.support.ingress import make_pki, write_config
-from tests.support.processes import Worker, process_env
+from tests.support.ingress import Pki, make_pki, write_config
 from tests.support.runtime import runtime_env
-from tests.support.services import PROJECT_ROOT, free_port
 from tests.support.sink import Sink
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.process import Process
+from tests.support.stack.roster import Stack
 from tests.support.waits import wait_until
 from tests.support.workflows import activity, literal, post_to, set_output, workflow, write_workflow
 
@@ -62,42 +61,10 @@ def write_workflows(folder: Path, sink: Sink) -> None:
         write_workflow(folder, document)
 
 
-def start_listener(
-    root: Path, env: dict[str, str], name: str, app: str, port: int, workers: int
-) -> subprocess.Popen[bytes]:
-    conf = "gunicorn.conf.py" if name == "public" else "gunicorn_internal.conf.py"
-    with (root / f"{name}.log").open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "config" / conf),
-             "--workers", str(workers), "--threads", "4", app],
-            cwd=PROJECT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def listening() -> bool:
-        assert process.poll() is None, (root / f"{name}.log").read_text()
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
-    wait_until(listening, timeout=60, interval=0.1, what=f"the {name} listener")
-    return process
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Worker]]:
-    root = tmp_path_factory.mktemp("metrics")
+def metrics_stack(root: Path, sink: Sink, **extra: str) -> tuple[Pki, Stack]:
+    """The stack of the metrics tests under ``root``, nothing started: ClientA allowed the
+    request types of ``write_workflows`` (whose calls go to ``sink``), a migrated SQLite
+    database, the listeners on free ports; ``extra`` settings on top."""
     pki = make_pki(root / "certs")
     config = write_config(root / "config", pki)
     rules = [
@@ -106,51 +73,44 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Wor
         for kind in TYPES
     ]  # fmt: skip
     (root / "config" / "requestTypes.json").write_text(json.dumps({"requestTypes": rules}))
-    public_port, internal_port = free_port(), free_port()
+    ports = Ports()
+    sink.drop["/flaky"] = 1
+    sink.drop["/broken"] = -1
+    write_workflows(root / "workflows", sink)
+    broker_env = runtime_env(
+        root / "var",
+        database_url=f"sqlite:///{root / 'broker.db'}",
+        workflows=root / "workflows",
+        BROKER_CLIENTS_FILE=config["BROKER_CLIENTS_FILE"],
+        BROKER_REQUEST_TYPES_FILE=str(root / "config" / "requestTypes.json"),
+        BROKER_TLS_CERT=str(pki.folder / "server.pem"),
+        BROKER_TLS_KEY=str(pki.folder / "server.key"),
+        BROKER_TLS_CLIENT_CA=str(pki.ca),
+        BROKER_PUBLIC_BIND=f"127.0.0.1:{ports.public}",
+        BROKER_INTERNAL_BIND=f"127.0.0.1:{ports.internal}",
+        **extra,
+    )
+    (root / "var").mkdir()
+    db.upgrade(broker_env["BROKER_DATABASE_URL"])
+    db.dispose_engines()
+    return pki, Stack(root, broker_env, ports=ports)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Process]]:
+    root = tmp_path_factory.mktemp("metrics")
     metrics_dir = root / "prometheus"
     metrics_dir.mkdir()
     with Sink() as sink:
-        sink.drop["/flaky"] = 1
-        sink.drop["/broken"] = -1
-        write_workflows(root / "workflows", sink)
-        broker_env = runtime_env(
-            root / "var",
-            database_url=f"sqlite:///{root / 'broker.db'}",
-            workflows=root / "workflows",
-            BROKER_CLIENTS_FILE=config["BROKER_CLIENTS_FILE"],
-            BROKER_REQUEST_TYPES_FILE=str(root / "config" / "requestTypes.json"),
-            BROKER_TLS_CERT=str(pki.folder / "server.pem"),
-            BROKER_TLS_KEY=str(pki.folder / "server.key"),
-            BROKER_TLS_CLIENT_CA=str(pki.ca),
-            BROKER_PUBLIC_BIND=f"127.0.0.1:{public_port}",
-            BROKER_INTERNAL_BIND=f"127.0.0.1:{internal_port}",
-        )
-        (root / "var").mkdir()
-        db.upgrade(broker_env["BROKER_DATABASE_URL"])
-        db.dispose_engines()
-        env = {
-            k: v
-            for k, v in process_env(broker_env).items()
-            if not k.startswith(("GUNICORN_", "PROMETHEUS_"))
-        }
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
-        server = Server(pki, root, env, public_port, internal_port, [])
-        worker = Worker(env, root / "worker.log", beat=True, concurrency=2)
+        pki, stack = metrics_stack(root, sink, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
         try:
-            server.processes.append(
-                start_listener(root, env, "public", "broker.serving.wsgi:public", public_port, 2)
-            )
-            server.processes.append(
-                start_listener(
-                    root, env, "internal", "broker.serving.wsgi:internal", internal_port, 1
-                )
-            )
-            worker.start()
-            yield server, worker
+            stack.start("public", roles.listener("public", workers=2, threads=4))
+            stack.start("internal", roles.listener("internal", workers=1, threads=4))
+            worker = stack.start("worker", roles.worker(beat=True, concurrency=2))
+            stack.wait_listening()
+            yield Server(pki, stack), worker
         finally:
-            worker.stop()
-            for process in server.processes:
-                stop(process)
+            stack.close()
 
 
 def scrape(server: Server) -> Samples:
@@ -174,7 +134,7 @@ def activity_count(samples: Samples) -> float:
 
 
 def test_metrics_expose_every_series_and_move_when_requests_flow(
-    live: tuple[Server, Worker],
+    live: tuple[Server, Process],
 ) -> None:
     server, worker = live
     before = scrape(server)

@@ -11,8 +11,8 @@ import pytest
 
 from broker.settings import Settings
 from tasks.celery_app import LIVENESS_INTERVAL
-from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
@@ -34,7 +34,7 @@ def test_the_worker_touches_its_heartbeat_file_until_its_loop_stops(
     )
     var.mkdir()
     prepare(Settings.from_env(env))[1].stop()
-    worker = Worker(env, tmp_path / "worker.log", beat=False).start()
+    worker = worker_process(env, tmp_path / "worker.log", beat=False).start()
     try:
         # When it runs, the file appears and is touched again within the interval
         wait_until(beat_file.exists, timeout=60, what="the heartbeat file")

@@ -1,9 +1,12 @@
-"""What the multi-host tests share: PostgreSQL inside a test host, the HTTP sink the workflows
-call, the client's certificates and allowlist, a mutual-TLS client, the roles' environment and
-command lines, and the checks read from the database."""
+"""What the multi-host tests share: the test hosts with PostgreSQL and Redis inside them and the
+roles started on them (``namespaced_hosts``), the HTTP sink the workflows call, the client's
+certificates and allowlist, a mutual-TLS client, and the checks read from the database."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import http.client
 import http.server
 import json
@@ -13,111 +16,154 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from broker.clients import certificates as certs
-from tests.chaos.pg_private import PrivatePostgres
+from broker.store import db
 from tests.multihost.netns import Network
-from tests.support.processes import process_env
+from tests.support.services import PROJECT_ROOT
+from tests.support.stack import roles
+from tests.support.stack.postgres import PrivatePostgres, require_binaries
+from tests.support.stack.process import Process, process_env
+from tests.support.stack.redis_server import server_argv
+from tests.support.stack.roster import Stack as Roster
+from tests.support.waits import wait_until
+from tests.support.workflows import sink_workflow, write_workflow
 
 BIN = Path(sys.executable).parent
-#: ``celery -A tasks worker`` as the README starts it (a host name is added per host)
-WORKER = [str(BIN / "celery"), "-A", "tasks", "worker", "--loglevel", "INFO", "-E",
-          "--concurrency", "2"]  # fmt: skip
-PUBLIC = [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.serving.wsgi:public"]
+#: the settings both multi-host tests share: short enough that work a cut-off host holds is
+#: taken over within the cut (the lock runs out, 4 s, before Redis gives the message to another
+#: worker, 8 s)
+SETTINGS = {
+    "BROKER_DISTRIBUTED": "true",
+    "BROKER_WATCH_WORKFLOWS": "false",
+    "BROKER_CALLBACK_SECRET": "multi-host-test",
+    "BROKER_LOG_FORMAT": "text",
+    "BROKER_LOCK_TTL": "4",
+    "BROKER_TASK_VISIBILITY_TIMEOUT": "8",
+    "BROKER_OUTBOX_LEASE": "8",
+    "BROKER_OUTBOX_RELAY_INTERVAL": "0.5",
+    "BROKER_BOOKMARK_QUEUE_INTERVAL": "1",
+    "BROKER_TIMER_INTERVAL": "1",
+    "BROKER_RECOVERY_INTERVAL": "2",
+    "BROKER_HEARTBEAT_INTERVAL": "1",
+    "BROKER_INACTIVITY_THRESHOLD": "30",
+    "BROKER_DRAIN_TIMEOUT": "3",
+    "REMAP_SIGTERM": "SIGQUIT",
+}
+#: the port of the public listener and of Redis on their hosts
+PUBLIC_PORT, REDIS_PORT = 5001, 6379
 
 
-def beat(schedule: Path) -> list[str]:
-    return [str(BIN / "celery"), "-A", "tasks", "beat", "--loglevel", "INFO", "--schedule",
-            str(schedule)]  # fmt: skip
+@dataclasses.dataclass
+class Hosts:
+    """Test hosts (network namespaces on a bridge) with PostgreSQL, Redis and the sink, and
+    the roles started on them: a ``tests.support.stack`` stack whose commands run inside."""
 
+    root: Path
+    network: Network
+    cluster: PrivatePostgres
+    sink: Sink
+    env: dict[str, str]
+    roles: Roster
 
-class NamespacedPostgres(PrivatePostgres):
-    """The chaos tests' private cluster, run inside a test host and listening on its address."""
+    def host_env(self, host: int) -> dict[str, str]:
+        var = self.root / f"h{host}"
+        var.mkdir(parents=True, exist_ok=True)
+        return process_env({**self.env, "BROKER_VAR_DIR": str(var)})
 
-    def __init__(self, binaries: Path, network: Network, host: int) -> None:
-        super().__init__(binaries)
-        self.network, self.host, self.port = network, host, 5432
-        self.address = network.address(host)
+    def start(self, name: str, host: int, argv: list[str]) -> Process:
+        """Role ``name`` (its log: ``logs/<name>.log``) run inside host ``host``."""
+        wrap = functools.partial(self.network.wrap, host)
+        return self.roles.start(name, argv, env=self.host_env(host), wrap=wrap)
 
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@{self.address}:{self.port}/broker"
-
-    def _run(
-        self, program: str, *args: str, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        # the parent's _run, wrapped into the namespace
-        argv = [str(self.binaries / program), *args]
-        if self._account is not None:
-            argv = ["runuser", "-u", "postgres", "--", *argv]
-        result = subprocess.run(
-            self.network.wrap(self.host, argv),
-            cwd=self.folder,
+    def start_roles(self, app: int, work: int) -> None:
+        """The database migrated from ``app``; the public listener and a worker on ``app``, a
+        worker and beat on ``work``, each from its README command; waits for both workers."""
+        migrate = subprocess.run(
+            self.network.wrap(app, [str(BIN / "broker"), "db", "upgrade"]),
+            env=self.host_env(app),
+            cwd=PROJECT_ROOT,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=120,
             check=False,
         )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{program}: {result.stdout}\n{result.stderr}\n{self.log_tail()}")
-        return result
+        assert migrate.returncode == 0, migrate.stderr
+        self.start(f"h{app}-ingress", app, roles.listener("public"))
+        for host in (app, work):
+            worker = roles.worker("worker", events=True, quiet=False, host=f"h{host}")
+            self.start(f"h{host}-worker", host, worker)
+        self.start(
+            f"h{work}-beat", work, roles.beat(self.root / f"h{work}" / "celerybeat-schedule")
+        )
+        for host in (app, work):
+            self.roles[f"h{host}-worker"].wait_for_log(" ready.")
 
-    def create(self) -> None:
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        )
-        # trust the test range too (initdb trusts only loopback and the socket)
-        with (self.data / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {self.network.prefix}.0/24 trust\n")
-        self.start()
-        self._run(
-            "psql",
-            "-h",
-            self.address,
-            "-p",
-            str(self.port),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            'CREATE DATABASE "broker"',
-        )
+    def text(self, name: str) -> str:
+        return self.roles[name].log_text() if name in self.roles else ""
 
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.folder} -c listen_addresses={self.address} "
-            "-c fsync=off -c synchronous_commit=off -c max_connections=200 "
-            "-c shared_buffers=32MB -c log_min_messages=warning"
+    def tails(self) -> str:
+        return self.roles.tails()
+
+
+@contextlib.contextmanager
+def namespaced_hosts(
+    root: Path, hosts: int, *, database: int, redis: int, app: int, **settings: str
+) -> Iterator[Hosts]:
+    """``hosts`` test hosts: PostgreSQL on ``database``, Redis on ``redis``, the public listener
+    to be on ``app``; ``settings`` on top of ``SETTINGS``. Everything stopped and removed on the
+    way out."""
+    network = Network(hosts=hosts)
+    roster = Roster(root, {})
+    cluster: PrivatePostgres | None = None
+    sink: Sink | None = None
+    try:
+        network.create()
+        cluster = PrivatePostgres(
+            require_binaries(),
+            listen=(network.address(database),),
+            port=5432,
+            trust=network.prefix,
+            wrap=functools.partial(network.wrap, database),
         )
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
+        cluster.create()
+        address = network.address(redis)
+        redis_url = f"redis://{address}:{REDIS_PORT}"
+        roster.start(
+            "redis",
+            server_argv([address], REDIS_PORT),
+            env={"PATH": "/usr/bin:/bin"},
+            wrap=functools.partial(network.wrap, redis),
         )
+        sink = Sink(network.gateway)
+        workflows = root / "workflows"
+        write_workflow(workflows, sink_workflow("multi-host", "MultiHost", sink.url))
+        env = {
+            **SETTINGS,
+            "BROKER_DATABASE_URL": cluster.url,
+            "BROKER_QUEUE_URL": f"{redis_url}/0",
+            "BROKER_LOCK_URL": f"{redis_url}/1",
+            "BROKER_WORKFLOW_PATHS": str(workflows),
+            "BROKER_HTTP_ALLOWLIST": f"{network.gateway}:*",
+            "BROKER_PUBLIC_BIND": f"{network.address(app)}:{PUBLIC_PORT}",
+            **settings,
+            **write_pki_and_config(root, network.address(app)),
+        }
+        wait_until(lambda: redis_up(redis_url), timeout=30, what=f"redis on h{redis}")
+        yield Hosts(root, network, cluster, sink, env, roster)
+    finally:
+        if sink is not None:
+            sink.close()
+        roster.close(10, group=True)
+        if cluster is not None:
+            cluster.destroy()
+        network.destroy()
+        db.dispose_engines()
 
 
 class Sink:
@@ -247,11 +293,6 @@ def redis_up(url: str) -> bool:
         return bool(redis.Redis.from_url(f"{url}/0", socket_timeout=1).ping())
     except redis.RedisError:
         return False
-
-
-def role_env(env: dict[str, str], var: Path) -> dict[str, str]:
-    var.mkdir(parents=True, exist_ok=True)
-    return process_env({**env, "BROKER_VAR_DIR": str(var)})
 
 
 def completed(engine: sa.Engine, request_ids: list[str]) -> int:

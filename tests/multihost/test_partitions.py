@@ -19,39 +19,23 @@ heal) are printed on one line per partition; docs/design.md, section 8, has the 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from broker.runtime import ids
-from broker.store import db
-from tests.chaos.pg_private import require_binaries
 from tests.multihost.hosts import (
-    BIN,
-    PUBLIC,
-    WORKER,
     Client,
-    NamespacedPostgres,
-    Sink,
-    beat,
     completion_counts,
-    redis_up,
-    role_env,
-    write_pki_and_config,
+    namespaced_hosts,
 )
-from tests.multihost.netns import Network
 from tests.multihost.test_three_hosts import require_namespaces
-from tests.support.services import PROJECT_ROOT
 from tests.support.waits import wait_until
-from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -66,6 +50,8 @@ AFTER_HEAL = 20
 #: single requests then, until the worker on the cut side makes a call (at most this many)
 RECOVERY_PROBES = 120
 #: the partitions: (hosts cut apart), and what the roles on each side are
+#: the roles on the hosts, as ``Hosts.start_roles`` names them
+ROLES = ("h2-ingress", "h2-worker", "h3-worker", "h3-beat")
 PARTITIONS = {
     "database-from-worker": (DB_HOST, WORK_HOST),
     "redis-from-ingress": (REDIS_HOST, APP_HOST),
@@ -81,64 +67,6 @@ class Answer:
     request_id: str | None
 
 
-@contextlib.contextmanager
-def four_hosts(root: Path) -> Iterator[tuple[Network, NamespacedPostgres, Sink, dict[str, str]]]:
-    network = Network(hosts=4)
-    cluster: NamespacedPostgres | None = None
-    sink: Sink | None = None
-    try:
-        network.create()
-        cluster = NamespacedPostgres(require_binaries(), network, DB_HOST)
-        cluster.create()
-        redis_url = f"redis://{network.address(REDIS_HOST)}:6379"
-        network.start(
-            REDIS_HOST,
-            ["redis-server", "--bind", network.address(REDIS_HOST), "--port", "6379",
-             "--save", "", "--appendonly", "no", "--protected-mode", "no"],
-            env={"PATH": "/usr/bin:/bin"},
-            log=root / "redis.log",
-        )  # fmt: skip
-        sink = Sink(network.gateway)
-        workflows = root / "workflows"
-        write_workflow(workflows, sink_workflow("multi-host", "MultiHost", sink.url))
-        env = {
-            "BROKER_DISTRIBUTED": "true",
-            "BROKER_DATABASE_URL": cluster.url,
-            "BROKER_QUEUE_URL": f"{redis_url}/0",
-            "BROKER_LOCK_URL": f"{redis_url}/1",
-            "BROKER_WORKFLOW_PATHS": str(workflows),
-            "BROKER_WATCH_WORKFLOWS": "false",
-            "BROKER_HTTP_ALLOWLIST": f"{network.gateway}:*",
-            "BROKER_HTTP_TIMEOUT": "10",
-            "BROKER_CALLBACK_SECRET": "multi-host-test",
-            "BROKER_LOG_FORMAT": "text",
-            "BROKER_PUBLIC_BIND": f"{network.address(APP_HOST)}:5001",
-            # short enough that work a cut-off host holds is taken over within the partition
-            "BROKER_LOCK_TTL": "4",
-            "BROKER_TASK_VISIBILITY_TIMEOUT": "8",
-            "BROKER_OUTBOX_LEASE": "8",
-            "BROKER_OUTBOX_RELAY_INTERVAL": "0.5",
-            "BROKER_BOOKMARK_QUEUE_INTERVAL": "1",
-            "BROKER_TIMER_INTERVAL": "1",
-            "BROKER_RECOVERY_INTERVAL": "2",
-            "BROKER_HEARTBEAT_INTERVAL": "1",
-            "BROKER_INACTIVITY_THRESHOLD": "30",
-            "BROKER_DRAIN_TIMEOUT": "3",
-            "REMAP_SIGTERM": "SIGQUIT",
-            **write_pki_and_config(root, network.address(APP_HOST)),
-        }
-        wait_until(lambda: redis_up(redis_url), timeout=30, what="redis on h4")
-        yield network, cluster, sink, env
-    finally:
-        if sink is not None:
-            sink.close()
-        network.stop_processes()
-        if cluster is not None:
-            cluster.destroy()
-        network.destroy()
-        db.dispose_engines()
-
-
 @pytest.mark.parametrize("partition", sorted(PARTITIONS))
 def test_a_partition_of_a_shared_service_loses_nothing_and_heals(
     partition: str, tmp_path: Path
@@ -146,37 +74,16 @@ def test_a_partition_of_a_shared_service_loses_nothing_and_heals(
     require_namespaces()
     a, b = PARTITIONS[partition]
     started = time.monotonic()
-    with four_hosts(tmp_path) as (network, cluster, sink, env):
-        migrate = subprocess.run(
-            network.wrap(APP_HOST, [str(BIN / "broker"), "db", "upgrade"]),
-            env=role_env(env, tmp_path / "h2"),
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert migrate.returncode == 0, migrate.stderr
-        h2, h3 = role_env(env, tmp_path / "h2"), role_env(env, tmp_path / "h3")
-        roles = {
-            "h2-ingress": (APP_HOST, PUBLIC, h2),
-            "h2-worker": (APP_HOST, [*WORKER, "--hostname", "worker@h2"], h2),
-            "h3-worker": (WORK_HOST, [*WORKER, "--hostname", "worker@h3"], h3),
-            "h3-beat": (WORK_HOST, beat(tmp_path / "h3" / "celerybeat-schedule"), h3),
-        }
-        processes = {
-            name: network.start(host, argv, env=role_env_, log=tmp_path / f"{name}.log",
-                                cwd=PROJECT_ROOT)
-            for name, (host, argv, role_env_) in roles.items()
-        }  # fmt: skip
-
-        def text(name: str) -> str:
-            log = tmp_path / f"{name}.log"
-            return log.read_text(errors="replace") if log.exists() else ""
+    hosts = namespaced_hosts(
+        tmp_path, 4, database=DB_HOST, redis=REDIS_HOST, app=APP_HOST, BROKER_HTTP_TIMEOUT="10"
+    )
+    with hosts as stack:
+        network, cluster, sink = stack.network, stack.cluster, stack.sink
+        stack.start_roles(APP_HOST, WORK_HOST)
+        text = stack.text
+        processes = {name: stack.roles[name] for name in ROLES}
 
         try:
-            for name in ("h2-worker", "h3-worker"):
-                wait_until(lambda name=name: " ready." in text(name), timeout=60, what=name)
             # (a patient client: what is measured is whether an answer comes, and how late)
             client = Client(tmp_path / "pki", network.address(APP_HOST), 5001, timeout=60)
             wait_until(lambda: client.submit(-1), timeout=60, what="the ingress on h2")
@@ -266,7 +173,7 @@ def test_a_partition_of_a_shared_service_loses_nothing_and_heals(
 
             callers = calls_by_host(cut_at, healed_at)
             callers_after = calls_by_host(after_heal, time.monotonic())
-            alive = {name: process.poll() is None for name, process in processes.items()}
+            alive = {name: process.running for name, process in processes.items()}
             print(
                 f"\npartition {partition}: cut={PARTITION_SECONDS:.0f}s "
                 f"ingress_answers_during={dict(statuses)} ingress_slowest={slowest:.1f}s "
@@ -287,6 +194,6 @@ def test_a_partition_of_a_shared_service_loses_nothing_and_heals(
             assert all(alive.values()), alive
             assert set(statuses) <= {202, 503}, statuses
         except BaseException:
-            for name in roles:
+            for name in ROLES:
                 print(f"--- {name}\n" + "\n".join(text(name).splitlines()[-40:]))
             raise

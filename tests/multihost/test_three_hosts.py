@@ -18,38 +18,27 @@ times. Bounded to about two minutes; every namespace and process is removed, wha
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from broker.runtime import ids
-from broker.store import db
-from tests.chaos.pg_private import require_binaries
 from tests.multihost.hosts import (
-    BIN,
     Client,
-    NamespacedPostgres,
-    Sink,
     completed,
     completed_instances,
     completion_counts,
-    redis_up,
-    role_env,
-    write_pki_and_config,
+    namespaced_hosts,
 )
-from tests.multihost.netns import Network, unavailable
-from tests.support.services import ON_CI, PROJECT_ROOT
+from tests.multihost.netns import unavailable
+from tests.support.services import ON_CI
 from tests.support.waits import wait_until
-from tests.support.workflows import sink_workflow, write_workflow
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -71,153 +60,22 @@ def require_namespaces() -> None:
         pytest.skip("redis-server is missing")
 
 
-@contextlib.contextmanager
-def three_hosts(root: Path) -> Iterator[tuple[Network, NamespacedPostgres, Sink, dict[str, str]]]:
-    network = Network(hosts=3)
-    cluster: NamespacedPostgres | None = None
-    sink: Sink | None = None
-    try:
-        network.create()
-        cluster = NamespacedPostgres(require_binaries(), network, DB_HOST)
-        cluster.create()
-        redis_url = f"redis://{network.address(DB_HOST)}:6379"
-        network.start(
-            DB_HOST,
-            [
-                "redis-server",
-                "--bind",
-                network.address(DB_HOST),
-                "--port",
-                "6379",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "no",
-            ],
-            env={"PATH": "/usr/bin:/bin"},
-            log=root / "redis.log",
-        )
-        sink = Sink(network.gateway)
-        workflows = root / "workflows"
-        write_workflow(workflows, sink_workflow("multi-host", "MultiHost", sink.url))
-        env = {
-            "BROKER_DISTRIBUTED": "true",
-            "BROKER_DATABASE_URL": cluster.url,
-            "BROKER_QUEUE_URL": f"{redis_url}/0",
-            "BROKER_LOCK_URL": f"{redis_url}/1",
-            "BROKER_WORKFLOW_PATHS": str(workflows),
-            "BROKER_WATCH_WORKFLOWS": "false",
-            "BROKER_HTTP_ALLOWLIST": f"{network.gateway}:*",
-            "BROKER_HTTP_TIMEOUT": "80",
-            "BROKER_CALLBACK_SECRET": "multi-host-test",
-            "BROKER_LOG_FORMAT": "text",
-            "BROKER_PUBLIC_BIND": f"{network.address(APP_HOST)}:5001",
-            # Short enough that a cut-off holder loses its lock and its message within the cut
-            # the lock runs out (4 s) before Redis gives the message to another worker (8 s)
-            "BROKER_LOCK_TTL": "4",
-            "BROKER_TASK_VISIBILITY_TIMEOUT": "8",
-            "BROKER_OUTBOX_LEASE": "8",
-            "BROKER_OUTBOX_RELAY_INTERVAL": "0.5",
-            "BROKER_BOOKMARK_QUEUE_INTERVAL": "1",
-            "BROKER_TIMER_INTERVAL": "1",
-            "BROKER_RECOVERY_INTERVAL": "2",
-            "BROKER_HEARTBEAT_INTERVAL": "1",
-            "BROKER_INACTIVITY_THRESHOLD": "30",
-            "BROKER_DRAIN_TIMEOUT": "3",
-            "REMAP_SIGTERM": "SIGQUIT",
-            **write_pki_and_config(root, network.address(APP_HOST)),
-        }
-        wait_until(lambda: redis_up(redis_url), timeout=30, what="redis on h1")
-        yield network, cluster, sink, env
-    finally:
-        if sink is not None:
-            sink.close()
-        network.stop_processes()
-        if cluster is not None:
-            cluster.destroy()
-        network.destroy()
-        db.dispose_engines()
-
-
 def test_a_host_cut_off_mid_burst_loses_nothing_and_its_stale_step_cannot_commit(
     tmp_path: Path,
 ) -> None:
     require_namespaces()
     started = time.monotonic()
-    with three_hosts(tmp_path) as (network, cluster, sink, env):
+    hosts = namespaced_hosts(
+        tmp_path, 3, database=DB_HOST, redis=DB_HOST, app=APP_HOST, BROKER_HTTP_TIMEOUT="80"
+    )
+    with hosts as stack:
+        network, cluster, sink = stack.network, stack.cluster, stack.sink
         # Given the roles, each from its README command, on their hosts
-        migrate = subprocess.run(
-            network.wrap(APP_HOST, [str(BIN / "broker"), "db", "upgrade"]),
-            env=role_env(env, tmp_path / "h2"),
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert migrate.returncode == 0, migrate.stderr
-        h2, h3 = role_env(env, tmp_path / "h2"), role_env(env, tmp_path / "h3")
-        worker = [
-            str(BIN / "celery"),
-            "-A",
-            "tasks",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "-E",
-            "--concurrency",
-            "2",
-        ]
-        network.start(
-            APP_HOST,
-            [str(BIN / "gunicorn"), "-c", "config/gunicorn.conf.py", "broker.serving.wsgi:public"],
-            env=h2,
-            log=tmp_path / "h2-ingress.log",
-            cwd=PROJECT_ROOT,
-        )
-        network.start(
-            APP_HOST,
-            [*worker, "--hostname", "worker@h2"],
-            env=h2,
-            log=tmp_path / "h2-worker.log",
-            cwd=PROJECT_ROOT,
-        )
-        network.start(
-            CUT_HOST,
-            [*worker, "--hostname", "worker@h3"],
-            env=h3,
-            log=tmp_path / "h3-worker.log",
-            cwd=PROJECT_ROOT,
-        )
-        network.start(
-            CUT_HOST,
-            [
-                str(BIN / "celery"),
-                "-A",
-                "tasks",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(tmp_path / "h3" / "celerybeat-schedule"),
-            ],
-            env=h3,
-            log=tmp_path / "h3-beat.log",
-            cwd=PROJECT_ROOT,
-        )
-        logs = {
-            name: tmp_path / f"{name}.log"
-            for name in ("h2-ingress", "h2-worker", "h3-worker", "h3-beat")
-        }
-
-        def text(name: str) -> str:
-            return logs[name].read_text(errors="replace") if logs[name].exists() else ""
+        stack.start_roles(APP_HOST, CUT_HOST)
+        text = stack.text
+        logs = ("h2-ingress", "h2-worker", "h3-worker", "h3-beat")
 
         try:
-            for name in ("h2-worker", "h3-worker"):
-                wait_until(lambda name=name: " ready." in text(name), timeout=60, what=f"{name}")
             client = Client(tmp_path / "pki", network.address(APP_HOST), 5001)
             first = wait_until(lambda: client.submit(-1), timeout=60, what="the ingress on h2")
             # When a burst runs, and h3 is cut off while the sink holds a call of its step

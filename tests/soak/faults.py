@@ -8,7 +8,6 @@ them it is recorded as skipped.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -88,11 +87,11 @@ class Faults:
 
     def worker_drain(self) -> None:
         # SIGTERM to the main process; REMAP_SIGTERM=SIGQUIT (the deploy files') makes it drain
-        child = self.stack.children.get("worker1")
-        if child is not None:
-            child.process.send_signal(signal.SIGTERM)
+        process = self.stack.children.get("worker1")
+        if process is not None and process.proc is not None:
+            process.terminate()
             try:
-                child.process.wait(timeout=60)
+                process.proc.wait(timeout=60)
             finally:
                 self.stack.kill("worker1")  # whatever is left of its group
         self.stack.start("worker1")

@@ -136,13 +136,10 @@ def run(minutes: float, rate: float, out: Path) -> int:
         while time.monotonic() - started < duration:
             time.sleep(5)
             for role in ROLES:  # a role that died on its own (not a fault) is a finding
-                child = stack.children.get(role)
-                if (
-                    child is not None
-                    and child.process.poll() is not None
-                    and not faults.busy.is_set()
-                ):
-                    logger.warning("%s exited on its own (code %s)", role, child.process.returncode)
+                process = stack.children.get(role)
+                if process is not None and not process.running and not faults.busy.is_set():
+                    code = process.proc.returncode if process.proc is not None else None
+                    logger.warning("%s exited on its own (code %s)", role, code)
         faults.stop()
         load.stop()
         logger.info("load stopped; %d accepted, %d refused", len(load.accepted), load.refused)

@@ -14,9 +14,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.perf.bench.processes import rss_bytes
 from tests.soak.report import Sample
 from tests.soak.stack import Stack
+from tests.support.stack.process import rss_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
 """The soak's stack: private PostgreSQL and Redis (restarted by the faults), the roles started
 with the deploy files' commands, and one worker on a host of its own that can be cut off.
 
-The servers listen on loopback and on the test bridge's address, where the namespaced worker
-reaches them (``tests/multihost/netns.py``); without network namespaces (no root) everything is
-on loopback and the partition fault is skipped. Every process leads its own process group and is
+The servers (``tests.support.stack``'s own PostgreSQL and Redis) listen on loopback and on the
+test bridge's address, where the namespaced worker reaches them (``tests/multihost/netns.py``);
+without network namespaces (no root) everything is on loopback and the partition fault is
+skipped. The roles are a ``tests.support.stack`` stack: each leads its own process group and is
 stopped by its pid.
 """
 
@@ -12,24 +13,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from broker.clients import certificates as certs
-from tests.chaos.pg_private import PrivatePostgres, require_binaries
-from tests.chaos.redis_private import PrivateRedis
 from tests.multihost.netns import Network, unavailable
-from tests.perf.bench.processes import Child, children_of, free_port, stop_child, tail
-from tests.support.services import PROJECT_ROOT
+from tests.support.stack import config, roles
+from tests.support.stack.config import Ports
+from tests.support.stack.postgres import PrivatePostgres, require_binaries
+from tests.support.stack.process import Process
+from tests.support.stack.redis_server import PrivateRedis
+from tests.support.stack.roster import Stack as Roster
 
 logger = logging.getLogger(__name__)
 
@@ -38,103 +35,16 @@ PARTITION_HOST = 1
 START_TIMEOUT = 90.0
 
 
-class SoakPostgres(PrivatePostgres):
-    """The chaos tests' private cluster, listening on loopback and on ``address``."""
-
-    def __init__(self, address: str, prefix: str | None) -> None:
-        super().__init__(require_binaries())
-        self.address, self.prefix = address, prefix
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@{self.address}:{self.port}/broker"
-
-    def create(self) -> None:
-        super().create()
-        if self.prefix:  # trust the test range too (initdb trusts only loopback and the socket)
-            with (self.data / "pg_hba.conf").open("a") as hba:
-                hba.write(f"host all all {self.prefix}.0/24 trust\n")
-            self.stop()
-            self.start()
-
-    def start(self) -> None:
-        listen = "127.0.0.1" if self.address == "127.0.0.1" else f"127.0.0.1,{self.address}"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            f"-p {self.port} -k {self.folder} -c listen_addresses={listen} "
-            # A commit is written to the OS before the 202 (synchronous_commit), so the
-            # postmaster's kill (a fault) loses no accepted request; fsync stays off, as the
-            # machine itself never crashes in the soak.
-            "-c fsync=off -c synchronous_commit=on -c max_connections=300 "
-            "-c shared_buffers=32MB -c log_min_messages=warning",
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
-
-
-class SoakRedis(PrivateRedis):
-    """The chaos tests' private Redis (no persistence: a restart loses every message), bound to
-    loopback and ``address``."""
-
-    def __init__(self, folder: Path, address: str) -> None:
-        super().__init__(folder)
-        self.address = address
-
-    @property
-    def url(self) -> str:
-        return f"redis://{self.address}:{self.port}/0"
-
-    def start(self) -> None:
-        bind = ["127.0.0.1"] + ([self.address] if self.address != "127.0.0.1" else [])
-        subprocess.run(
-            [
-                "redis-server",
-                "--daemonize",
-                "yes",
-                "--bind",
-                *bind,
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "no",
-                "--maxmemory-policy",
-                "noeviction",
-                "--dir",
-                str(self.folder),
-                "--logfile",
-                str(self.folder / "redis.log"),
-                "--pidfile",
-                str(self.folder / "redis.pid"),
-            ],
-            check=True,
-            timeout=10,
-        )
-        deadline = time.monotonic() + 10
-        while self.client_or_none() is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("redis did not start")
-            time.sleep(0.1)
-
-    def client_or_none(self) -> Any:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
-        try:
-            client.ping()
-        except redis.RedisError:
-            return None
-        return client
+#: the soak's server options: a commit is written to the OS before the 202
+#: (synchronous_commit), so the postmaster's kill (a fault) loses no accepted request; fsync
+#: stays off, as the machine itself never crashes in the soak
+POSTGRES_OPTIONS = (
+    "-c fsync=off",
+    "-c synchronous_commit=on",
+    "-c max_connections=300",
+    "-c shared_buffers=32MB",
+    "-c log_min_messages=warning",
+)
 
 
 class Stack:
@@ -151,12 +61,20 @@ class Stack:
         self.partition_reason = reason
         self.address = "127.0.0.1"
         self.overrides = dict(env_overrides)
-        self.public_port = free_port()
-        self.internal_port = free_port()
-        self.children: dict[str, Child] = {}
-        self.postgres: SoakPostgres | None = None
-        self.redis: SoakRedis | None = None
+        self.ports = Ports()
+        self.roles: Roster | None = None
+        self.postgres: PrivatePostgres | None = None
+        self.redis: PrivateRedis | None = None
         self.env: dict[str, str] = {}
+
+    @property
+    def public_port(self) -> int:
+        return self.ports.public
+
+    @property
+    def children(self) -> dict[str, Process]:
+        """The running roles by name."""
+        return self.roles.processes if self.roles is not None else {}
 
     # Servers and configuration -------------------------------------------------------------------
 
@@ -166,9 +84,13 @@ class Stack:
             self.network.create()
             self.address = self.network.gateway
         prefix = self.network.prefix if self.network is not None else None
-        self.postgres = SoakPostgres(self.address, prefix)
+        # loopback, and the bridge's address where the namespaced worker reaches them
+        listen = ("127.0.0.1",) if self.address == "127.0.0.1" else (self.address, "127.0.0.1")
+        self.postgres = PrivatePostgres(
+            require_binaries(), listen=listen, trust=prefix, options=POSTGRES_OPTIONS
+        )
         self.postgres.create()
-        self.redis = SoakRedis(self.root / "redis", self.address)
+        self.redis = PrivateRedis(self.root / "redis", listen=listen)
         self.redis.start()
 
     def configure(
@@ -182,30 +104,24 @@ class Stack:
         assert self.redis is not None
         for name, document in workflows.items():
             (self.wf / f"{name}.json").write_text(json.dumps(document, indent=2))
-        self.env = {
-            **{
-                k: v
-                for k, v in os.environ.items()  # noqa: TID251 - the children's PATH, HOME
-                if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_", "CELERY_"))
+        lock_url = self.redis.url.rsplit("/", 1)[0] + "/1"
+        self.roles = Roster(
+            self.root,
+            {
+                **config.services(self.root / "var", self.postgres.url, self.redis.url, lock_url),
+                **self.ports.binds(),
+                "BROKER_DISTRIBUTED": "true",
+                "BROKER_WORKFLOW_PATHS": str(self.wf),
+                "BROKER_WATCH_WORKFLOWS": "false",
+                "BROKER_HTTP_ALLOWLIST": f"{self.address}:*",
+                "BROKER_CALLBACK_SECRET": "soak-callback-secret",
+                "REMAP_SIGTERM": "SIGQUIT",
+                **self._pki_and_config(request_types, webhook_url),
+                **self.overrides,
             },
-            "PYTHONPATH": str(PROJECT_ROOT),
-            "BROKER_VAR_DIR": str(self.root / "var"),
-            "BROKER_DATABASE_URL": self.postgres.url,
-            "BROKER_QUEUE_URL": self.redis.url,
-            "BROKER_LOCK_URL": self.redis.url.rsplit("/", 1)[0] + "/1",
-            "BROKER_DISTRIBUTED": "true",
-            "BROKER_WORKFLOW_PATHS": str(self.wf),
-            "BROKER_WATCH_WORKFLOWS": "false",
-            "BROKER_PUBLIC_BIND": f"127.0.0.1:{self.public_port}",
-            "BROKER_INTERNAL_BIND": f"127.0.0.1:{self.internal_port}",
-            "BROKER_HTTP_ALLOWLIST": f"{self.address}:*",
-            "BROKER_CALLBACK_SECRET": "soak-callback-secret",
-            "BROKER_SMTP_URL": f"file://{self.root / 'var' / 'mail'}",
-            "BROKER_LOG_FORMAT": "text",
-            "REMAP_SIGTERM": "SIGQUIT",
-            **self._pki_and_config(request_types, webhook_url),
-            **self.overrides,
-        }
+            ports=self.ports,
+        )
+        self.env = self.roles.env
         from broker.registry import WorkflowRegistry
         from broker.settings import Settings
         from broker.store import db
@@ -274,110 +190,44 @@ class Stack:
     # Roles: the deploy files' commands (deploy/Procfile) -----------------------------------------
 
     def role_argv(self, role: str) -> list[str]:
-        py = sys.executable
-        if role == "public":
-            return [
-                py,
-                "-m",
-                "gunicorn",
-                "-c",
-                "config/gunicorn.conf.py",
-                "broker.serving.wsgi:public",
-            ]
-        if role == "internal":
-            return [
-                py, "-m", "gunicorn", "-c", "config/gunicorn_internal.conf.py",
-                "broker.serving.wsgi:internal",
-            ]  # fmt: skip
-        if role == "beat":
-            schedule = self.root / "var" / "celerybeat-schedule"
-            return [
-                py,
-                "-m",
-                "celery",
-                "-A",
-                "tasks",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(schedule),
-            ]
-        if role.startswith("worker"):
-            return [
-                py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "-E",
-                "--concurrency", self.overrides.get("SOAK_WORKER_CONCURRENCY", "3"),
-                "-n", f"{role}@%h",
-            ]  # fmt: skip
-        raise ValueError(f"unknown role {role!r}")
+        concurrency = int(self.overrides.get("SOAK_WORKER_CONCURRENCY", "3"))
+        return roles.role(role, self.root / "var", concurrency=concurrency)
 
-    def start(self, role: str) -> Child:
-        log = self.logs / f"{role}.log"
-        argv = self.role_argv(role)
-        env = dict(self.env)
+    def _roster(self) -> Roster:
+        assert self.roles is not None, "configure the stack first"
+        return self.roles
+
+    def start(self, role: str) -> Process:
+        """Start ``role``; ``worker2`` runs on a host of its own when there are namespaces."""
+        roster = self._roster()
         if role == "worker2" and self.network is not None:
-            argv = self.network.wrap(PARTITION_HOST, argv)
-            env["BROKER_WORKER_METRICS_BIND"] = ""
-        with log.open("ab") as sink:
-            process = subprocess.Popen(
-                argv,
-                cwd=PROJECT_ROOT,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+            network = self.network
+            return roster.start(
+                role,
+                self.role_argv(role),
+                env={**roster.env, "BROKER_WORKER_METRICS_BIND": ""},
+                wrap=lambda argv: network.wrap(PARTITION_HOST, argv),
             )
-        child = Child(role, process, log)
-        self.children[role] = child
-        logger.info("started %s (pid %d)", role, process.pid)
-        return child
+        return roster.start(role, self.role_argv(role))
 
     def stop(self, role: str, grace: float = 30.0) -> None:
-        child = self.children.pop(role, None)
-        if child is not None:
-            stop_child(child, grace)
+        self._roster().stop(role, grace)
 
     def kill(self, role: str) -> None:
         """SIGKILL the role's whole process group (a crash, not a shutdown)."""
-        child = self.children.pop(role, None)
-        if child is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.process.wait(timeout=10)
+        self._roster().kill(role)
 
     def pids(self, role: str) -> list[int]:
-        child = self.children.get(role)
-        if child is None or child.process.poll() is not None:
-            return []
-        return [child.process.pid, *children_of(child.process.pid)]
+        return self._roster().pids(role)
 
     def wait_ready(self) -> None:
         """Until /readyz answers 200 (database and transport reachable)."""
-        deadline = time.monotonic() + START_TIMEOUT
-        url = f"http://127.0.0.1:{self.internal_port}/readyz"
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the stack was not ready in {START_TIMEOUT:.0f}s:\n"
-                    + "\n".join(
-                        f"--- {name}\n{tail(child.log)}" for name, child in self.children.items()
-                    )
-                )
-            time.sleep(0.5)
+        self._roster().wait_ready(timeout=START_TIMEOUT)
 
     def close(self, keep: Path | None = None) -> None:
         """Stop every role by pid, the servers and the namespaces; keep the logs in ``keep``."""
-        for role in list(self.children):
-            self.stop(role, grace=15)
+        if self.roles is not None:
+            self.roles.close(15)
         from broker.store import db
 
         db.dispose_engines()

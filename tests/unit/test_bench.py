@@ -29,14 +29,7 @@ from tests.perf.bench.cpu import (
     select_redis,
     serves_database,
 )
-from tests.perf.bench.processes import (
-    Child,
-    Deadline,
-    alarm,
-    children_of,
-    stop_child,
-    tree_rss_bytes,
-)
+from tests.perf.bench.processes import Deadline, alarm
 from tests.perf.bench.report import (
     Cpu,
     Ingress,
@@ -50,6 +43,7 @@ from tests.perf.bench.report import (
     ratio,
     render,
 )
+from tests.support.stack.process import Process, children_of, tree_rss_bytes
 
 LAST_LINE = re.compile(
     r"^e2e_ratio=(\d+\.\d{2}|nan) light_p50_ratio=(\d+\.\d{2}|nan) ingress_rps=(\d+|nan) "
@@ -425,14 +419,14 @@ def test_alarm_puts_back_an_earlier_alarm_and_its_handler() -> None:
             signal.alarm(old_alarm)
 
 
-def test_stop_child_stops_the_leader_and_every_member_of_its_group(tmp_path: Path) -> None:
+def test_a_stopped_role_takes_its_leader_and_every_member_of_its_group(tmp_path: Path) -> None:
     # Given a leader that ignores SIGTERM and has a child of its own, in its own group
     script = "import signal, subprocess, sys, time\n" + (
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "time.sleep(60)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    process = Process("stubborn", [sys.executable, "-c", script], {}, tmp_path / "log").start()
     try:
         deadline = time.monotonic() + 10
         while not children_of(process.pid) and time.monotonic() < deadline:
@@ -442,17 +436,15 @@ def test_stop_child_stops_the_leader_and_every_member_of_its_group(tmp_path: Pat
         # Then its memory counts the child too
         assert tree_rss_bytes(process.pid) > 0
         # When it is stopped with a short grace
-        stop_child(Child("stubborn", process, tmp_path / "log"), grace=0.5)
+        process.stop(0.5)
         # Then the leader and its child are gone
-        assert process.poll() is not None
+        assert not process.running
         deadline = time.monotonic() + 5
         while any(Path(f"/proc/{pid}").exists() for pid in grandchildren):
             assert time.monotonic() < deadline, "the grandchild survived"
             time.sleep(0.05)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        process.kill()
 
 
 def test_command_help_names_the_options() -> None:

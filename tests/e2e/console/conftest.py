@@ -10,13 +10,12 @@ Studio's files are missing the browser tests skip, and fail under CI=true. Scree
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -33,6 +32,10 @@ from broker.store import credentials, db
 from tests.e2e import live
 from tests.support.console import seed_invoice_request
 from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.stack import config, roles
+from tests.support.stack.config import Ports
+from tests.support.stack.process import Process
+from tests.support.stack.roster import Stack
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -77,7 +80,7 @@ class ConsoleStack:
     env: dict[str, str]
     keys: dict[str, str]
     request_id: str
-    process: subprocess.Popen[bytes]
+    process: Process
 
     @property
     def url(self) -> str:
@@ -96,50 +99,27 @@ class ConsoleStack:
 
 
 def console_environment(root: Path, port: int) -> dict[str, str]:
-    var = root / "var"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}  # noqa: TID251
+    """The console's BROKER_* settings: embedded backends under ``root``, listening on ``port``."""
     return {
-        **base,
-        "BROKER_VAR_DIR": str(var),
-        "BROKER_DATABASE_URL": f"sqlite:///{var / 'broker.db'}",
-        "BROKER_LOCK_URL": f"file://{var / 'locks'}",
-        "BROKER_QUEUE_URL": "filesystem://",
+        **config.embedded(root / "var"),
         "BROKER_WORKFLOW_PATHS": str(root / "workflows"),
         "BROKER_CONSOLE_BIND": f"127.0.0.1:{port}",
-        "BROKER_LOG_FORMAT": "text",
-        "BROKER_SMTP_URL": f"file://{var / 'mail'}",
     }
 
 
-def wait_ready(
-    url: str,
-    process: subprocess.Popen[bytes],
-    log: Path,
-    *,
-    context: ssl.SSLContext | None = None,
-) -> None:
+def wait_ready(url: str, process: Process, *, context: ssl.SSLContext | None = None) -> None:
     """Wait until ``url``/healthz answers; raise with the log when the process died or hung."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the console exited:\n{log.read_text()}")
+        if not process.running:
+            raise process.failure("exited")
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2, context=context) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError(f"the console did not answer in time:\n{log.read_text()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+    raise process.failure("did not answer in time")
 
 
 @pytest.fixture(scope="module")
@@ -162,25 +142,19 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleS
     assert published is not None
     request_id = seed_invoice_request(factory, published)
     db.dispose_engines()
-    log = root / "console.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn_console.conf.py"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    stack = ConsoleStack(root, port, env, keys, request_id, process)
+    roster = Stack(root, env, ports=Ports(console=port))
+    process = roster.start("console", roles.listener("console"))
+    stack = ConsoleStack(root, port, roster.env, keys, request_id, process)
     try:
-        wait_ready(stack.url, process, log)
+        wait_ready(stack.url, process)
         yield stack
     finally:
-        stop(process)
+        roster.close()
 
 
-@pytest.fixture(scope="module")
-def browser(console_stack: ConsoleStack) -> Iterator[Any]:
+@contextlib.contextmanager
+def launched_browser() -> Iterator[Any]:
+    """Debian's chromium, headless, through Playwright; closed on the way out."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -189,6 +163,12 @@ def browser(console_stack: ConsoleStack) -> Iterator[Any]:
             yield launched
         finally:
             launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(console_stack: ConsoleStack) -> Iterator[Any]:
+    with launched_browser() as launched:
+        yield launched
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -245,6 +225,19 @@ class StudioStack:
             if document.get("definitionId") == definition_id:
                 found[path.name] = int(document.get("version", 0))
         return found
+
+
+@contextlib.contextmanager
+def running_studio(root: Path, **extra: str) -> Iterator[StudioStack]:
+    """A full live stack (``live.running_stack``, ``extra`` settings on top) with the console
+    as one more role, a key per console role and the workflow folder watched."""
+    require_browser()
+    with live.running_stack(root, BROKER_WATCH_WORKFLOWS="true", **extra) as stack:
+        with db.transaction(stack.factory) as session:
+            keys = {r: credentials.create_key(session, r, r) for r in credentials.ROLES}
+        stack.roles.start("console", roles.listener("console", workers=1, threads=8))
+        stack.roles.wait_listening()
+        yield StudioStack(stack, stack.roles.ports.console, keys)
 
 
 def wait_for_ingress_version(

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 from broker.clients import certificates as certs
-from tests.e2e.console.conftest import console_environment, stop, wait_ready
-from tests.support.services import PROJECT_ROOT, free_port
+from tests.e2e.console.conftest import console_environment, wait_ready
+from tests.support.services import free_port
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.roster import Stack
 
 
 def test_the_console_serves_tls_with_the_configured_certificate(tmp_path: Path) -> None:
@@ -25,19 +26,12 @@ def test_the_console_serves_tls_with_the_configured_certificate(tmp_path: Path) 
         "BROKER_CONSOLE_TLS_KEY": str(tmp_path / "certs" / "server.key"),
     }
     (tmp_path / "var").mkdir()
-    log = tmp_path / "console.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn_console.conf.py"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    stack = Stack(tmp_path, env, ports=Ports(console=port))
+    process = stack.start("console", roles.listener("console"))
     try:
         context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.pem"))
         url = f"https://localhost:{port}"
-        wait_ready(url, process, log, context=context)
+        wait_ready(url, process, context=context)
         # Then it answers over TLS 1.2+ and its sign-in cookie would be Secure
         with urllib.request.urlopen(f"{url}/sign-in", context=context, timeout=10) as response:
             assert response.status == 200
@@ -49,4 +43,4 @@ def test_the_console_serves_tls_with_the_configured_certificate(tmp_path: Path) 
         except OSError:
             pass
     finally:
-        stop(process)
+        stack.close()

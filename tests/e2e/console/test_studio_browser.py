@@ -21,17 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import live
 from tests.e2e.console.conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     StudioStack,
-    require_browser,
+    launched_browser,
+    running_studio,
     screenshot,
     wait_for_ingress_version,
 )
 from tests.support.ingress import INVOICE_KEYS
-from tests.support.services import PROJECT_ROOT, free_port
+from tests.support.services import PROJECT_ROOT
 
 pytest.importorskip("broker.console.api", reason="the Elsa API package is not in this checkout")
 
@@ -49,34 +47,14 @@ INVOICE_NAMES = (
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
-    require_browser()
-    from broker.store import credentials, db
-
-    root = tmp_path_factory.mktemp("studio")
-    port = free_port()
-    with live.running_stack(
-        root, BROKER_CONSOLE_BIND=f"127.0.0.1:{port}", BROKER_WATCH_WORKFLOWS="true"
-    ) as stack:
-        with db.transaction(stack.factory) as session:
-            keys = {r: credentials.create_key(session, r, r) for r in credentials.ROLES}
-        console = live._gunicorn(
-            stack.env, root, "console", "gunicorn_console.conf.py", "broker.serving.wsgi:console"
-        )
-        stack.services["console"] = console.start()
-        live._wait_listening(console, port)
-        yield StudioStack(stack, port, keys)
+    with running_studio(tmp_path_factory.mktemp("studio")) as studio:
+        yield studio
 
 
 @pytest.fixture(scope="module")
 def browser(studio: StudioStack) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with launched_browser() as launched:
+        yield launched
 
 
 @pytest.fixture

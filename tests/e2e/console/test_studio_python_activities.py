@@ -15,15 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import live
 from tests.e2e.console.conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     StudioStack,
-    require_browser,
+    launched_browser,
+    running_studio,
     screenshot,
 )
-from tests.support.services import free_port
 
 pytest.importorskip("order_activities", reason="the example package is not installed")
 
@@ -34,45 +31,23 @@ TOOLBOX = ("Check stock", "Price order", "Charge card", "Await shipment")
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
-    require_browser()
-    from broker.store import credentials, db
-
     root = tmp_path_factory.mktemp("studio-activities")
     authored = root / "authored"
     authored.mkdir()
-    port = free_port()
-    with live.running_stack(
-        root,
-        BROKER_CONSOLE_BIND=f"127.0.0.1:{port}",
-        BROKER_WATCH_WORKFLOWS="true",
-        BROKER_WORKFLOW_PATHS=str(authored),
-    ) as stack:
-        with db.transaction(stack.factory) as session:
-            keys = {r: credentials.create_key(session, r, r) for r in credentials.ROLES}
-        console = live._gunicorn(
-            stack.env, root, "console", "gunicorn_console.conf.py", "broker.serving.wsgi:console"
-        )
-        stack.services["console"] = console.start()
-        live._wait_listening(console, port)
-        yield StudioStack(stack, port, keys)
+    with running_studio(root, BROKER_WORKFLOW_PATHS=str(authored)) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
 def page(studio: StudioStack) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(
-                extra_http_headers={"Authorization": f"ApiKey {studio.keys['designer']}"},
-                viewport={"width": 1440, "height": 900},
-            )
-            opened = context.new_page()
-            opened.set_default_timeout(STUDIO_TIMEOUT_MS)
-            yield opened
-        finally:
-            browser.close()
+    with launched_browser() as browser:
+        context = browser.new_context(
+            extra_http_headers={"Authorization": f"ApiKey {studio.keys['designer']}"},
+            viewport={"width": 1440, "height": 900},
+        )
+        opened = context.new_page()
+        opened.set_default_timeout(STUDIO_TIMEOUT_MS)
+        yield opened
 
 
 def center(locator: Any) -> tuple[float, float]:

@@ -20,8 +20,9 @@ from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance
 from broker.wiring.runtime import make_publisher
-from tests.support.processes import Worker
 from tests.support.runtime import event_types, prepare, request_status, runtime_env
+from tests.support.stack.process import Process
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import activity, flowchart, into, literal, write_workflow
 
@@ -34,7 +35,7 @@ EXAMPLE = Path(__file__).parents[3] / "examples" / "order-activities" / "workflo
 class Stack:
     factory: sessionmaker[Session]
     registry: object
-    worker: Worker
+    worker: Process
     publisher: object
     down: Path  # while it exists, Samples.Fragile's service is down
 
@@ -77,7 +78,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
     settings = Settings.from_env(env)
     factory, registry = prepare(settings)
-    worker = Worker(env, root / "worker.log").start()
+    worker = worker_process(env, root / "worker.log").start()
     try:
         yield Stack(factory, registry, worker, make_publisher(settings, factory), down)
     finally:

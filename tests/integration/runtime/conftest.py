@@ -18,10 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.settings import Settings
 from broker.wiring.runtime import make_publisher
-from tests.support.processes import Worker
 from tests.support.runtime import prepare, runtime_env
 from tests.support.services import fresh_redis_url, postgres_database
 from tests.support.sink import Sink
+from tests.support.stack.process import Process
+from tests.support.stack.roster import worker_process
 from tests.support.workflows import (
     activity,
     approval,
@@ -46,7 +47,7 @@ class Stack:
     factory: sessionmaker[Session]
     registry: Any
     sink: Sink
-    worker: Worker
+    worker: Process
     publisher: Any
     env: dict[str, str]
 
@@ -154,7 +155,7 @@ def stack(
             )
             settings = Settings.from_env(env)
             factory, registry = prepare(settings)
-            worker = Worker(env, root / "worker.log").start()
+            worker = worker_process(env, root / "worker.log").start()
             try:
                 yield Stack(
                     backend,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from broker.settings import Settings
-from tests.support.processes import running_worker
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request
+from tests.support.stack.roster import running_worker
 from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 

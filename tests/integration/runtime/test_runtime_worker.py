@@ -20,9 +20,9 @@ from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
 from broker.wiring.runtime import make_publisher
 from tests.integration.runtime.conftest import Stack
-from tests.support.processes import running_worker
 from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
 from tests.support.sink import Sink
+from tests.support.stack.roster import running_worker
 from tests.support.waits import wait_until
 from tests.support.workflows import sink_workflow, write_workflow
 

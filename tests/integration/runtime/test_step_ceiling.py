@@ -36,8 +36,8 @@ from broker.store.models import (
 from broker.wiring.runtime import Runtime, make_publisher
 from tests.integration.runtime.conftest import backend_urls
 from tests.support.doubles import RecordingSender
-from tests.support.processes import running_worker
 from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
+from tests.support.stack.roster import running_worker
 from tests.support.waits import wait_until
 from tests.support.workflows import activity, literal, set_output, workflow, write_workflow
 

@@ -26,10 +26,11 @@ from broker.store.db import dispose_engines, transaction
 from broker.store.models import DeadLetter, WebhookDelivery, WebhookEndpoint
 from broker.wiring.runtime import make_publisher
 from tests.integration.runtime.conftest import backend_urls
-from tests.support.processes import Worker
 from tests.support.receiver import EXAMPLE, Receiver, verify
 from tests.support.runtime import prepare, request_status, runtime_env, submit_request
 from tests.support.services import free_port, port_open
+from tests.support.stack.process import Process
+from tests.support.stack.roster import worker_process
 from tests.support.waits import wait_until
 from tests.support.workflows import set_output, workflow, write_workflow
 
@@ -48,7 +49,7 @@ class Stack:
     factory: sessionmaker[Session]
     registry: Any
     publisher: Any
-    worker: Worker
+    worker: Process
 
 
 def quick_workflow(folder: Path) -> None:
@@ -71,7 +72,7 @@ def stack(
         env = runtime_env(var_dir, workflows=root / "workflows", **urls, **WEBHOOK_ENV)
         settings = Settings.from_env(env)
         factory, registry = prepare(settings)
-        worker = Worker(env, root / "worker.log").start()
+        worker = worker_process(env, root / "worker.log").start()
         try:
             yield Stack(settings, factory, registry, make_publisher(settings, factory), worker)
         finally:

@@ -151,7 +151,7 @@ def _broker_side(stack: Stack, options: Options, deadline: Deadline) -> tuple[Si
     )
     say(f"  {accepted.rate:,.0f} accepted/s; starting the worker, draining {accepted.accepted}")
     worker = stack.start_worker()
-    sampler = e2e.MemorySampler(stack, worker.process.pid)
+    sampler = e2e.MemorySampler(stack, worker.pid)
     sampler.start()
     try:
         e2e.wait_drained(stack, deadline)

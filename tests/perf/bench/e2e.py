@@ -23,8 +23,9 @@ from broker.store.db import transaction
 from broker.store.models import Request, RequestStatus
 from tests.perf.bench.harness import Stack
 from tests.perf.bench.ingress import Api, api_sender, burst
-from tests.perf.bench.processes import Deadline, tree_rss_bytes
+from tests.perf.bench.processes import Deadline
 from tests.perf.bench.report import Latency, Memory, Throughput
+from tests.support.stack.process import tree_rss_bytes
 
 logger = logging.getLogger(__name__)
 

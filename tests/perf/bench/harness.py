@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,16 +32,20 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.clients import certificates as certs
 from broker.errors import BrokerError, ConfigError
 from broker.settings import Settings
-from tests.perf.bench import WORKFLOW, bench_activities, project_root
+from tests.perf.bench import WORKFLOW
 from tests.perf.bench.cpu import Selector, postgres_pids, redis_pids
-from tests.perf.bench.processes import Child, Deadline, children_of, free_port, stop_child, tail
+from tests.perf.bench.processes import Deadline
+from tests.support.stack import roles
+from tests.support.stack.config import Ports
+from tests.support.stack.process import Process, process_env
+from tests.support.stack.roster import Stack as Roster
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +91,12 @@ class Stack:
         self.var = self.root / "var"
         self.certs = self.root / "certs"
         self.logs = self.root / "logs"
-        self.public_port = free_port()
-        self.internal_port = free_port()
+        self.ports = Ports()
+        self.public_port = self.ports.public
+        self.internal_port = self.ports.internal
         self.token = uuid.uuid4().hex[:10]
         self.database_name: str | None = None
-        self.children: dict[str, Child] = {}
+        self.roles = Roster(self.root, {}, ports=self.ports)
         self.env: dict[str, str] = {}
         self._factory: sessionmaker[Session] | None = None
         self._claim = f"{os.getpid()}:{self.token}"
@@ -128,7 +132,6 @@ class Stack:
         database_url, queue_url, lock_url = self._backends()
         (self.root / "prometheus").mkdir()
         self.env = {
-            **self._inherited_env(),
             "BROKER_VAR_DIR": str(self.var),
             "BROKER_DATABASE_URL": database_url,
             "BROKER_QUEUE_URL": queue_url,
@@ -148,6 +151,8 @@ class Stack:
             "PROMETHEUS_MULTIPROC_DIR": str(self.root / "prometheus"),
             **config,
         }
+        self.roles = Roster(self.root, self.env, ports=self.ports)
+        self.env = self.roles.env
         from broker.registry import WorkflowRegistry
         from broker.store import db
 
@@ -160,8 +165,7 @@ class Stack:
 
     def close(self) -> None:
         """Stop every started process by PID, drop the database, flush Redis, remove the folder."""
-        for name in list(self.children):
-            self.stop(name)
+        self.roles.close(20)
         if self._factory is not None:
             bind = self._factory.kw.get("bind")
             if bind is not None:
@@ -251,20 +255,16 @@ class Stack:
             "requestTypes": [
                 {
                     "clientId": BENCH_CLIENT,
-                    "requestType": name,
+                    "requestType": REQUEST_TYPE,
                     "requiredKeys": [],
                     "allowAdditionalKeys": True,
                 }
-                for name in (REQUEST_TYPE, *bench_activities.REQUEST_TYPES)
             ]
         }
         (config / "clients.json").write_text(json.dumps(clients))
         (config / "requestTypes.json").write_text(json.dumps(rules))
         shutil.copy(WORKFLOW, self.root / "wf" / WORKFLOW_FILE)
-        for name, document in bench_activities.workflows().items():
-            (self.root / "wf" / name).write_text(json.dumps(document))
         return {
-            "BROKER_TASK_MODULES": f"tasks,{bench_activities.MODULE}",
             "BROKER_CLIENTS_FILE": str(config / "clients.json"),
             "BROKER_REQUEST_TYPES_FILE": str(config / "requestTypes.json"),
             "BROKER_WORKFLOW_PATHS": str(self.root / "wf"),
@@ -310,53 +310,24 @@ class Stack:
 
         return redis.Redis.from_url(f"{self.backend.redis_url.rstrip('/')}/{self.backend.redis_db}")
 
-    @staticmethod
-    def _inherited_env() -> dict[str, str]:
-        # The children need PATH, HOME and friends, but no BROKER_* key of the caller's own setup.
-        return {
-            k: v
-            for k, v in os.environ.items()  # noqa: TID251 - the children's PATH, HOME
-            if not k.startswith(("BROKER_", "GUNICORN_", "PROMETHEUS_", "CELERY_"))
-        }
-
     # Roles ---------------------------------------------------------------------------------------
 
-    def start(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Child:
+    def start(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Process:
         """Start one role as the leader of its own process group, logging to ``logs/<name>.log``."""
-        log = self.logs / f"{name}.log"
-        sink: IO[bytes]
-        with log.open("ab") as sink:
-            process = subprocess.Popen(
-                argv,
-                cwd=project_root(),
-                env=dict(env or self.env),
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        child = Child(name, process, log)
-        self.children[name] = child
-        logger.info("started %s (pid %d)", name, process.pid)
-        return child
+        return self.roles.start(name, argv, env=process_env(env) if env is not None else None)
 
     def stop(self, name: str) -> None:
-        child = self.children.pop(name, None)
-        if child is not None:
-            stop_child(child)
+        self.roles.stop(name)
 
     def check_alive(self) -> None:
         """Raise when a started role has exited (its log's tail says why)."""
-        for child in self.children.values():
-            code = child.process.poll()
-            if code is not None:
+        for process in self.roles.processes.values():
+            if not process.running:
+                code = process.proc.returncode if process.proc is not None else None
                 raise BrokerError(
-                    f"{child.name} exited with code {code}:\n{tail(child.log)}", role=child.name
+                    f"{process.name} exited with code {code}:\n{process.tail(30)}",
+                    role=process.name,
                 )
-
-    def _gunicorn(self, conf: str, app: str) -> list[str]:
-        config = project_root() / "config" / conf
-        return [sys.executable, "-m", "gunicorn", "-c", str(config), app]
 
     def _celery_worker(self, app: str, name: str, queues: str | None = None) -> list[str]:
         argv = [
@@ -377,35 +348,23 @@ class Stack:
 
     def start_listeners(self) -> None:
         """Public (mTLS) and internal gunicorn, and beat; waits until both listeners answer."""
-        self.start("public", self._gunicorn("gunicorn.conf.py", "broker.serving.wsgi:public"))
-        self.start(
-            "internal", self._gunicorn("gunicorn_internal.conf.py", "broker.serving.wsgi:internal")
-        )
+        self.start("public", roles.listener("public"))
+        self.start("internal", roles.listener("internal"))
         self.start(
             "beat",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tasks",
-                "beat",
-                "--loglevel",
-                "WARNING",
-                "--pidfile",
-                str(self.var / "beat.pid"),
-            ],
-        )
+            [*roles.beat(self.var / "celerybeat-schedule", loglevel="WARNING"),
+             "--pidfile", str(self.var / "beat.pid")],
+        )  # fmt: skip
         self._wait_ready()
 
-    def start_worker(self) -> Child:
+    def start_worker(self) -> Process:
         return self.start("worker", self._celery_worker("tasks", "bench"))
 
     def stop_broker(self) -> None:
         for name in ("worker", "beat", "public", "internal"):
             self.stop(name)
 
-    def start_raw_worker(self) -> Child:
+    def start_raw_worker(self) -> Process:
         from tests.perf.bench.raw_celery import RAW_QUEUE
 
         return self.start(
@@ -413,19 +372,14 @@ class Stack:
         )
 
     def worker_pid(self, name: str = "worker") -> int:
-        return self.children[name].process.pid
+        return self.roles[name].pid
 
     # CPU -----------------------------------------------------------------------------------------
 
     def tree(self, *names: str) -> list[int]:
         """The pids of the named roles and all their descendants (pool children, gunicorn
         workers), as they are now; a stopped role has none."""
-        pids: list[int] = []
-        for name in names:
-            child = self.children.get(name)
-            if child is not None and child.process.poll() is None:
-                pids.extend((child.process.pid, *children_of(child.process.pid)))
-        return pids
+        return [pid for name in names for pid in self.roles.pids(name)]
 
     def cpu_groups(self, *, raw: bool = False) -> dict[str, Selector]:
         """The processes of the broker's stack (or raw Celery's) by group, for ``cpu.CpuMeter``."""

@@ -1,4 +1,4 @@
-"""A private PostgreSQL cluster for chaos tests: stopped and started at will, then removed.
+"""A private PostgreSQL cluster for a test stack: stopped, killed and started at will, then removed.
 
 The shared PostgreSQL service on 127.0.0.1:5432 serves every other test, so a test that takes
 the database away mid-run brings its own: ``initdb`` in a fresh temporary folder, trust
@@ -9,6 +9,9 @@ tested), unless the test asks for a ``durable`` cluster: production's ``fsync`` 
 postmaster SIGKILLed, as a crash would). PostgreSQL refuses to run as root, so under root every
 server command runs as the ``postgres`` account through ``runuser``, in a folder handed to that
 account.
+
+The same cluster serves the soak (listening on loopback and on a test bridge's address too) and
+the multi-host tests (run inside a network namespace: ``wrap`` puts every server command in it).
 
 ``find_binaries`` answers where the server programs are, or why they cannot be used: the test
 skips with that reason locally and fails under ``CI=true``, as ``require_service`` does.
@@ -25,12 +28,13 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.support.services import ON_CI, free_port
+from tests.support.stack.process import alive, children_of
 
 #: the account the server runs as when the test runs as root
 SERVER_ACCOUNT = "postgres"
@@ -99,12 +103,31 @@ def _version_key(name: str) -> tuple[int, ...]:
 
 
 class PrivatePostgres:
-    """One throwaway cluster: ``start``, ``stop`` (fast shutdown), ``start`` again, ``destroy``."""
+    """One throwaway cluster: ``start``, ``stop`` (fast shutdown), ``start`` again, ``destroy``.
 
-    def __init__(self, binaries: Path, *, durable: bool = False) -> None:
+    ``listen`` are the addresses it listens on (the first is the one its URL names), ``trust``
+    a /24 prefix whose clients it trusts besides loopback, ``wrap`` turns a server command into
+    the one that runs it elsewhere (a network namespace), ``options`` replace the server options.
+    """
+
+    def __init__(
+        self,
+        binaries: Path,
+        *,
+        durable: bool = False,
+        listen: Sequence[str] = ("127.0.0.1",),
+        port: int | None = None,
+        trust: str | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+        options: Sequence[str] | None = None,
+    ) -> None:
         self.binaries = binaries
-        self.options = DURABLE_OPTIONS if durable else SERVER_OPTIONS
-        self.port = free_port()
+        self.options = tuple(options or (DURABLE_OPTIONS if durable else SERVER_OPTIONS))
+        self.listen = tuple(listen)
+        self.address = self.listen[0]
+        self.trust = trust
+        self.wrap = wrap
+        self.port = port or free_port()
         # Not under pytest's tmp_path: that folder is private to the test's user, and the server
         # account must be able to reach its data directory.
         self.folder = Path(tempfile.mkdtemp(prefix="broker-pg-"))
@@ -117,7 +140,7 @@ class PrivatePostgres:
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgresql+psycopg://{SUPERUSER}@{self.address}:{self.port}/{DATABASE}"
 
     def _run(
         self, program: str, *args: str, check: bool = True
@@ -125,6 +148,8 @@ class PrivatePostgres:
         argv = [str(self.binaries / program), *args]
         if self._account is not None:
             argv = ["runuser", "-u", SERVER_ACCOUNT, "--", *argv]
+        if self.wrap is not None:
+            argv = self.wrap(argv)
         result = subprocess.run(
             argv,
             cwd=self.folder,
@@ -154,11 +179,14 @@ class PrivatePostgres:
             "UTF8",
             "--no-sync",
         )
+        if self.trust:  # initdb trusts only loopback and the socket
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.trust}.0/24 trust\n")
         self.start()
         self._run(
             "psql",
             "-h",
-            "127.0.0.1",
+            self.address,
             "-p",
             str(self.port),
             "-U",
@@ -177,7 +205,7 @@ class PrivatePostgres:
             (
                 f"-p {self.port}",
                 f"-k {self.folder}",
-                "-c listen_addresses=127.0.0.1",
+                f"-c listen_addresses={','.join(self.listen)}",
                 *self.options,
             )
         )
@@ -208,17 +236,17 @@ class PrivatePostgres:
         is gone (its backends notice and exit; any left after ``KILL_TIMEOUT`` are killed too),
         so ``start`` finds the shared memory free and runs crash recovery."""
         pid = self.postmaster_pid()
-        children = _children_of(pid)
+        children = children_of(pid)
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + KILL_TIMEOUT
-        while _alive([pid, *children]) and time.monotonic() < deadline:
+        while alive([pid, *children]) and time.monotonic() < deadline:
             time.sleep(0.1)
-        for leftover in _alive(children):
+        for leftover in alive(children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(leftover, signal.SIGKILL)
-        while _alive([pid, *children]):
+        while alive([pid, *children]):
             if time.monotonic() > deadline + 10:
-                raise RuntimeError(f"the server's processes outlived SIGKILL: {_alive(children)}")
+                raise RuntimeError(f"the server's processes outlived SIGKILL: {alive(children)}")
             time.sleep(0.1)
         # A new postmaster refuses to start while the old pid still exists, and the dead one
         # stays a zombie until its parent (init) reaps it: wait for that, bounded.
@@ -257,30 +285,6 @@ class PrivatePostgres:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
-
-
-def _children_of(pid: int) -> list[int]:
-    """The direct children of ``pid`` (from /proc; Linux)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pids: list[int]) -> list[int]:
-    """Those of ``pids`` still running (a zombie counts as gone)."""
-    alive = []
-    for pid in pids:
-        with contextlib.suppress(OSError, IndexError):
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z":
-                alive.append(pid)
-    return alive
 
 
 @contextlib.contextmanager
