@@ -8,18 +8,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
-
 from broker.activities.adapter import DECLARED, TASK_BOOKMARK, call
 from broker.activities.results import Answer
 from broker.errors import NotFound, RetryLater
-from broker.runtime import ids
-from broker.runtime.bookmarks.queue import enqueue_stimulus
 from broker.runtime.failures.retry import RetryPolicy
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Store
+from broker.runtime.steps import answers
 from broker.store.db import transaction
-from broker.store.models import OutboxRow
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +32,9 @@ def run_activity(
     """Run the declared activity and queue its answer for the waiting bookmark; a retry it asks
     for postpones the row (its policy's backoff) until its attempts run out, then it faults."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
-    with transaction(rt.factory, write=False) as session:
-        if outbox.is_finished(session, outbox_id):
-            return None
-        attempts = 0
-        if outbox_id is not None:
-            stored = session.scalar(select(OutboxRow.attempts).where(OutboxRow.id == outbox_id))
-            attempts = stored or 0
+    attempts = answers.attempts_so_far(rt, outbox_id)
+    if attempts is None:
+        return None
     declared = DECLARED.get(type_name)
     if declared is None:  # this worker lacks the team's package: another delivery may have it
         raise NotFound(
@@ -65,15 +57,14 @@ def run_activity(
     except Exception as exc:  # the activity's own failure faults its workflow, as a built-in's
         logger.warning("activity %s raised %s", type_name, type(exc).__name__, extra=log)
         answer = {"fault": f"{type(exc).__name__}: {exc}"}
-    with transaction(rt.factory) as session:
-        enqueue_stimulus(
-            session,
-            item_id=ids.queue_item_id_for("activity", instance_id, bookmark_id),
-            name=TASK_BOOKMARK,
-            payload=answer,
-            instance_id=instance_id,
-            bookmark_id=bookmark_id,
-        )
-        outbox.mark_done(session, outbox_id)
+    answers.answer(
+        rt,
+        outbox_id=outbox_id,
+        kind="activity",
+        stimulus=TASK_BOOKMARK,
+        payload=answer,
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+    )
     logger.info("activity %s answered for instance %s", type_name, instance_id, extra=log)
     return answer

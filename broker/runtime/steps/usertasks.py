@@ -5,17 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import select
-
 from broker.errors import Forbidden, NotFound, RetryLater
-from broker.runtime import ids
-from broker.runtime.bookmarks.queue import enqueue_stimulus
 from broker.runtime.failures.retry import RetryPolicy
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Steps
+from broker.runtime.steps import answers
 from broker.settings import Settings
 from broker.store.db import transaction
-from broker.store.models import OutboxRow
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +39,9 @@ def run_task(
 ) -> Any:
     """Run the named task and queue its result for the waiting bookmark."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
-    with transaction(rt.factory, write=False) as session:
-        if outbox.is_finished(session, outbox_id):
-            return None
-        attempts = 0
-        if outbox_id is not None:
-            stored = session.scalar(select(OutboxRow.attempts).where(OutboxRow.id == outbox_id))
-            attempts = stored or 0
+    attempts = answers.attempts_so_far(rt, outbox_id)
+    if attempts is None:
+        return None
     task = app.tasks.get(task_name)
     if task is None:
         raise NotFound(f"RunTask: no task named {task_name!r} is registered", task=task_name)
@@ -68,15 +60,14 @@ def run_task(
             "RunTask %s asked to retry in %.1fs: %s", task_name, delay, exc.message, extra=log
         )
         return None
-    with transaction(rt.factory) as session:
-        enqueue_stimulus(
-            session,
-            item_id=ids.queue_item_id_for("task", instance_id, bookmark_id),
-            name=RESULT_STIMULUS,
-            payload=result,
-            instance_id=instance_id,
-            bookmark_id=bookmark_id,
-        )
-        outbox.mark_done(session, outbox_id)
+    answers.answer(
+        rt,
+        outbox_id=outbox_id,
+        kind="task",
+        stimulus=RESULT_STIMULUS,
+        payload=result,
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+    )
     logger.info("RunTask %s finished for instance %s", task_name, instance_id, extra=log)
     return result

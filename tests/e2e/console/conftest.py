@@ -240,6 +240,17 @@ def running_studio(root: Path, **extra: str) -> Iterator[StudioStack]:
         yield StudioStack(stack, stack.roles.ports.console, keys)
 
 
+@contextlib.contextmanager
+def authoring_studio(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[StudioStack]:
+    """``running_studio`` whose only workflow folder starts empty: what the author saves in Studio
+    is all there is."""
+    root = tmp_path_factory.mktemp(name)
+    authored = root / "authored"
+    authored.mkdir()
+    with running_studio(root, BROKER_WORKFLOW_PATHS=str(authored)) as studio:
+        yield studio
+
+
 def wait_for_ingress_version(
     stack: live.LiveStack, request_type: str, version: int, timeout: float = 30.0
 ) -> None:

@@ -22,8 +22,8 @@ import pytest
 from tests.e2e import live
 from tests.e2e.console.conftest import (
     StudioStack,
+    authoring_studio,
     launched_browser,
-    running_studio,
     screenshot,
     wait_for_ingress_version,
 )
@@ -50,11 +50,8 @@ new MutationObserver(() => {
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
-    root = tmp_path_factory.mktemp("journey")
-    authored = root / "authored"
-    authored.mkdir()
-    with running_studio(root, BROKER_WORKFLOW_PATHS=str(authored)) as studio:
-        yield studio
+    with authoring_studio(tmp_path_factory, "journey") as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import pytest
 
 from tests.e2e.console.conftest import (
     StudioStack,
+    authoring_studio,
     launched_browser,
-    running_studio,
     screenshot,
 )
 
@@ -31,10 +31,7 @@ TOOLBOX = ("Check stock", "Price order", "Charge card", "Await shipment")
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudioStack]:
-    root = tmp_path_factory.mktemp("studio-activities")
-    authored = root / "authored"
-    authored.mkdir()
-    with running_studio(root, BROKER_WORKFLOW_PATHS=str(authored)) as found:
+    with authoring_studio(tmp_path_factory, "studio-activities") as found:
         yield found
 
 
