@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.clients import certificates as certs
 from broker.errors import BrokerError, ConfigError
 from broker.settings import Settings
-from tests.perf.bench import WORKFLOW
+from tests.perf.bench import WORKFLOW, bench_activities
 from tests.perf.bench.cpu import Selector, postgres_pids, redis_pids
 from tests.perf.bench.processes import Deadline
 from tests.support.stack import roles
@@ -255,16 +255,20 @@ class Stack:
             "requestTypes": [
                 {
                     "clientId": BENCH_CLIENT,
-                    "requestType": REQUEST_TYPE,
+                    "requestType": name,
                     "requiredKeys": [],
                     "allowAdditionalKeys": True,
                 }
+                for name in (REQUEST_TYPE, *bench_activities.REQUEST_TYPES)
             ]
         }
         (config / "clients.json").write_text(json.dumps(clients))
         (config / "requestTypes.json").write_text(json.dumps(rules))
         shutil.copy(WORKFLOW, self.root / "wf" / WORKFLOW_FILE)
+        for name, document in bench_activities.workflows().items():
+            (self.root / "wf" / name).write_text(json.dumps(document))
         return {
+            "BROKER_TASK_MODULES": f"tasks,{bench_activities.MODULE}",
             "BROKER_CLIENTS_FILE": str(config / "clients.json"),
             "BROKER_REQUEST_TYPES_FILE": str(config / "requestTypes.json"),
             "BROKER_WORKFLOW_PATHS": str(self.root / "wf"),
