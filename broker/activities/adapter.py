@@ -3,6 +3,7 @@ interpreter runs and a spec Studio's descriptors are built from (docs/activities
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -78,7 +79,7 @@ def install(declared: ActivityDeclaration) -> None:
     """Add ``declared`` to the engine's catalog (Studio's descriptors and the publish checks read
     it there); refuses a built-in's type name and a second declaration of one type."""
     name = declared.type_name
-    if name in BUILT_IN or name.startswith("Elsa."):
+    if name in BUILT_IN or name.lower().startswith("elsa."):
         raise ActivityDeclarationError(
             f"activity {name!r} shadows a built-in Elsa activity (choose your own namespace)",
             activity=name,
@@ -140,7 +141,15 @@ def call(declared: ActivityDeclaration, function: Callable[..., Any], inputs: An
         raise RetryLater(exc.message, delay=exc.delay, policy=policy) from exc
     except retry_on as exc:
         raise RetryLater(f"{type(exc).__name__}: {exc}", policy=policy) from exc
-    return answer_of(returned, declared.outputs)
+    answered = answer_of(returned, declared.outputs)
+    try:
+        json.dumps(answered, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise WorkflowFault(
+            f"activity {declared.type_name!r} answered a value a workflow cannot hold ({exc}); "
+            "return JSON values (str, int, float, bool, None, lists and dicts of them)"
+        ) from None
+    return answered
 
 
 def fit(declared: ActivityDeclaration, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -165,6 +165,13 @@ def declare(
             f"activity {type_name!r}: a type name is a dotted name, e.g. 'Orders.CheckStock'",
             activity=type_name,
         )
+    for what, names in (("outputs", tuple(outputs)), ("outcomes", tuple(outcomes))):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ActivityDeclarationError(
+                f"activity {type_name!r}: {what} {repeated} are declared more than once",
+                activity=type_name,
+            )
     return ActivityDeclaration(
         type_name=type_name,
         function=function,
@@ -236,6 +243,13 @@ def _inputs(
             raise ActivityDeclarationError(
                 f"activity {type_name!r}: input {parameter.name!r} asks for the unknown editor "
                 f"{editor!r} (one of {', '.join(EDITORS)})",
+                activity=type_name,
+                input=parameter.name,
+            )
+        if editor == "dropdown" and not ui.options:
+            raise ActivityDeclarationError(
+                f"activity {type_name!r}: input {parameter.name!r} has a dropdown without options "
+                "(give Input(options=[...]))",
                 activity=type_name,
                 input=parameter.name,
             )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from broker.errors import WorkflowDefinitionError
+from broker.errors import BrokerError, WorkflowDefinitionError
 
 if TYPE_CHECKING:
     from broker.registry.files import WorkflowFile
@@ -70,8 +70,13 @@ def _load(path: Path) -> dict[str, Any]:
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Validate workflow FILES (default: every file in BROKER_WORKFLOW_PATHS); exit 1 on errors."""
+    from broker.activities import load_activities
     from broker.registry.files import parse_workflow_document, unresolved_activity
 
+    try:  # the team's Python activities are known types, and a bad declaration is an error
+        load_activities(get_settings())
+    except BrokerError as exc:
+        raise click.ClickException(exc.message) from None
     if not files:
         roots = [Path(p) for p in get_settings().workflow_paths]
         files = tuple(sorted(f for root in roots for f in root.rglob("*.json")))

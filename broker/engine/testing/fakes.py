@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from broker.engine.activities import catalog
 from broker.engine.run.ports import FILE_ID, EmailMessage, HttpRequest, HttpResponse, StoredFile
 from broker.errors import BadRequest, NotFound, PayloadTooLarge, RetryLater
 
@@ -146,3 +147,16 @@ def _as_answer(answer: HttpAnswer | int | Any) -> HttpAnswer:
     if isinstance(answer, int) and not isinstance(answer, bool):
         return HttpAnswer(status=answer)
     return HttpAnswer(body=answer)
+
+
+def check_fakes(fakes: Mapping[str, Any]) -> None:
+    """Refuse a stand-in for a type that is no Python activity declared in this process (a typo
+    would otherwise leave the real activity running under the test)."""
+    declared = sorted(set(catalog.CATALOG) - catalog.BUILT_IN)
+    for type_name in fakes:
+        if type_name not in declared:
+            raise ValueError(
+                f"activities={{{type_name!r}: ...}} names no Python activity declared in this "
+                f"process (declared: {', '.join(declared) or 'none'}); import the team's module "
+                "or fix the type name"
+            )

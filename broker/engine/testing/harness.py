@@ -22,7 +22,13 @@ from broker.engine.run.results import (
     RunTask,
 )
 from broker.engine.testing.assertions import RunAssertions
-from broker.engine.testing.fakes import HttpAnswer, HttpTable, MailOutbox, MemoryFiles
+from broker.engine.testing.fakes import (
+    HttpAnswer,
+    HttpTable,
+    MailOutbox,
+    MemoryFiles,
+    check_fakes,
+)
 from broker.engine.testing.loading import endpoint_routes, load_definition
 from broker.names import EVENT, HTTP_ENDPOINT, WEBHOOK_EVENT
 
@@ -68,6 +74,7 @@ class WorkflowTest:
         self.flowchart_mode = flowchart_mode
         #: the lines ReadLine reads, in order (then None, the end of the input)
         self.standard_in = list(standard_in)
+        check_fakes(activities or {})
         services = EngineServices(
             http=self.http,
             mailer=self.mail,

@@ -144,3 +144,27 @@ def test_an_input_named_like_a_property_of_every_activity_is_refused() -> None:
         @activity("Declared.Meta", category="Bad")
         def meta(metadata: dict[str, Any]) -> None:
             return None
+
+
+def test_a_shadowing_name_is_refused_whatever_its_case() -> None:
+    with pytest.raises(ActivityDeclarationError, match="shadows a built-in"):
+
+        @activity("elsa.writeline", category="Bad")
+        def write_line(text: str) -> None:
+            return None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"outcomes": ("A", "A")}, r"outcomes \['A'\] are declared more than once"),
+        ({"outputs": ("x", "y", "x")}, r"outputs \['x'\] are declared more than once"),
+        ({"inputs": {"band": Input(editor="dropdown")}}, "'band' has a dropdown without options"),
+    ],
+)
+def test_repeated_names_and_an_empty_dropdown_are_refused(options: Any, message: str) -> None:
+    with pytest.raises(ActivityDeclarationError, match=message):
+
+        @activity("Declared.Repeats", category="Bad", **options)
+        def repeats(band: str = "") -> None:
+            return None

@@ -233,3 +233,21 @@ def test_a_python_activitys_failure_is_an_incident_like_a_built_ins(tmp_path: Pa
     assert "no stock feed" in incident.message
     assert incident.exception is not None
     assert incident.exception["type"] == "ValueError"
+
+
+def test_an_answer_a_workflow_cannot_hold_faults_the_activity_naming_it(tmp_path: Path) -> None:
+    # Given a fake answering an object JSON cannot hold (a datetime, a Decimal, an object)
+    path = weigh_flow(tmp_path, literal(1))
+    test = WorkflowTest.from_file(
+        path,
+        activities={"Running.Weigh": lambda kilos, limit: Result({"grams": object()}, "Light")},
+    )
+    # Then the run faults, naming the activity, instead of failing to save
+    test.start().assert_faulted("activity 'Running.Weigh' answered a value a workflow cannot hold")
+
+
+def test_a_fake_for_a_type_no_activity_declares_is_refused(tmp_path: Path) -> None:
+    path = weigh_flow(tmp_path, literal(1))
+    for typo in ("Running.Wiegh", "running.weigh"):
+        with pytest.raises(ValueError, match=f"{typo!r}: ...}} names no Python activity declared"):
+            WorkflowTest.from_file(path, activities={typo: lambda kilos, limit: 0})

@@ -15,7 +15,7 @@ from broker.engine.parser import parse_workflow
 from broker.engine.validation import WORKFLOW_OPTIONS, validate_document
 from broker.errors import WorkflowDefinitionError
 from broker.registry import WorkflowRegistry
-from broker.settings import Settings
+from broker.settings import Settings, set_settings
 from tests.support.services import CORPUS, PROJECT_ROOT
 
 REFUSED = PROJECT_ROOT / "tests" / "fixtures" / "workflows" / "refused"
@@ -81,6 +81,27 @@ def test_workflows_validate_prints_the_path_and_the_reason(
     assert result.exit_code == 1, result.output
     assert f"{path}: " in result.output
     assert reason in result.output
+
+
+def test_workflows_validate_knows_the_teams_python_activities(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("order_activities", reason="the example package is not installed")
+    example = PROJECT_ROOT / "examples" / "order-activities" / "workflows" / "place-order.json"
+    monkeypatch.setenv("BROKER_WORKFLOW_PATHS", str(tmp_path))
+    set_settings(None)
+    try:
+        # A workflow of the example's activities is valid where the package is installed
+        result = CliRunner().invoke(workflows, ["validate", str(example)])
+        assert result.exit_code == 0, result.output
+        # and an activity module that does not import is an error, not a pass
+        monkeypatch.setenv("BROKER_TASK_MODULES", "tasks,no_such_activity_module")
+        set_settings(None)  # the command reads the settings again
+        result = CliRunner().invoke(workflows, ["validate", str(example)])
+        assert result.exit_code == 1, result.output
+        assert "activity module 'no_such_activity_module' does not import" in result.output
+    finally:
+        set_settings(None)
 
 
 def test_workflows_list_reports_a_refused_file_and_keeps_the_last_good_one(
