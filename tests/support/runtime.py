@@ -3,6 +3,7 @@ reads of a request's state, and an in-process runtime whose outbox a test drains
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,29 @@ def submit_request(
 def request_status(factory: sessionmaker[Session], request_id: str) -> str:
     with transaction(factory, write=False) as session:
         return str(session.scalar(select(Request.status).where(Request.id == request_id)))
+
+
+def wait_for_status(
+    factory: sessionmaker[Session],
+    request_id: str,
+    status: str,
+    *,
+    tail: Callable[[], str],
+    timeout: float = 60.0,
+) -> None:
+    """Wait until the request is ``status``; on a timeout print ``tail()`` (the worker's log)
+    before failing, so the failure shows what the worker did."""
+    from tests.support.waits import wait_until
+
+    try:
+        wait_until(
+            lambda: request_status(factory, request_id) == status,
+            timeout=timeout,
+            what=f"request {request_id} to be {status}",
+        )
+    except AssertionError:
+        print(tail())
+        raise
 
 
 def event_types(factory: sessionmaker[Session], request_id: str) -> list[str]:

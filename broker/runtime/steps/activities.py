@@ -12,10 +12,8 @@ from broker.activities.adapter import DECLARED, TASK_BOOKMARK, call
 from broker.activities.results import Answer
 from broker.errors import NotFound, RetryLater
 from broker.runtime.failures.retry import RetryPolicy
-from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Store
 from broker.runtime.steps import answers
-from broker.store.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +45,7 @@ def run_activity(
         attempt = attempts or 1
         if not policy.exhausted(attempt) and outbox_id is not None:
             delay = policy.delay(attempt + 1, hint=exc.delay)
-            with transaction(rt.factory) as session:
-                outbox.postpone(session, outbox_id, delay=delay, error=exc.message)
+            answers.postpone(rt, outbox_id, delay=delay, error=exc.message)
             logger.warning(
                 "activity %s asked to retry in %.1fs: %s", type_name, delay, exc.message, extra=log
             )

@@ -49,3 +49,10 @@ def answer(
             bookmark_id=bookmark_id,
         )
         outbox.mark_done(session, outbox_id)
+
+
+def postpone(rt: Store, outbox_id: str | None, *, delay: float, error: str) -> None:
+    """The work asked to be retried: its row is published again after ``delay`` seconds."""
+    if outbox_id is not None:
+        with transaction(rt.factory) as session:
+            outbox.postpone(session, outbox_id, delay=delay, error=error)

@@ -7,11 +7,9 @@ from typing import Any
 
 from broker.errors import Forbidden, NotFound, RetryLater
 from broker.runtime.failures.retry import RetryPolicy
-from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Steps
 from broker.runtime.steps import answers
 from broker.settings import Settings
-from broker.store.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +51,7 @@ def run_task(
         result = task.run(payload)
     except RetryLater as exc:
         delay = RetryPolicy.from_settings(rt.settings).delay((attempts or 1) + 1, hint=exc.delay)
-        if outbox_id is not None:
-            with transaction(rt.factory) as session:
-                outbox.postpone(session, outbox_id, delay=delay, error=exc.message)
+        answers.postpone(rt, outbox_id, delay=delay, error=exc.message)
         logger.warning(
             "RunTask %s asked to retry in %.1fs: %s", task_name, delay, exc.message, extra=log
         )

@@ -20,10 +20,9 @@ from broker.settings import Settings
 from broker.store.db import transaction
 from broker.store.models import DeadLetter, OutboxRow, WorkflowInstance
 from broker.wiring.runtime import make_publisher
-from tests.support.runtime import event_types, prepare, request_status, runtime_env
+from tests.support.runtime import event_types, prepare, runtime_env, wait_for_status
 from tests.support.stack.process import Process
 from tests.support.stack.roster import worker_process
-from tests.support.waits import wait_until
 from tests.support.workflows import activity, flowchart, into, literal, write_workflow
 
 pytestmark = pytest.mark.slow
@@ -100,15 +99,7 @@ def submitted(stack: Stack, request_type: str, keys: dict[str, str], payload: ob
 
 
 def wait_status(stack: Stack, request_id: str, status: str) -> None:
-    try:
-        wait_until(
-            lambda: request_status(stack.factory, request_id) == status,
-            timeout=WAIT,
-            what=f"request {request_id} to be {status}",
-        )
-    except AssertionError:
-        print(stack.worker.tail())
-        raise
+    wait_for_status(stack.factory, request_id, status, tail=stack.worker.tail, timeout=WAIT)
 
 
 def output_of(stack: Stack, request_id: str) -> object:

@@ -20,7 +20,14 @@ from broker.store.db import transaction
 from broker.store.models import DeadLetter, Request, WorkflowInstance
 from broker.wiring.runtime import make_publisher
 from tests.integration.runtime.conftest import Stack
-from tests.support.runtime import event_types, prepare, request_status, runtime_env, submit_request
+from tests.support.runtime import (
+    event_types,
+    prepare,
+    request_status,
+    runtime_env,
+    submit_request,
+    wait_for_status,
+)
 from tests.support.sink import Sink
 from tests.support.stack.roster import running_worker
 from tests.support.waits import wait_until
@@ -31,15 +38,7 @@ WAIT = 60.0
 
 
 def wait_status(stack: Stack, request_id: str, status: str) -> None:
-    try:
-        wait_until(
-            lambda: request_status(stack.factory, request_id) == status,
-            timeout=WAIT,
-            what=f"request {request_id} to be {status}",
-        )
-    except AssertionError:
-        print(stack.worker.tail())
-        raise
+    wait_for_status(stack.factory, request_id, status, tail=stack.worker.tail, timeout=WAIT)
 
 
 def instance_of(stack: Stack, request_id: str) -> WorkflowInstance:
