@@ -250,6 +250,9 @@ KEYS: tuple[Key, ...] = (
       "bytes one JavaScript evaluation may allocate"),
     K("BROKER_STEP_TIME_LIMIT", "step_time_limit", "300", _positive_float,
       "seconds one workflow step may run; then it faults and its worker process is replaced"),
+    K("BROKER_ACTIVITY_TIME_LIMIT", "activity_time_limit", "300", _positive_float,
+      "seconds one call of a task-mode Python activity may run unless it declares its own "
+      "`time_limit`; then it faults and its worker process is replaced"),
     K("BROKER_RETRY_MAX_ATTEMPTS", "retry_max_attempts", "5", _int,
       "default attempts of an activity that fails transiently"),
     K("BROKER_RETRY_INITIAL_DELAY", "retry_initial_delay", "1", _float,

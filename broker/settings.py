@@ -155,6 +155,7 @@ class Settings:
     js_time_limit: float
     js_memory_limit: int
     step_time_limit: float
+    activity_time_limit: float
     retry_max_attempts: int
     retry_initial_delay: float
     retry_max_delay: float

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -32,7 +31,7 @@ from broker.names import (
 )
 from broker.runtime import ids
 from broker.runtime.outbox import deliveries
-from broker.runtime.steps import ceiling, poison
+from broker.runtime.steps import ceiling, heartbeat, poison
 from broker.runtime.steps.heartbeat import leasing
 from broker.settings import Settings, get_settings
 from broker.telemetry import metrics, tracing
@@ -267,12 +266,10 @@ class DurableTask(Task):  # type: ignore[misc]
 
 #: the exit status of a pool process that ran out of memory (as a shell reports a SIGKILL)
 OUT_OF_MEMORY_EXIT = 137
-_pool_process = False
 
 
 def _mark_pool_process(**_: Any) -> None:
-    global _pool_process
-    _pool_process = True
+    heartbeat.mark_pool_process()
 
 
 worker_process_init.connect(_mark_pool_process)
@@ -283,16 +280,13 @@ def _die_of_memory(outbox_id: str) -> None:
     as the kernel's OOM killer would: Celery would otherwise re-raise the error in the worker's
     main process, which stops the whole worker (and every redelivery would stop the next). The
     pool replaces the process, the start stays open, and the delivery counts as one that died."""
-    if not _pool_process:
+    if not heartbeat.in_pool_process():
         return  # the solo or threads pool: Celery's own handling applies
     logger.critical(
         "outbox row %s ran out of memory: its pool process exits", outbox_id,
         extra={"outbox_id": outbox_id},
     )  # fmt: skip
-    for handler in logging.getLogger().handlers:
-        with contextlib.suppress(Exception):
-            handler.flush()
-    os._exit(OUT_OF_MEMORY_EXIT)
+    heartbeat.end_process(OUT_OF_MEMORY_EXIT)
 
 
 class StepTask(DurableTask):

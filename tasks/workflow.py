@@ -75,7 +75,8 @@ def run_task(
     )
 
 
-@workflow_task(name=RUN_ACTIVITY)
+# beats its own lease, under the activity's time limit (``activities.run_activity``)
+@workflow_task(name=RUN_ACTIVITY, beats_lease=True)
 def run_activity(
     type_name: str,
     inputs: dict[str, Any],

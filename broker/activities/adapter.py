@@ -48,10 +48,12 @@ def activity(
     retry: Retry | None = None,
     queue: str | None = None,
     run: Mode | None = None,
+    time_limit: float | None = None,
 ) -> Callable[[T], T]:
     """Declare the decorated function, or class with a ``run`` method, as the activity
     ``type_name``: its parameters are the inputs (annotation: type; no default: required); a
-    ``queue`` makes it run as its own Celery task unless ``run="inline"`` says otherwise. A bad
+    ``queue`` makes it run as its own Celery task unless ``run="inline"`` says otherwise, each
+    call for at most ``time_limit`` seconds (``BROKER_ACTIVITY_TIME_LIMIT`` unless given). A bad
     declaration raises ``ActivityDeclarationError`` naming the activity."""
 
     def decorate(target: T) -> T:
@@ -68,6 +70,7 @@ def activity(
                 retry=retry,
                 queue=queue,
                 run=run,
+                time_limit=time_limit,
             )
         )
         return target
@@ -199,7 +202,12 @@ class PythonActivity(Behaviour):
     def apply(self, ax: ActivityContext, answer: Mapping[str, Any]) -> None:
         """Set the outputs and leave by the outcome the answer names (or wait, or fault)."""
         if "fault" in answer:
-            raise WorkflowFault(str(answer["fault"]), activity_id=ax.node.id)
+            code = answer.get("code")
+            raise WorkflowFault(
+                str(answer["fault"]),
+                fault_code=str(code) if code else None,
+                activity_id=ax.node.id,
+            )
         wait = answer.get("wait")
         if isinstance(wait, Mapping):
             then = {"outputs": wait.get("outputs") or {}, "outcome": wait.get("outcome")}

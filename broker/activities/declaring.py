@@ -123,6 +123,8 @@ class ActivityDeclaration:
     queue: str | None
     run: Mode
     module: str
+    #: seconds one call of a task-mode activity may run (None: ``BROKER_ACTIVITY_TIME_LIMIT``)
+    time_limit: float | None = None
 
     @property
     def required_inputs(self) -> tuple[str, ...]:
@@ -150,6 +152,7 @@ def declare(
     retry: Retry | None = None,
     queue: str | None = None,
     run: Mode | None = None,
+    time_limit: float | None = None,
 ) -> ActivityDeclaration:
     """The declaration of ``target`` (a function, or a class with a ``run`` method) as the
     activity ``type_name``; raises ``ActivityDeclarationError`` naming it when it is bad."""
@@ -165,6 +168,7 @@ def declare(
             f"activity {type_name!r}: a type name is a dotted name, e.g. 'Orders.CheckStock'",
             activity=type_name,
         )
+    _check_time_limit(type_name, mode, time_limit)
     for what, names in (("outputs", tuple(outputs)), ("outcomes", tuple(outcomes))):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -185,7 +189,29 @@ def declare(
         queue=queue,
         run=mode,
         module=str(getattr(target, "__module__", "")),
+        time_limit=None if time_limit is None else float(time_limit),
     )
+
+
+def _check_time_limit(type_name: str, mode: Mode, time_limit: float | None) -> None:
+    if time_limit is None:
+        return
+    if mode != "task":
+        raise ActivityDeclarationError(
+            f"activity {type_name!r}: time_limit is for run='task' activities (an inline one runs "
+            "in its workflow step, under BROKER_STEP_TIME_LIMIT)",
+            activity=type_name,
+        )
+    if (
+        isinstance(time_limit, bool)
+        or not isinstance(time_limit, int | float)
+        or not 0 < time_limit < float("inf")
+    ):
+        raise ActivityDeclarationError(
+            f"activity {type_name!r}: time_limit must be a positive number of seconds, "
+            f"not {time_limit!r}",
+            activity=type_name,
+        )
 
 
 def _callable_of(type_name: str, target: Any) -> Callable[..., Any]:

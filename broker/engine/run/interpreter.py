@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,15 @@ logger = logging.getLogger(__name__)
 
 #: the runtime's attempt bound for a retry a resilience strategy asks for (the strategy stops first)
 STRATEGY_ATTEMPTS = 1_000_000
+
+#: the activity each thread's interpreter executes now (by thread id), for a watchdog on another
+#: thread: the step ceiling names the activity a stuck step is stuck in
+_EXECUTING: dict[int, str] = {}
+
+
+def executing(thread_id: int) -> str | None:
+    """The id of the activity the interpreter on thread ``thread_id`` executes now, if any."""
+    return _EXECUTING.get(thread_id)
 
 
 class Run:
@@ -119,8 +129,12 @@ class Run:
 
     def drive(self) -> None:
         queue = self.queue
-        while queue and not self.halted:
-            self.execute(queue.pop(0))
+        thread = threading.get_ident()
+        try:
+            while queue and not self.halted:
+                self.execute(queue.pop(0))
+        finally:
+            _EXECUTING.pop(thread, None)
         if self.faulted:
             # Like Elsa, work already scheduled in other branches ran before the instance stopped
             # as faulted (a Parallel's other children, a ParallelForEach's other items).
@@ -137,6 +151,7 @@ class Run:
         started = len(self.journal)
         self.record(ctx, node, "Started")
         ax = ActivityContext(self, ctx, node)
+        _EXECUTING[threading.get_ident()] = node.id
         self.guard(ax, lambda: self.engine.behaviour(node).execute(ax), retryable=True)
         leftover = self._captured.pop(ctx_id, None) if self._captured else None
         if leftover:  # it waits (or retries): its Started entry carries what it evaluated

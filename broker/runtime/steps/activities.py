@@ -4,6 +4,7 @@ does (docs/activities.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,14 +13,20 @@ from broker.activities.adapter import DECLARED, TASK_BOOKMARK, call
 from broker.activities.results import Answer
 from broker.errors import NotFound, RetryLater
 from broker.runtime.failures.retry import RetryPolicy
-from broker.runtime.parts import Store
+from broker.runtime.outbox import rows as outbox
+from broker.runtime.parts import Steps
 from broker.runtime.steps import answers
+from broker.runtime.steps.heartbeat import leasing
+from broker.store.db import transaction
 
 logger = logging.getLogger(__name__)
 
+#: the fault code of a call that ran past its time limit
+TIME_LIMIT_CODE = "ActivityTimeLimitExceeded"
+
 
 def run_activity(
-    rt: Store,
+    rt: Steps,
     *,
     outbox_id: str | None,
     type_name: str,
@@ -28,7 +35,8 @@ def run_activity(
     bookmark_id: str,
 ) -> Answer | None:
     """Run the declared activity and queue its answer for the waiting bookmark; a retry it asks
-    for postpones the row (its policy's backoff) until its attempts run out, then it faults."""
+    for postpones the row (its policy's backoff) until its attempts run out, then it faults. A
+    call that runs past its time limit faults at the limit (its pool process then ends)."""
     log = {"instance_id": instance_id, "outbox_id": outbox_id}
     attempts = answers.attempts_so_far(rt, outbox_id)
     if attempts is None:
@@ -38,8 +46,33 @@ def run_activity(
         raise NotFound(
             f"no Python activity {type_name!r} is declared in this worker", activity=type_name
         )
+    limit = declared.time_limit or rt.settings.activity_time_limit
+
+    def overdue() -> bool:
+        message = f"activity {type_name!r} exceeded its time limit of {limit:g}s and was stopped"
+        with transaction(rt.factory, write=False) as session:
+            if outbox.is_finished(session, outbox_id):
+                return False  # it answered meanwhile
+        answers.answer(
+            rt,
+            outbox_id=outbox_id,
+            kind="activity",
+            stimulus=TASK_BOOKMARK,
+            payload={"fault": message, "code": TIME_LIMIT_CODE},
+            instance_id=instance_id,
+            bookmark_id=bookmark_id,
+        )
+        logger.error("%s", message, extra=log)
+        return True
+
+    watched = (
+        leasing(rt, outbox_id, limit=limit, overdue=overdue)
+        if outbox_id is not None
+        else contextlib.nullcontext()
+    )
     try:
-        answer = call(declared, declared.function, inputs)
+        with watched:
+            answer = call(declared, declared.function, inputs)
     except RetryLater as exc:
         policy = RetryPolicy.from_settings(rt.settings).merged(exc.policy)
         attempt = attempts or 1

@@ -30,9 +30,11 @@ def fault_overdue_step(
     outbox_id: str | None,
     request_id: str | None = None,
     queue: str | None = None,
+    activity_id: str | None = None,
 ) -> bool:
     """Fault the step of ``instance_id`` (or of ``request_id`` whose instance was never written)
-    that ran past the ceiling; answers whether this call recorded it."""
+    that ran past the ceiling, in ``activity_id`` where known; answers whether this call recorded
+    it."""
     with transaction(rt.factory) as session:
         return fault_overdue_step_txn(
             session,
@@ -41,6 +43,7 @@ def fault_overdue_step(
             outbox_id=outbox_id,
             request_id=request_id,
             queue=queue,
+            activity_id=activity_id,
         )
 
 
@@ -55,6 +58,7 @@ def fault_overdue_step_txn(
     code: str = FAULT_CODE,
     category: str = FAULT_CATEGORY,
     message: str | None = None,
+    activity_id: str | None = None,
 ) -> bool:
     """``fault_overdue_step`` in the caller's transaction (never commits); ``code``,
     ``category`` and ``message``: another reason a step cannot run (a definition that cannot be
@@ -70,6 +74,7 @@ def fault_overdue_step_txn(
         category=category,
         key=f"{instance_id}:{checkpoint}:{suffix}",
         queue=queue,
+        activity_id=activity_id,
         details={"limit": limit},
     )
     recorded = fault_instance_txn(

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from sqlalchemy import bindparam, update
 
@@ -27,6 +27,36 @@ logger = logging.getLogger(__name__)
 UNREGISTER_WAIT_SECONDS = 5.0
 #: the shortest interval between two beats of one step
 MIN_INTERVAL = 0.5
+#: the exit status of a pool process its watchdog ends (the work ran past its time limit), as
+#: ``timeout(1)`` reports one
+OVERDUE_EXIT = 124
+#: seconds the watchdog gives the overdue work's fault to be recorded before it ends the process
+#: anyway (the database hangs): well inside Celery's hard limit (``STEP_KILL_GRACE``)
+RECORD_GRACE_SECONDS = 2.5
+
+#: whether this is a prefork pool process, which its watchdog may end (``mark_pool_process``)
+_pool_process = False
+
+
+def mark_pool_process() -> None:
+    """This process is one of the prefork pool's (Celery's ``worker_process_init``): work that
+    runs past its time limit ends it once its fault is recorded, and the pool starts another."""
+    global _pool_process
+    _pool_process = True
+
+
+def in_pool_process() -> bool:
+    return _pool_process
+
+
+def end_process(status: int) -> NoReturn:
+    """End this pool process at once (no unwinding, no finalizers: whatever the work is stuck in
+    stays stuck, and no lock it might take on the way out is left held), logs flushed first."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(status)
+
 
 _INSTANCES = table_of(WorkflowInstance)
 _BEAT_INSTANCE = (
@@ -56,7 +86,9 @@ class Beating:
     lock: Lock
     opening: Opening
     deadline: float
-    overdue: Callable[[], None]
+    #: records the work's fault at the deadline; answers whether the work is still running (its
+    #: process then ends, ``_end_overdue``)
+    overdue: Callable[[], bool]
     interval: float
     #: when the thread wakes next for this step, and when its next beat is due
     due: float
@@ -91,7 +123,7 @@ class Heartbeat:
         lock: Lock,
         opening: Opening,
         deadline: float,
-        overdue: Callable[[], None],
+        overdue: Callable[[], bool],
         *,
         open_delay: float,
         release: Callable[[], None] | None = None,
@@ -166,12 +198,7 @@ class Heartbeat:
             return
         if now >= step.deadline:
             self._drop(step)
-            try:
-                step.overdue()
-            except Exception:
-                logger.error(
-                    "fault of overdue instance %s not recorded", step.instance_id, exc_info=True
-                )
+            _end_overdue(step)
             return
         if now < step.next_beat:  # woke for the open delay, before the first beat
             with self._wake:
@@ -206,6 +233,53 @@ class Heartbeat:
             self._steps.discard(step)
 
 
+def _end_overdue(step: Beating) -> None:
+    """Record the fault of work past its deadline; in a pool process, then end the process: the
+    work is stuck in something that will not return (a blocking call without a timeout), and
+    ending it here, at once, frees its pool slot before Celery's hard limit would kill it in the
+    middle of unwinding (docs/activities.md, time limits). A backstop ends it anyway when the
+    fault cannot be recorded in time; the work's row then stays open and counts as a death."""
+    backstop = None
+    if _pool_process:
+        backstop = threading.Timer(RECORD_GRACE_SECONDS, _end_unrecorded, args=(step,))
+        backstop.daemon = True
+        backstop.start()
+    try:
+        running = step.overdue()
+    except Exception:
+        logger.error("fault of overdue instance %s not recorded", step.instance_id, exc_info=True)
+        running = True
+    if not _pool_process:
+        return
+    if not running:
+        assert backstop is not None
+        backstop.cancel()  # the work ended on its own meanwhile
+        return
+    logger.error(
+        "%s ran past its time limit: its pool process exits and the pool starts another",
+        _work_of(step),
+        extra={"instance_id": step.instance_id, "outbox_id": step.outbox_id},
+    )
+    end_process(OVERDUE_EXIT)
+
+
+def _end_unrecorded(step: Beating) -> None:
+    logger.error(
+        "%s ran past its time limit and its fault was not recorded in %.1fs: its pool process "
+        "exits",
+        _work_of(step),
+        RECORD_GRACE_SECONDS,
+        extra={"instance_id": step.instance_id, "outbox_id": step.outbox_id},
+    )
+    end_process(OVERDUE_EXIT)
+
+
+def _work_of(step: Beating) -> str:
+    """``instance I (outbox row O)``, or ``outbox row O`` for work that is no step."""
+    row = f"outbox row {step.outbox_id}"
+    return f"instance {step.instance_id} ({row})" if step.instance_id else row
+
+
 _HEARTBEAT = Heartbeat()
 
 
@@ -232,7 +306,7 @@ def beating(
     lock: Lock,
     opening: Opening,
     deadline: float,
-    overdue: Callable[[], None],
+    overdue: Callable[[], bool],
     *,
     open_delay: float,
     release: Callable[[], None] | None = None,
@@ -280,16 +354,24 @@ class _Opened:
 
 
 @contextlib.contextmanager
-def leasing(rt: Steps, outbox_id: str) -> Iterator[None]:
+def leasing(
+    rt: Steps,
+    outbox_id: str,
+    *,
+    limit: float | None = None,
+    overdue: Callable[[], bool] | None = None,
+) -> Iterator[None]:
     """Beat ``outbox_id``'s lease while the ``with`` block runs a piece of durable work that is no
-    workflow step (a RunTask call, a webhook attempt), for at most the step ceiling: the relay then
-    knows the delivery is alive, and a delivery that stops beating died
-    (``broker.runtime.outbox.deliveries``)."""
+    workflow step (a RunTask call, a webhook attempt, a task-mode activity), for at most ``limit``
+    seconds (the step ceiling unless told): the relay then knows the delivery is alive, and a
+    delivery that stops beating died (``broker.runtime.outbox.deliveries``). At the limit
+    ``overdue`` records the work's fault (and the pool process ends); without one the lease is
+    no longer beaten."""
     heartbeat = _HEARTBEAT
     interval = max(MIN_INTERVAL, min(rt.settings.heartbeat_interval, rt.settings.lock_ttl / 3))
-    deadline = time.monotonic() + rt.settings.step_time_limit
+    deadline = time.monotonic() + (limit if limit is not None else rt.settings.step_time_limit)
     work = heartbeat.register(
-        rt, None, outbox_id, _NoLock(), _Opened(), deadline, _stop_beating,
+        rt, None, outbox_id, _NoLock(), _Opened(), deadline, overdue or _stop_beating,
         open_delay=interval,
     )  # fmt: skip
     try:
@@ -298,6 +380,7 @@ def leasing(rt: Steps, outbox_id: str) -> Iterator[None]:
         heartbeat.unregister(work)
 
 
-def _stop_beating() -> None:
+def _stop_beating() -> bool:
     """Past the ceiling a piece of work that is no step is no longer beaten: its lease runs out,
     and the relay publishes its row again, counting the delivery as one that died."""
+    return False

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from broker.engine.api import Engine, EngineServices
 from broker.engine.run.errors import EngineError, UnknownBookmark
+from broker.engine.run.interpreter import executing
 from broker.engine.run.results import RunResult
 from broker.errors import Conflict, NotFound
 from broker.runtime import webhooks
@@ -246,14 +247,18 @@ def advance(
                 held = HeldRead(session)
                 opening = Opening(step.start)
 
-                def overdue() -> None:
+                running_on = threading.get_ident()
+
+                def overdue() -> bool:
                     ceiling.fault_overdue_step(
                         rt,
                         instance_id=instance_id,
                         outbox_id=outbox_id,
                         request_id=step.target.request_id,
                         queue=step.target.queue,
+                        activity_id=executing(running_on),
                     )
+                    return True  # the engine is still running: it is stuck
 
                 with beating(
                     rt, instance_id, outbox_id, lock, opening, deadline, overdue,
