@@ -195,7 +195,8 @@ class PythonActivity(Behaviour):
         if bookmark.get("name") == EVENT:
             waited = bookmark.get("then") or {}
             outputs = {**(waited.get("outputs") or {}), "result": value}
-            self.finish(ax, outputs, str(waited.get("outcome") or "Done"))
+            # (the event's payload is the ``result`` output, declared or not)
+            self.finish(ax, outputs, str(waited.get("outcome") or "Done"), also=("result",))
             return
         self.apply(ax, value if isinstance(value, Mapping) else {"outputs": {}})
 
@@ -215,11 +216,25 @@ class PythonActivity(Behaviour):
             return
         self.finish(ax, answer.get("outputs") or {}, str(answer.get("outcome") or "Done"))
 
-    def finish(self, ax: ActivityContext, outputs: Mapping[str, Any], outcome: str) -> None:
+    def finish(
+        self,
+        ax: ActivityContext,
+        outputs: Mapping[str, Any],
+        outcome: str,
+        *,
+        also: tuple[str, ...] = (),
+    ) -> None:
         if outcome not in self.declared.outcomes:
             raise WorkflowFault(
                 f"activity {self.declared.type_name!r} returned the undeclared outcome "
                 f"{outcome!r} (declared: {', '.join(self.declared.outcomes)})",
+                activity_id=ax.node.id,
+            )
+        undeclared = sorted(set(outputs) - set(self.declared.outputs) - set(also))
+        if undeclared:
+            raise WorkflowFault(
+                f"activity {self.declared.type_name!r} returned the undeclared outputs "
+                f"{undeclared} (declared: {', '.join(self.declared.outputs) or 'none'})",
                 activity_id=ax.node.id,
             )
         for name, value in outputs.items():

@@ -133,21 +133,24 @@ def check_definition(definition: WorkflowDefinition, known_type: Callable[[str],
 
 
 def check_required_inputs(node: Activity, file: str | None) -> None:
-    """A Python activity's required inputs are set (to an expression, or a non-empty literal)."""
+    """A Python activity's required inputs are set: to an expression or a literal that is not
+    blank (empty or only whitespace)."""
     for name in REQUIRED_INPUTS.get(node.type, ()):
         item = node.inputs.get(name)
         expression = item.expression if item is not None else None
         plain = node.properties.get(name)
-        empty = not expression or (
-            expression.get("type") == "Literal" and expression.get("value") in (None, "")
-        )
-        if empty and not isinstance(plain, str | int | float | bool):
+        empty = not expression or _blank(expression.get("value"))
+        if empty and (_blank(plain) or not isinstance(plain, str | int | float | bool)):
             raise WorkflowDefinitionError(
                 f"activity {node.id!r} ({node.type}) misses its required input "
                 f"{name[:1].upper() + name[1:]!r}",
                 file=file,
                 path=f"{node.path}.{name}",
             )
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def check_cron_input(node: Activity, file: str | None) -> None:

@@ -13,11 +13,9 @@ from broker.activities.adapter import DECLARED, TASK_BOOKMARK, call
 from broker.activities.results import Answer
 from broker.errors import NotFound, RetryLater
 from broker.runtime.failures.retry import RetryPolicy
-from broker.runtime.outbox import rows as outbox
 from broker.runtime.parts import Steps
 from broker.runtime.steps import answers
 from broker.runtime.steps.heartbeat import leasing
-from broker.store.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +48,7 @@ def run_activity(
 
     def overdue() -> bool:
         message = f"activity {type_name!r} exceeded its time limit of {limit:g}s and was stopped"
-        with transaction(rt.factory, write=False) as session:
-            if outbox.is_finished(session, outbox_id):
-                return False  # it answered meanwhile
-        answers.answer(
+        if not answers.answer(
             rt,
             outbox_id=outbox_id,
             kind="activity",
@@ -61,7 +56,8 @@ def run_activity(
             payload={"fault": message, "code": TIME_LIMIT_CODE},
             instance_id=instance_id,
             bookmark_id=bookmark_id,
-        )
+        ):
+            return False  # it answered meanwhile
         logger.error("%s", message, extra=log)
         return True
 
@@ -87,7 +83,7 @@ def run_activity(
     except Exception as exc:  # the activity's own failure faults its workflow, as a built-in's
         logger.warning("activity %s raised %s", type_name, type(exc).__name__, extra=log)
         answer = {"fault": f"{type(exc).__name__}: {exc}"}
-    answers.answer(
+    if not answers.answer(
         rt,
         outbox_id=outbox_id,
         kind="activity",
@@ -95,6 +91,12 @@ def run_activity(
         payload=answer,
         instance_id=instance_id,
         bookmark_id=bookmark_id,
-    )
+    ):
+        logger.warning(
+            "activity %s answered after its call was finished (its time limit): dropped",
+            type_name,
+            extra=log,
+        )
+        return None
     logger.info("activity %s answered for instance %s", type_name, instance_id, extra=log)
     return answer

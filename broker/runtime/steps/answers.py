@@ -36,10 +36,14 @@ def answer(
     payload: Any,
     instance_id: str,
     bookmark_id: str,
-) -> None:
+) -> bool:
     """Queue ``payload`` for the bookmark and finish the row, in one transaction: the answer is
-    queued once (its item id derives from the bookmark), whichever delivery gives it."""
+    queued once (its item id derives from the bookmark), whichever delivery gives it, and never
+    after the row is finished (a late answer of a call that ran past its time limit, whose fault
+    answered already, is dropped). Answers whether this call queued it."""
     with transaction(rt.factory) as session:
+        if outbox.is_finished(session, outbox_id):
+            return False
         enqueue_stimulus(
             session,
             item_id=ids.queue_item_id_for(kind, instance_id, bookmark_id),
@@ -49,6 +53,7 @@ def answer(
             bookmark_id=bookmark_id,
         )
         outbox.mark_done(session, outbox_id)
+    return True
 
 
 def postpone(rt: Store, outbox_id: str | None, *, delay: float, error: str) -> None:

@@ -2,8 +2,8 @@
 
 In process, on SQLite and PostgreSQL: the step's watchdog records the fault at the limit while the
 step is still running, and the step's late result is dropped. With a real ``celery -A tasks
-worker``: scripts stuck in the JavaScript engine fault within the ceiling, Celery's hard time
-limit replaces the stuck pool process, and the same worker completes the next request.
+worker``: scripts stuck in the JavaScript engine fault within the ceiling, the watchdog ends the
+stuck pool process, and the same worker completes the next request.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.activities import activity as python_activity
 from broker.adapters.locks import FileLockProvider
-from broker.names import RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
+from broker.names import RUN_ACTIVITY, RUN_CHILD, RUN_REQUEST, STEP_KILL_GRACE
 from broker.runtime import ids
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.outbox.outcome import Outcome
-from broker.runtime.steps import runner
+from broker.runtime.steps import activities, runner
 from broker.runtime.steps.ceiling import FAULT_CODE
+from broker.runtime.steps.heartbeat import OVERDUE_EXIT
 from broker.settings import Settings
 from broker.store.db import dispose_engines, transaction
 from broker.store.models import (
@@ -57,7 +59,21 @@ def script_workflow(definition_id: str, request_type: str, script: str) -> dict[
     )
 
 
+@python_activity("Ceiling.Slow", category="Test", run="task", time_limit=0.5)
+def slow(seconds: float) -> str:
+    time.sleep(seconds)
+    return "late"
+
+
 def write_workflows(folder: Path) -> None:
+    write_workflow(
+        folder,
+        workflow(
+            "slow-call",
+            [activity("slow", "Ceiling.Slow", seconds=literal(1.5))],
+            request_type="SlowCall",
+        ),
+    )
     write_workflow(folder, script_workflow("redos", "Redos", REDOS))
     write_workflow(folder, script_workflow("escape", "Escape", ESCAPE))
     write_workflow(folder, script_workflow("loop", "Loop", LOOP))
@@ -149,6 +165,7 @@ def test_a_step_past_the_ceiling_faults_while_it_still_runs(rt: Runtime) -> None
         ).one()
         assert letter.kind == "request"
         assert letter.reason == FAULT_CODE
+        assert letter.activity_id == "js"  # the activity the step was stuck in
         assert letter.replayable
     assert event_types(rt.factory, request_id) == [
         "RequestSubmitted",
@@ -157,6 +174,39 @@ def test_a_step_past_the_ceiling_faults_while_it_still_runs(rt: Runtime) -> None
     ]
     # And a redelivery of the same message runs nothing
     assert runner.run_request(rt, request_id, outbox_id) is Outcome.SKIPPED
+
+
+def test_a_task_activity_call_past_its_time_limit_faults_and_its_late_answer_is_dropped(
+    rt: Runtime,
+) -> None:
+    # Given a request whose task-mode activity (time_limit=0.5) takes 1.5 s, its call scheduled
+    request_id, outbox_id = submit(rt, "SlowCall")
+    runner.run_request(rt, request_id, outbox_id)
+    with transaction(rt.factory, write=False) as session:
+        call = session.scalars(select(OutboxRow).where(OutboxRow.task_name == RUN_ACTIVITY)).one()
+        session.expunge(call)
+    # When the call runs (in this process: no pool process to end)
+    late = activities.run_activity(
+        rt,
+        outbox_id=call.id,
+        type_name="Ceiling.Slow",
+        inputs=call.args["inputs"],
+        instance_id=call.args["instance_id"],
+        bookmark_id=call.args["bookmark_id"],
+    )
+    # Then the watchdog answered at the limit with the fault; the call's late answer was dropped
+    assert late is None
+    with transaction(rt.factory, write=False) as session:
+        (item,) = session.scalars(
+            select(BookmarkQueueItem).where(BookmarkQueueItem.instance_id == call.instance_id)
+        )
+        assert item.payload == {
+            "fault": "activity 'Ceiling.Slow' exceeded its time limit of 0.5s and was stopped",
+            "code": activities.TIME_LIMIT_CODE,
+        }
+        row = session.get(OutboxRow, call.id)
+        assert row is not None
+        assert row.state == "done"
 
 
 def test_the_dead_letter_of_a_first_step_replays_the_request_from_its_start(rt: Runtime) -> None:
@@ -277,7 +327,8 @@ def test_stuck_scripts_fault_within_the_ceiling_and_the_worker_takes_the_next_re
                     assert request.error_detail is not None
                     assert expected in request.error_detail, request.error_detail
                 # And the same worker then takes and completes the next request: a stuck pool
-                # process is replaced STEP_KILL_GRACE seconds after the ceiling
+                # process is ended at the ceiling (Celery's hard limit, STEP_KILL_GRACE seconds
+                # later, is the backstop) and replaced
                 quick = submit_request(factory, registry, "Quick", publisher=publisher)
                 freed = wait_status(
                     factory, quick, "Completed", timeout=CEILING + STEP_KILL_GRACE + SLACK
@@ -285,8 +336,8 @@ def test_stuck_scripts_fault_within_the_ceiling_and_the_worker_takes_the_next_re
                 print(f"{request_type}: faulted after {took:.1f}s, next done after {freed:.1f}s")
             assert worker.proc is not None
             assert worker.proc.poll() is None
-            # the stuck pool processes were killed by the hard limit (and replaced)
+            # the stuck pool processes were ended by their watchdog at the ceiling (and replaced)
             log = worker.log.read_text(errors="replace")
-            assert log.count("Hard time limit") >= 2, worker.tail()
+            assert log.count(f"exited with 'exitcode {OVERDUE_EXIT}'") >= 2, worker.tail()
     finally:
         registry.stop()

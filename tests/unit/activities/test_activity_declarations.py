@@ -168,3 +168,35 @@ def test_repeated_names_and_an_empty_dropdown_are_refused(options: Any, message:
         @activity("Declared.Repeats", category="Bad", **options)
         def repeats(band: str = "") -> None:
             return None
+
+
+def test_a_task_activity_declares_its_time_limit_and_inherits_the_setting_without_one() -> None:
+    @activity("Declared.Bounded", category="Test", queue="test.bounded", time_limit=30)
+    def bounded(x: str) -> None:
+        return None
+
+    @activity("Declared.Unbounded", category="Test", run="task")
+    def unbounded(x: str) -> None:
+        return None
+
+    assert DECLARED["Declared.Bounded"].time_limit == 30.0
+    assert DECLARED["Declared.Unbounded"].time_limit is None  # BROKER_ACTIVITY_TIME_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"time_limit": 5}, "time_limit is for run='task' activities"),
+        ({"time_limit": 0, "run": "task"}, "time_limit must be a positive number of seconds"),
+        ({"time_limit": -1, "run": "task"}, "time_limit must be a positive number of seconds"),
+        ({"time_limit": "30", "run": "task"}, "not '30'"),
+        ({"time_limit": True, "run": "task"}, "not True"),
+        ({"time_limit": float("inf"), "run": "task"}, "not inf"),
+    ],
+)
+def test_a_bad_time_limit_is_refused_naming_the_activity(options: Any, message: str) -> None:
+    with pytest.raises(ActivityDeclarationError, match=rf"'Declared\.Limited'.*{message}"):
+
+        @activity("Declared.Limited", category="Bad", **options)
+        def limited(x: str) -> None:
+            return None

@@ -163,6 +163,15 @@ def test_an_undeclared_outcome_faults_the_activity(tmp_path: Path) -> None:
     test.start().assert_faulted("returned the undeclared outcome 'Medium'")
 
 
+def test_an_undeclared_output_faults_the_activity_naming_it(tmp_path: Path) -> None:
+    path = weigh_flow(tmp_path, literal(1))
+    test = WorkflowTest.from_file(
+        path,
+        activities={"Running.Weigh": lambda kilos, limit: Result({"grams": 1, "kg": 1}, "Light")},
+    )
+    test.start().assert_faulted("returned the undeclared outputs ['kg'] (declared: grams)")
+
+
 def test_a_connection_from_an_undeclared_outcome_is_refused_at_publish() -> None:
     document = flowchart(
         "bad-port",
@@ -173,11 +182,28 @@ def test_a_connection_from_an_undeclared_outcome_is_refused_at_publish() -> None
         validate_document(document, file="flow.json")
 
 
-def test_a_missing_required_input_is_refused_at_publish_naming_the_activity_and_input() -> None:
-    document = flowchart("no-kilos", [node("weigh", "Running.Weigh")], [])
+@pytest.mark.parametrize(
+    "kilos",
+    [
+        None,
+        literal(""),
+        literal("   "),
+        {"typeName": "Double", "expression": {"type": "JavaScript", "value": " \n"}},
+    ],
+)
+def test_a_missing_required_input_is_refused_at_publish_naming_the_activity_and_input(
+    kilos: Any,
+) -> None:
+    inputs = {} if kilos is None else {"kilos": kilos}
+    document = flowchart("no-kilos", [node("weigh", "Running.Weigh", **inputs)], [])
     refusal = r"'weigh' \(Running\.Weigh\) misses its required input 'Kilos'"
     with pytest.raises(WorkflowDefinitionError, match=refusal):
         validate_document(document, file="flow.json")
+
+
+def test_a_required_input_set_to_zero_or_false_is_set() -> None:
+    document = flowchart("zero", [node("weigh", "Running.Weigh", kilos=literal(0))], [])
+    validate_document(document, file="flow.json")
 
 
 # The versions rule (docs/activities.md) ------------------------------------------------------

@@ -71,6 +71,7 @@ def price_order(sku: str, quantity: int = 1, coupon: str = "") -> dict[str, Any]
     outputs=("charge_id",),
     retry=Retry(max_attempts=3, initial_delay=0.5, max_delay=5, on=(PaymentGatewayBusy,)),
     queue="orders.payments",
+    time_limit=30,  # a call the gateway never answers faults after 30 s
 )
 def charge_card(amount: float, card: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     if card == "tok_declined":
