@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import re
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from gunicorn import glogging
 
+from broker.errors import ConfigError
 from broker.settings import get_settings
 from broker.telemetry.logs import configure_logging, make_formatter
 
@@ -79,3 +81,18 @@ def log_settings() -> dict[str, Any]:
         "errorlog": "-",
         "loglevel": get_settings().log_level.lower(),
     }
+
+
+def build_at_boot(worker: Any, build: Callable[[], object], name: str) -> None:
+    """Build a listener's app as its gunicorn worker boots, rather than on the first request. A
+    bad configuration (a setting, a configuration file, a team's Python activity declaration)
+    stops the listener here: gunicorn reports the worker failed to boot and exits, the error
+    naming what is wrong. Anything else (the database down at boot) is logged and retried by
+    the first request, which answers 503 meanwhile, so an outage does not stop boot."""
+    try:
+        build()
+    except ConfigError as exc:
+        worker.log.critical("the %s app cannot start: %s", name, exc)
+        raise
+    except Exception:
+        worker.log.exception("the %s app could not be built at boot", name)

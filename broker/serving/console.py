@@ -36,7 +36,4 @@ def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
     from broker.serving import wsgi
 
-    try:
-        wsgi.console.app  # noqa: B018 - builds on first access
-    except Exception:
-        worker.log.exception("the console app could not be built at boot")
+    common.build_at_boot(worker, lambda: wsgi.console.app, "console")

@@ -27,11 +27,8 @@ child_exit = common.forget_dead_worker
 
 def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
-    # Build the app now rather than on the first request; a failure is logged and retried by
-    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
     from broker.serving import wsgi
 
-    try:
-        wsgi.internal()  # with no argument: builds the Flask app
-    except Exception:
-        worker.log.exception("the internal app could not be built at boot")
+    common.build_at_boot(
+        worker, wsgi.internal, "internal"
+    )  # with no argument: builds the Flask app

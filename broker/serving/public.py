@@ -57,11 +57,7 @@ def when_ready(server: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     configure_logging(_settings)
-    # Build the app now rather than on the first request; a failure is logged and retried by
-    # the first request (which answers 503 meanwhile), so a database outage does not stop boot.
     from broker.serving import wsgi
 
-    try:
-        wsgi.public()  # with no argument: builds the Flask app
-    except Exception:
-        worker.log.exception("the public app could not be built at boot")
+    # (called with no argument, ``wsgi.public`` builds the Flask app)
+    common.build_at_boot(worker, wsgi.public, "public")
