@@ -99,11 +99,10 @@ class Liveness(bootsteps.StartStopStep):  # type: ignore[misc]
 
 
 def worker_queues(runtime: Runtime) -> list[str]:
-    """The queues a worker consumes: default, maintenance, webhooks and every loaded workflow's
-    own."""
+    """The queues a worker consumes: default, maintenance, webhooks, every workflow's own (loaded,
+    or stored with instances that may still run) and every declared activity's."""
     queues = {DEFAULT_QUEUE, MAINTENANCE_QUEUE, WEBHOOK_QUEUE}
-    for workflow in runtime.registry.definitions():
-        queues.add(workflow.queue)
+    queues |= runtime.registry.queues()
     queues.update(declared.queue for declared in DECLARED.values() if declared.queue)
     return sorted(queues)
 

@@ -252,3 +252,15 @@ def load_newest_published(factory: SessionFactory, definition_id: str) -> Publis
             return from_row(row) if row is not None else None
     except OperationalError as exc:
         raise StoreUnavailable(f"could not read workflow definition {definition_id}") from exc
+
+
+def stored_queues(factory: SessionFactory) -> set[str]:
+    """The queue of every stored version (instances of a version whose file went bad or was
+    removed still have steps to run on it)."""
+    table = models.WorkflowDefinition
+    try:
+        with factory() as session:
+            found = session.scalars(select(table.queue).where(table.queue.is_not(None)).distinct())
+            return {str(queue) for queue in found}
+    except OperationalError as exc:
+        raise StoreUnavailable("could not read the workflow versions' queues") from exc

@@ -27,6 +27,7 @@ from broker.registry.versions import (
     load_version,
     next_version,
     publish,
+    stored_queues,
 )
 from broker.registry.watcher import FolderWatcher
 from broker.settings import Settings
@@ -270,6 +271,19 @@ class WorkflowRegistry:
         """Every loaded definition, sorted by definition id."""
         index = self._index.by_definition
         return [index[key] for key in sorted(index)]
+
+    def queues(self) -> set[str]:
+        """The queue of every loaded definition and of every stored version: a worker consumes
+        them all, so an instance whose workflow file went bad (an activity that gained a
+        required input) or was removed still runs its steps. Without the database: the loaded
+        ones."""
+        queues = {workflow.queue for workflow in self.definitions()}
+        if self._factory is not None:
+            try:
+                queues |= stored_queues(self._factory)
+            except StoreUnavailable:
+                logger.warning("the stored workflow versions' queues could not be read")
+        return queues
 
     @property
     def problems(self) -> list[Problem]:

@@ -222,3 +222,24 @@ def test_registries_publishing_the_same_change_concurrently_agree(
         assert [latest for _, _, latest in stored].count(True) == 1
         served = {r.for_request_type("InvoiceProcess") for r in registries}
         assert {(w.version, w.version_id) for w in served if w} == {(round_number, stored[-1][1])}
+
+
+def test_a_worker_still_consumes_the_queue_of_a_workflow_whose_file_went_bad(
+    settings: Settings, folder: Path, factory: sessionmaker[Session]
+) -> None:
+    # Given a workflow on its own queue, published, with a second workflow beside it
+    document = fixture("invoice.json")
+    document.setdefault("customProperties", {})["queue"] = "billing.slow"
+    path = write(folder / "invoice.json", document)
+    registry = registry_for(settings, folder, factory)
+    registry.load()
+    assert "billing.slow" in registry.queues()
+    # When its file goes bad (as one does when a Python activity it uses gains a required
+    # input) and a process starts with the folder as it is now
+    path.write_text("{ not json", encoding="utf-8")
+    restarted = registry_for(settings, folder, factory)
+    restarted.load()
+    # Then the workflow is no longer served, but its queue is still consumed: its instances'
+    # steps (and their task-mode calls) still run
+    assert restarted.for_request_type("InvoiceProcess") is None
+    assert "billing.slow" in restarted.queues()
