@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import undefer
 
-from broker.names import DELIVER_WEBHOOK, RUN_REQUEST, RUN_TASK
+from broker.activities import activity as python_activity
+from broker.names import DELIVER_WEBHOOK, RUN_ACTIVITY, RUN_REQUEST, RUN_TASK
 from broker.runtime.admin import dead_letters as dead_letter_admin
 from broker.runtime.bookmarks import queue as bookmark_queue
 from broker.runtime.outbox import deliveries
@@ -41,6 +42,11 @@ from tests.support.workflows import activity, literal, obj, set_output, workflow
 TASK = "poison.crash"
 
 
+@python_activity("Poison.Charge", category="Test", run="task")
+def charge(amount: float) -> float:
+    return amount
+
+
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Iterator[Settings]:
     dispose_engines()
@@ -62,6 +68,14 @@ def settings(database_url: str, tmp_path: Path) -> Iterator[Settings]:
         ),
     )
     write_workflow(folder, workflow("quick", [set_output("out", "result", "ok")], request_type="Q"))
+    write_workflow(
+        folder,
+        workflow(
+            "crash-activity",
+            [activity("charge", "Poison.Charge", amount=literal(3))],
+            request_type="CrashActivity",
+        ),
+    )
     env = runtime_env(tmp_path / "var", database_url=database_url, workflows=folder)
     yield Settings.from_env(env)
     dispose_engines()
@@ -250,6 +264,28 @@ def test_work_that_killed_its_worker_three_times_is_dead_lettered_and_its_replay
     bookmark_queue.process_queue(rt)
     drain(rt)
     assert request_status(rt.factory, request_id) == "Completed"
+
+
+def test_a_task_mode_activity_that_killed_its_worker_is_dead_lettered_naming_the_activity(
+    rt: Runtime,
+) -> None:
+    # Given a request waiting for its task-mode Python activity, whose call killed its worker
+    # three times
+    request_id = submit_request(rt.factory, rt.registry, "CrashActivity")
+    (first,) = rows_named(rt, RUN_REQUEST)
+    runner.run_request(rt, request_id, first.id)
+    (call,) = rows_named(rt, RUN_ACTIVITY)
+    for _ in range(rt.settings.max_worker_deaths):
+        begin(rt, call.id)
+        lease_runs_out(rt, call.id)
+    # When the next delivery buries it
+    assert poison.bury(rt, begin(rt, call.id)) == "request"
+    # Then its dead letter and the instance's fault name the activity
+    with transaction(rt.factory, write=False) as session:
+        (letter,) = session.scalars(select(DeadLetter).where(DeadLetter.request_id == request_id))
+        session.expunge(letter)
+    assert (letter.reason, letter.activity_id) == ("WorkerDied", "charge")
+    assert letter.error == "the worker died 3 times running it (activity 'charge')"
 
 
 def test_a_first_step_that_killed_its_worker_before_writing_anything_is_replayable(
