@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -53,8 +54,8 @@ def _float(text: str) -> float:
 
 def _positive_float(text: str) -> float:
     value = float(text.strip())
-    if not value > 0:
-        raise ValueError(f"expected a number of seconds above 0, got {text!r}")
+    if not 0 < value < math.inf:
+        raise ValueError(f"expected a finite number of seconds above 0, got {text!r}")
     return value
 
 

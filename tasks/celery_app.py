@@ -31,7 +31,7 @@ from broker.names import (
 )
 from broker.runtime import ids
 from broker.runtime.outbox import deliveries
-from broker.runtime.steps import ceiling, heartbeat, poison
+from broker.runtime.steps import activities, ceiling, heartbeat, poison
 from broker.runtime.steps.heartbeat import leasing
 from broker.settings import Settings, get_settings
 from broker.telemetry import metrics, tracing
@@ -320,6 +320,32 @@ class StepTask(DurableTask):
             )
         except Exception:
             logger.error("fault of killed step %s not recorded", task_id, exc_info=True)
+
+
+class ActivityTask(DurableTask):
+    """``broker.run_activity``: it beats its own lease under the activity's time limit, and when
+    Celery's hard limit (the backstop for a call its watchdog could not reach: code holding the
+    GIL) kills its process, this runs in the worker's main process and answers the call with its
+    time-limit fault."""
+
+    beats_lease = True
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        if not isinstance(exc, TimeLimitExceeded):
+            return
+        call = dict(kwargs or {})
+        try:
+            activities.fault_overdue_call(
+                get_runtime(),
+                outbox_id=call.get("outbox_id"),
+                type_name=str(call["type_name"]),
+                instance_id=str(call["instance_id"]),
+                bookmark_id=str(call["bookmark_id"]),
+            )
+        except Exception:
+            logger.error("fault of killed activity call %s not recorded", task_id, exc_info=True)
 
 
 def step_task(name: str, **options: Any) -> Callable[[F], F]:

@@ -9,7 +9,7 @@ from broker.names import RESUME_INSTANCE, RUN_ACTIVITY, RUN_CHILD, RUN_REQUEST, 
 from broker.runtime.outbox import rows as outbox
 from broker.runtime.steps import activities, runner, usertasks
 from broker.wiring.runtime import get_runtime
-from tasks.celery_app import step_task, workflow_task
+from tasks.celery_app import ActivityTask, step_task, workflow_task
 
 #: what a task answers when the pause held its row back
 HELD = "held"
@@ -76,7 +76,7 @@ def run_task(
 
 
 # beats its own lease, under the activity's time limit (``activities.run_activity``)
-@workflow_task(name=RUN_ACTIVITY, beats_lease=True)
+@workflow_task(name=RUN_ACTIVITY, base=ActivityTask)
 def run_activity(
     type_name: str,
     inputs: dict[str, Any],

@@ -193,6 +193,13 @@ def declare(
     )
 
 
+def _as_float(number: float) -> float:
+    try:
+        return float(number)
+    except OverflowError:  # an int past a float's range
+        return float("inf")
+
+
 def _check_time_limit(type_name: str, mode: Mode, time_limit: float | None) -> None:
     if time_limit is None:
         return
@@ -205,7 +212,7 @@ def _check_time_limit(type_name: str, mode: Mode, time_limit: float | None) -> N
     if (
         isinstance(time_limit, bool)
         or not isinstance(time_limit, int | float)
-        or not 0 < time_limit < float("inf")
+        or not 0 < _as_float(time_limit) < float("inf")
     ):
         raise ActivityDeclarationError(
             f"activity {type_name!r}: time_limit must be a positive number of seconds, "

@@ -49,7 +49,15 @@ EXPECTED = {
         f"activity 'Stuck.Task' exceeded its time limit of {TASK_TIME_LIMIT:g}s",
         "Faulted",
     ),
+    "Stuck.TaskGil": (
+        f"activity 'Stuck.TaskGil' exceeded its time limit of {TASK_TIME_LIMIT:g}s",
+        "Faulted",
+    ),
 }
+#: the activities whose call holds the GIL: its watchdog cannot run, Celery's hard limit (the
+#: longest task-mode limit plus STEP_KILL_GRACE) kills the process and the worker's main process
+#: records the fault
+HOLDS_THE_GIL = {"Stuck.TaskGil"}
 
 
 def stuck_workflow(kind: str, stuck_while: Path, attempts: Path) -> dict[str, object]:
@@ -71,6 +79,15 @@ def stuck_workflow(kind: str, stuck_while: Path, attempts: Path) -> dict[str, ob
 
 def all_are(factory: Any, request_ids: list[str], status: str) -> bool:
     return all(request_status(factory, r) == status for r in request_ids)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for its parent to reap counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def logged(worker: Any, text: str, times: int) -> bool:
@@ -98,6 +115,7 @@ def submit_round(factory: Any, registry: Any, publisher: Any) -> tuple[str, list
         ("Stuck.Inline", "production"),
         ("Stuck.Task", "embedded"),
         ("Stuck.Task", "production"),
+        ("Stuck.TaskGil", "embedded"),
     ],
 )
 def test_an_activity_blocked_past_its_time_limit_faults_and_the_worker_keeps_taking_work(
@@ -121,6 +139,10 @@ def test_an_activity_blocked_past_its_time_limit_faults_and_the_worker_keeps_tak
             workflows=folder,
             BROKER_TASK_MODULES="tasks,tests.chaos.stuck_activities",
             BROKER_STEP_TIME_LIMIT=str(CEILING),
+            BROKER_ACTIVITY_TIME_LIMIT=str(TASK_TIME_LIMIT),
+            # a call holding the GIL beats no lease: the hard limit (the longest task-mode limit,
+            # the example's 30 s, plus the grace) must come before the lease runs out
+            BROKER_OUTBOX_LEASE="60",
             **urls,
         )
         settings = Settings.from_env(env)
@@ -129,14 +151,15 @@ def test_an_activity_blocked_past_its_time_limit_faults_and_the_worker_keeps_tak
         publisher = make_publisher(settings, factory)
         worker = worker_process(env, tmp_path / "worker.log", concurrency=2).start()
         try:
-            for round_ in range(1, ROUNDS + 1):
+            rounds = 1 if kind in HOLDS_THE_GIL else ROUNDS  # (a round waits for the hard limit)
+            for round_ in range(1, rounds + 1):
                 # Given quick requests submitted around one whose activity blocks
                 started = time.monotonic()
                 stuck, others = submit_round(factory, registry, publisher)
                 # When the worker runs them: the stuck request faults at the limit
                 wait_until(
                     functools.partial(all_are, factory, [stuck], "Faulted"),
-                    timeout=60,
+                    timeout=90,
                     interval=0.25,
                     what="the stuck request to fault",
                 )
@@ -161,10 +184,18 @@ def test_an_activity_blocked_past_its_time_limit_faults_and_the_worker_keeps_tak
                     assert letter.replayable
                 print(f"\n{kind} on {backend}, round {round_}: faulted after {faulted_after:.1f}s")
             # And the activity ran once per stuck request (no redelivery ran it again)
-            assert len(attempts.read_text().split()) == ROUNDS
-            # And each blocked pool process was ended by its watchdog, not by Celery's hard limit
+            runs = [line.split() for line in attempts.read_text().splitlines()]
+            assert len(runs) == rounds, runs
             assert worker.proc is not None
             assert worker.proc.poll() is None, worker.tail()
+            log = worker.tail(5000)
+            assert "Unrecoverable error" not in log
+            if kind in HOLDS_THE_GIL:
+                # And Celery's hard limit killed each blocked pool process
+                assert log.count("Hard time limit") == rounds, log
+                return
+            # And each blocked pool process was ended by its watchdog, not by Celery's hard
+            # limit, with the child process the call had started
             exited = f"exited with 'exitcode {OVERDUE_EXIT}'"
             wait_until(
                 functools.partial(logged, worker, exited, ROUNDS),
@@ -174,7 +205,9 @@ def test_an_activity_blocked_past_its_time_limit_faults_and_the_worker_keeps_tak
             log = worker.tail(5000)
             assert log.count("ran past its time limit: its pool process exits") == ROUNDS, log
             assert "exited with 'signal" not in log  # (Celery's hard limit: SIGTERM, SIGKILL)
-            assert "Unrecoverable error" not in log
+            assert "Hard time limit" not in log
+            for _, child in runs:
+                assert not alive(int(child)), f"the call's child process {child} outlived it"
         except AssertionError:
             print(worker.tail(150))
             raise

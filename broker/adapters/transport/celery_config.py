@@ -35,6 +35,9 @@ def step_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
     return {name: {"time_limit": limit} for name in STEP_TASKS}
 
 
+#: seconds the pool waits for the result of a process that exited before the job is lost
+WORKER_LOST_WAIT = 1.0
+
 #: seconds a Redis command may wait for its answer, and a connection to be made (kombu's own
 #: blocking reads, BRPOP's, last 1 s)
 REDIS_SOCKET_TIMEOUT = 5.0
@@ -147,6 +150,10 @@ def configure(app: Celery, settings: Settings) -> None:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
+        # Results are ignored (a task's outcome is in SQL), so a pool process that exited is
+        # known lost after 1 s instead of 10: its prefetch slot (and, for a step the watchdog
+        # ended, the hard limit's timer) is released at once (docs/activities.md, time limits).
+        worker_lost_wait=WORKER_LOST_WAIT,
         # The drain (``broker.runtime.drain``): a cold shutdown (SIGQUIT, or SIGTERM with
         # Celery's REMAP_SIGTERM=SIGQUIT, which every deploy form sets) stops consuming and lets
         # running steps go on for drain_timeout; what still runs then is interrupted and handed

@@ -47,19 +47,13 @@ def run_activity(
     limit = declared.time_limit or rt.settings.activity_time_limit
 
     def overdue() -> bool:
-        message = f"activity {type_name!r} exceeded its time limit of {limit:g}s and was stopped"
-        if not answers.answer(
+        return fault_overdue_call(
             rt,
             outbox_id=outbox_id,
-            kind="activity",
-            stimulus=TASK_BOOKMARK,
-            payload={"fault": message, "code": TIME_LIMIT_CODE},
+            type_name=type_name,
             instance_id=instance_id,
             bookmark_id=bookmark_id,
-        ):
-            return False  # it answered meanwhile
-        logger.error("%s", message, extra=log)
-        return True
+        )
 
     watched = (
         leasing(rt, outbox_id, limit=limit, overdue=overdue)
@@ -100,3 +94,31 @@ def run_activity(
         return None
     logger.info("activity %s answered for instance %s", type_name, instance_id, extra=log)
     return answer
+
+
+def fault_overdue_call(
+    rt: Steps,
+    *,
+    outbox_id: str | None,
+    type_name: str,
+    instance_id: str,
+    bookmark_id: str,
+) -> bool:
+    """Answer a call that ran past its time limit with its fault (the watchdog at the limit, or
+    the worker's main process after Celery's hard limit); answers whether this call gave it
+    (False: the call answered meanwhile)."""
+    declared = DECLARED.get(type_name)
+    limit = (declared.time_limit if declared else None) or rt.settings.activity_time_limit
+    message = f"activity {type_name!r} exceeded its time limit of {limit:g}s and was stopped"
+    if not answers.answer(
+        rt,
+        outbox_id=outbox_id,
+        kind="activity",
+        stimulus=TASK_BOOKMARK,
+        payload={"fault": message, "code": TIME_LIMIT_CODE},
+        instance_id=instance_id,
+        bookmark_id=bookmark_id,
+    ):
+        return False
+    logger.error("%s", message, extra={"instance_id": instance_id, "outbox_id": outbox_id})
+    return True

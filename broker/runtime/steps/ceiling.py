@@ -19,8 +19,11 @@ FAULT_CODE = "StepTimeLimitExceeded"
 FAULT_CATEGORY = "Timeout"
 
 
-def overdue_message(limit: float) -> str:
-    return f"the workflow step exceeded its time limit of {limit:g}s and was stopped"
+def overdue_message(limit: float, activity_id: str | None = None) -> str:
+    """``the workflow step exceeded its time limit of 300s and was stopped``, naming the activity
+    it was stuck in where known."""
+    where = f" in activity {activity_id!r}" if activity_id else ""
+    return f"the workflow step exceeded its time limit of {limit:g}s and was stopped{where}"
 
 
 def fault_overdue_step(
@@ -67,12 +70,15 @@ def fault_overdue_step_txn(
         return False  # the step was saved, or its fault recorded, already
     instance = session.get(WorkflowInstance, instance_id)
     checkpoint = instance.checkpoint if instance is not None else 0
-    suffix = "timeout" if code == FAULT_CODE else code  # the dead letter's idempotency key
+    suffix = "timeout" if code == FAULT_CODE else code
+    # The dead letter's idempotency key: once per delivered step (its outbox row), so the same
+    # step faulting again after its dead letter was replayed (a new row) writes a new one.
+    attempt = outbox_id or checkpoint
     fault = OutsideFault(
-        message=message or overdue_message(limit),
+        message=message or overdue_message(limit, activity_id),
         code=code,
         category=category,
-        key=f"{instance_id}:{checkpoint}:{suffix}",
+        key=f"{instance_id}:{attempt}:{suffix}",
         queue=queue,
         activity_id=activity_id,
         details={"limit": limit},

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,13 +46,40 @@ def mark_pool_process() -> None:
     _pool_process = True
 
 
+def _descendants(root: int) -> list[int]:
+    """The processes ``root`` started, and theirs, from ``/proc`` (none where there is none)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    # ``pid (comm) state ppid ...``: comm may hold spaces and parentheses
+                    fields = stat.read().rpartition(b")")[2].split()
+            except OSError:
+                continue  # it ended meanwhile
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    pending = list(children.get(root, ()))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, ()))
+    return found
+
+
 def in_pool_process() -> bool:
     return _pool_process
 
 
 def end_process(status: int) -> NoReturn:
     """End this pool process at once (no unwinding, no finalizers: whatever the work is stuck in
-    stays stuck, and no lock it might take on the way out is left held), logs flushed first."""
+    stays stuck, and no lock it might take on the way out is left held), and every process it
+    started (the work's own children, whatever session they are in), logs flushed first."""
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
             handler.flush()
