@@ -228,6 +228,22 @@ def test_the_dead_letter_of_a_first_step_replays_the_request_from_its_start(rt: 
     # And running it faults again at the ceiling (the script did not change), with a fresh letter
     assert runner.run_request(rt, request_id, replayed.new_id) is Outcome.STALE
     assert request_status(rt.factory, request_id) == "Faulted"
+    with transaction(rt.factory, write=False) as session:
+        letters = session.scalars(
+            select(DeadLetter)
+            .where(DeadLetter.request_id == request_id)
+            .order_by(DeadLetter.created_at)
+        ).all()
+        assert [(d.id == letter.id, d.replayable) for d in letters] == [
+            (True, False),
+            (False, True),
+        ]
+        fresh = letters[1].id
+    # And that one replays in turn
+    with transaction(rt.factory) as session:
+        again = dead_letter_admin.replay(session, fresh)
+    assert again.new_id != replayed.new_id
+    assert request_status(rt.factory, request_id) == "Processing"
 
 
 def test_a_child_past_the_ceiling_faults_and_its_waiting_parent_is_told(rt: Runtime) -> None:
