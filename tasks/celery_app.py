@@ -288,19 +288,36 @@ def _die_of_memory(outbox_id: str) -> None:
     heartbeat.end_process(OUT_OF_MEMORY_EXIT)
 
 
-class StepTask(DurableTask):
-    """A task adapter that runs one workflow step. When Celery's hard time limit kills the step's
-    process, this runs in the worker's main process (on a Celery that reports it) and records the
-    fault, in case the step's own watchdog could not (``broker.runtime.steps.ceiling``)."""
+class KilledAtHardLimit(DurableTask):
+    """The base of the task adapters whose work Celery's hard time limit may kill (the backstop
+    of their own watchdog): when it does, ``on_failure`` runs in the worker's main process (on a
+    Celery that reports it) and ``record_killed`` records the work's fault."""
 
     beats_lease = True
+    #: what the log calls the work
+    work = "work"
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
         if not isinstance(exc, TimeLimitExceeded):
             return
-        call = dict(kwargs or {})
+        try:
+            self.record_killed(tuple(args or ()), dict(kwargs or {}))
+        except Exception:
+            logger.error("fault of killed %s %s not recorded", self.work, task_id, exc_info=True)
+
+    def record_killed(self, args: tuple[Any, ...], call: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class StepTask(KilledAtHardLimit):
+    """A task adapter that runs one workflow step: when the hard limit kills it, its fault is
+    recorded in case the step's own watchdog could not (``broker.runtime.steps.ceiling``)."""
+
+    work = "step"
+
+    def record_killed(self, args: tuple[Any, ...], call: dict[str, Any]) -> None:
         request_id = call.get("request_id")
         instance_id = call.get("instance_id")
         if self.name == RUN_REQUEST:
@@ -310,42 +327,30 @@ class StepTask(DurableTask):
             instance_id = args[0]
         if not instance_id:
             return
-        outbox_id = call.get("outbox_id") or (args[1] if args and len(args) > 1 else None)
-        try:
-            ceiling.fault_overdue_step(
-                get_runtime(),
-                instance_id=str(instance_id),
-                outbox_id=str(outbox_id) if outbox_id else None,
-                request_id=str(request_id) if request_id else None,
-            )
-        except Exception:
-            logger.error("fault of killed step %s not recorded", task_id, exc_info=True)
+        outbox_id = call.get("outbox_id") or (args[1] if len(args) > 1 else None)
+        ceiling.fault_overdue_step(
+            get_runtime(),
+            instance_id=str(instance_id),
+            outbox_id=str(outbox_id) if outbox_id else None,
+            request_id=str(request_id) if request_id else None,
+        )
 
 
-class ActivityTask(DurableTask):
-    """``broker.run_activity``: it beats its own lease under the activity's time limit, and when
-    Celery's hard limit (the backstop for a call its watchdog could not reach: code holding the
-    GIL) kills its process, this runs in the worker's main process and answers the call with its
-    time-limit fault."""
+class ActivityTask(KilledAtHardLimit):
+    """``broker.run_activity``: it beats its own lease under the activity's time limit; when the
+    hard limit (the backstop for a call its watchdog could not reach: code holding the GIL) kills
+    its process, the call is answered with its time-limit fault."""
 
-    beats_lease = True
+    work = "activity call"
 
-    def on_failure(
-        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
-    ) -> None:
-        if not isinstance(exc, TimeLimitExceeded):
-            return
-        call = dict(kwargs or {})
-        try:
-            activities.fault_overdue_call(
-                get_runtime(),
-                outbox_id=call.get("outbox_id"),
-                type_name=str(call["type_name"]),
-                instance_id=str(call["instance_id"]),
-                bookmark_id=str(call["bookmark_id"]),
-            )
-        except Exception:
-            logger.error("fault of killed activity call %s not recorded", task_id, exc_info=True)
+    def record_killed(self, args: tuple[Any, ...], call: dict[str, Any]) -> None:
+        activities.fault_overdue_call(
+            get_runtime(),
+            outbox_id=call.get("outbox_id"),
+            type_name=str(call["type_name"]),
+            instance_id=str(call["instance_id"]),
+            bookmark_id=str(call["bookmark_id"]),
+        )
 
 
 def step_task(name: str, **options: Any) -> Callable[[F], F]:
